@@ -1,0 +1,60 @@
+"""The scripted upstream: a deterministic HTTP server for the demo, the tests and the benchmark.
+
+It plays two roles at once:
+
+1. **The inference backend behind a real Llama Stack** (`remote::vllm`, base_url
+   http://HOST:PORT/v1): GET /v1/models, GET /health and /v1/health,
+   POST /v1/chat/completions (stream or not), POST /v1/embeddings (384-dim hashed
+   bag-of-words, L2-normalised).
+2. **A stand-in for Llama Stack 0.7.3 itself**, quirks included: POST/GET /v1/responses,
+   GET/DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items,
+   POST /v1/responses/{id}/cancel, the Conversations API, GET /v1/version,
+   GET /v1/inspect/routes. Models: `scripted/scripted-chat` and `scripted-chat`;
+   `scripted/ghost-model` behaves like a model the backend does not know (500, or
+   `response.failed` in a stream); anything else is Llama Stack's "Model not found" (404,
+   or the untyped `{"error": ...}` event in a stream).
+
+Replies come from one scripted model (`model.py`) for both roles:
+``Scripted reply (turn N, M messages): <last user text>`` where N counts user messages
+and M non-system messages; a tool call when tools are given and the last user message
+has a trigger word (tool, call, use, search, weather, add); ``Tool said: <output>`` after
+a tool result. MCP servers are simulated (tools `add` and `echo`); file_search returns
+made-up deterministic chunks.
+
+Triggers (words in the last user text of the current turn):
+
+* ``fail-upstream``: chat -> 500 OpenAI error body; responses -> 500
+  ``{"detail":"scripted upstream failure"}``, or created, in_progress, response.failed.
+* ``context-overflow``: chat -> 400 (code ``context_length_exceeded``); responses -> 400
+  ``{"detail":"Input exceeds the model's maximum context length (context_length_exceeded)"}``,
+  or the same message in response.failed.
+* ``hang-upstream``: the request is accepted and nothing is ever sent (no status line)
+  until the client goes away.
+* ``stall-stream``: a stream sends its first events (responses: created + in_progress;
+  chat: the role chunk) and then nothing, until the client goes away.
+* ``break-stream``: a stream sends a few deltas, then the body ends without a terminal
+  event (no response.completed / finish chunk / [DONE]).
+* ``error-event``: responses -> the untyped ``{"error": {...}}`` event after in_progress;
+  chat -> a ``data: {"error": {...}}`` chunk after the role chunk, then [DONE].
+* an MCP tool whose ``server_url`` contains ``unreachable``: 502 like Llama Stack when it
+  cannot reach an MCP server (response.failed in a stream).
+
+Knobs (string values in the request's ``metadata``; chat completions read them too):
+
+* ``scripted_deltas``: exact number of text delta events (the reply is padded with
+  filler words, or its words merged, to fit);
+* ``scripted_delay_ms``: sleep between consecutive stream events, and before a JSON
+  answer. The server-wide default is ``--delay-ms`` / ``create_app(delay_ms=...)``.
+
+Test endpoints: GET /_scripted/requests (what was received, newest last), DELETE
+/_scripted/requests (clear), GET /_scripted/mcp (MCP tool definitions received, with
+their headers/authorization).
+
+Run it with ``python -m gateway.devserver --host 127.0.0.1 --port 18000``.
+"""
+
+from __future__ import annotations
+
+from .app import create_app
+
+__all__ = ["create_app"]

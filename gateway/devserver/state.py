@@ -1,0 +1,31 @@
+"""Per-app state shared by the handlers: options, stores, the request recorder."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from .recording import Recorder
+from .store import ConversationStore, ResponseStore
+
+MAX_MCP_DEFINITIONS = 1000
+
+
+@dataclass(slots=True)
+class ServerState:
+    responses_enabled: bool = True
+    conversations_enabled: bool = True
+    delay_ms: float = 0.0
+    recorder: Recorder = field(default_factory=Recorder)
+    responses: ResponseStore = field(default_factory=ResponseStore)
+    conversations: ConversationStore = field(default_factory=ConversationStore)
+    # MCP tool definitions as received (server_url, headers, authorization...), because
+    # the gateway's tests need to see what it injected; the MCP servers are simulated.
+    mcp_definitions: deque[dict[str, Any]] = field(
+        default_factory=lambda: deque(maxlen=MAX_MCP_DEFINITIONS))
+
+
+STATE: web.AppKey[ServerState] = web.AppKey("scripted_state", ServerState)

@@ -1,0 +1,63 @@
+"""Error-path triggers and per-request knobs (see the package docstring for the list).
+
+Triggers are words in the last user text; knobs are string values in the request's
+``metadata``. Both are parsed here once so handlers only branch on the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+FAIL_UPSTREAM = "fail-upstream"
+CONTEXT_OVERFLOW = "context-overflow"
+HANG_UPSTREAM = "hang-upstream"
+STALL_STREAM = "stall-stream"
+BREAK_STREAM = "break-stream"
+ERROR_EVENT = "error-event"
+
+# Checked in this order; the first one found wins.
+ALL_TRIGGERS = (HANG_UPSTREAM, FAIL_UPSTREAM, CONTEXT_OVERFLOW, STALL_STREAM, BREAK_STREAM,
+                ERROR_EVENT)
+
+UPSTREAM_FAILURE_MESSAGE = "scripted upstream failure"
+CONTEXT_OVERFLOW_MESSAGE = ("Input exceeds the model's maximum context length "
+                            "(context_length_exceeded)")
+ERROR_EVENT_MESSAGE = "scripted error event"
+BREAK_AFTER_DELTAS = 3  # break-stream sends this many deltas, then ends the body
+
+
+def find_trigger(text: str) -> str | None:
+    # Fast exit: every trigger has a dash, most texts do not.
+    if "-" not in text:
+        return None
+    for trigger in ALL_TRIGGERS:
+        if trigger in text:
+            return trigger
+    return None
+
+
+@dataclass(slots=True)
+class Knobs:
+    deltas: int | None = None
+    delay_s: float = 0.0
+
+
+def read_knobs(metadata: Any, default_delay_ms: float) -> Knobs:
+    """scripted_deltas / scripted_delay_ms from metadata; bad values are ignored."""
+    knobs = Knobs(delay_s=max(default_delay_ms, 0.0) / 1000.0)
+    if not isinstance(metadata, dict) or not metadata:
+        return knobs
+    raw = metadata.get("scripted_deltas")
+    if raw is not None:
+        try:
+            knobs.deltas = max(int(str(raw)), 0)
+        except ValueError:
+            pass
+    raw = metadata.get("scripted_delay_ms")
+    if raw is not None:
+        try:
+            knobs.delay_s = max(float(str(raw)), 0.0) / 1000.0
+        except ValueError:
+            pass
+    return knobs
