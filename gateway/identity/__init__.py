@@ -1,0 +1,32 @@
+"""Who is calling. An authentication module turns request headers and query into an
+`Identity`, or raises the 401 `ApiError` that says why not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Protocol
+
+from gateway.config import AuthenticationConfig
+
+
+@dataclass(frozen=True)
+class Identity:
+    user_id: str
+    username: str
+    token: str = ""
+    roles: tuple[str, ...] = ()
+    # LCORE's flag: modules without a verified user (noop family) skip per-user checks
+    # in LCORE; the gateway still scopes conversations to user_id (stricter than LCORE).
+    skip_userid_check: bool = False
+
+
+class Authenticator(Protocol):
+    async def authenticate(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity: ...
+
+
+def build_authenticator(config: AuthenticationConfig) -> Authenticator:
+    from gateway.identity.noop import NoopAuthenticator
+    from gateway.identity.noop_with_token import NoopWithTokenAuthenticator
+
+    modules = {"noop": NoopAuthenticator, "noop-with-token": NoopWithTokenAuthenticator}
+    return modules[config.module]()

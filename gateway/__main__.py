@@ -1,0 +1,99 @@
+"""The `gateway` command: `serve`, `check-config` and `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+from aiohttp import web
+
+from gateway.config import ConfigError, Configuration, load_config
+
+CONFIG_ENV = "LIGHTSPEED_STACK_CONFIG_PATH"
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(level=os.environ.get("GATEWAY_LOG_LEVEL", "INFO").upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _config_path(args: argparse.Namespace) -> str:
+    path = args.config or os.environ.get(CONFIG_ENV)
+    if not path:
+        sys.exit(f"error: no configuration file: pass -c FILE or set {CONFIG_ENV}")
+    return path
+
+
+def _load(path: str) -> Configuration:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        print(f"{path}: the configuration is not valid:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        sys.exit(2)
+
+
+def check_config(args: argparse.Namespace) -> int:
+    path = _config_path(args)
+    config = _load(path)
+    for warning in config.warnings():
+        print(f"warning: {warning}")
+    print(f"{path}: OK")
+    return 0
+
+
+def _run(config: Configuration, host: str | None = None, port: int | None = None) -> None:
+    from gateway.app import create_app
+
+    if config.llama_stack.api == "chat_completions":
+        sys.exit("error: llama_stack.api=chat_completions (the local agentic engine) is not available in "
+                 "this version; use `responses` or `auto` with a Responses-capable upstream")
+    app = create_app(config)
+    web.run_app(app, host=host or config.service.host, port=port or config.service.port,
+                access_log=logging.getLogger("aiohttp.access") if config.service.access_log else None,
+                handler_cancellation=True, print=lambda message: logging.getLogger("gateway").info(
+                    message.strip()), shutdown_timeout=10)
+
+
+def serve(args: argparse.Namespace) -> int:
+    _setup_logging()
+    _run(_load(_config_path(args)), args.host, args.port)
+    return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    _setup_logging()
+    from gateway.demo import demo_app
+
+    app, banner = demo_app(args.port, args.data_dir)
+    print(banner, flush=True)
+    web.run_app(app, host="127.0.0.1", port=args.port, handler_cancellation=True, print=None,
+                access_log=None, shutdown_timeout=5)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gateway", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="run the gateway")
+    run.add_argument("-c", "--config", help=f"lightspeed-stack.yaml (default: ${CONFIG_ENV})")
+    run.add_argument("--host", help="override service.host")
+    run.add_argument("--port", type=int, help="override service.port")
+    run.set_defaults(func=serve)
+    check = commands.add_parser("check-config", help="validate a configuration file and exit")
+    check.add_argument("-c", "--config", help=f"lightspeed-stack.yaml (default: ${CONFIG_ENV})")
+    check.set_defaults(func=check_config)
+    try_it = commands.add_parser("demo", help="run the gateway in front of the bundled scripted upstream")
+    try_it.add_argument("--port", type=int, default=8080)
+    try_it.add_argument("--data-dir", help="where the demo keeps its SQLite file (default: a temp dir)")
+    try_it.set_defaults(func=demo)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Wiring: build every service from the configuration, register the routes, and start
+and stop them with the application."""
+
+from __future__ import annotations
+
+import logging
+from typing import AsyncIterator
+
+from aiohttp import web
+
+from gateway.config import Configuration
+from gateway.http import catalog as catalog_routes
+from gateway.http import health, responses
+from gateway.http.middleware import gateway_middleware
+from gateway.http.services import PUBLIC, SERVICES, Services
+from gateway.identity import build_authenticator
+from gateway.pipeline import Pipeline
+from gateway.quota import QuotaService
+from gateway.storage.conversations import ConversationRepository
+from gateway.storage.database import Database
+from gateway.tools import ConfiguredTools
+from gateway.upstream.capabilities import Capabilities
+from gateway.upstream.catalog import ModelCatalog
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.responses import UpstreamResponses
+
+log = logging.getLogger("gateway")
+
+
+async def build_services(config: Configuration) -> Services:
+    db = await Database.open_sqlite(config.database.sqlite_path)
+    upstream = UpstreamClient(config.llama_stack)
+    await upstream.start()
+    catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)
+    conversations = ConversationRepository(db)
+    backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
+    pipeline = Pipeline(config, conversations, backend, catalog, QuotaService(), ConfiguredTools(config))
+    return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
+                    pipeline=pipeline, authenticator=build_authenticator(config.authentication))
+
+
+def create_app(config: Configuration) -> web.Application:
+    app = web.Application(client_max_size=config.service.max_request_body_bytes,
+                          middlewares=[gateway_middleware(config.service.cors)])
+    prefixes = [""] + ([config.service.root_path] if config.service.root_path else [])
+    for prefix in prefixes:
+        responses.add_routes(app, prefix)
+        catalog_routes.add_routes(app, prefix)
+        health.add_routes(app, prefix)
+    # Probes reveal nothing and orchestrators cannot authenticate: they are always open.
+    app[PUBLIC] = frozenset(f"{prefix}{name}" for prefix in prefixes for name in ("liveness", "readiness"))
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        services = await build_services(config)
+        app[SERVICES] = services
+        for warning in config.warnings():
+            log.warning("configuration: %s", warning)
+        yield
+        await services.pipeline.drain()
+        await services.upstream.close()
+        await services.db.close()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app

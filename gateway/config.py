@@ -1,0 +1,330 @@
+"""The gateway's configuration: LCORE's `lightspeed-stack.yaml`, strictly validated.
+
+An existing LCORE file starts the gateway unchanged (DESIGN decision 5). Keys this
+gateway implements are typed models with `extra="forbid"`, so a typo fails start-up
+with the key's path. LCORE keys for features not built yet are accepted and reported
+as warnings; the few whose silent absence would be unsafe (an authentication module
+we do not have, a database we cannot reach) are errors instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
+DEFAULT_USERNAME = "lightspeed-user"
+SUPPORTED_AUTH_MODULES = ("noop", "noop-with-token")
+LCORE_AUTH_MODULES = SUPPORTED_AUTH_MODULES + (
+    "k8s", "jwk-token", "api-key-token", "rh-identity", "trusted-proxy")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CorsConfig(Strict):
+    allow_origins: list[str] = ["*"]
+    allow_credentials: bool = False
+    allow_methods: list[str] = ["*"]
+    allow_headers: list[str] = ["*"]
+
+
+class ServiceConfig(Strict):
+    host: str = "localhost"
+    port: int = Field(8080, ge=1, le=65535)
+    base_url: str | None = None
+    auth_enabled: bool = False
+    workers: int = Field(1, ge=1)
+    color_log: bool = True
+    access_log: bool = True
+    root_path: str = ""
+    cors: CorsConfig = CorsConfig()
+    tls_config: dict[str, Any] | None = None
+    # Ours: requests with a larger body get 413 before anything is parsed.
+    max_request_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+
+    @model_validator(mode="after")
+    def _root_path_shape(self) -> "ServiceConfig":
+        if self.root_path and (not self.root_path.startswith("/") or self.root_path.endswith("/")):
+            raise ValueError("root_path must start with '/' and must not end with '/'")
+        return self
+
+
+class LlamaStackConfig(Strict):
+    url: str | None = None
+    api_key: str | None = None
+    timeout: float = Field(180, gt=0)
+    use_as_library_client: bool | None = None
+    library_client_config_path: str | None = None
+    max_retries: int = Field(2, ge=0)
+    retry_delay: float = Field(0.5, ge=0)
+    allow_degraded_mode: bool = False
+    config: dict[str, Any] | None = None
+    # Ours. Which upstream API serves turns; `auto` probes the upstream on first use.
+    api: Literal["auto", "responses", "chat_completions"] = "auto"
+    # Ours. Who keeps conversation state: the upstream's Conversations API, the
+    # gateway (continuing with previous_response_id), or `auto` (probe on first use).
+    conversations: Literal["auto", "upstream", "gateway"] = "auto"
+    # Ours. Size of the client connection pool to the upstream: concurrent streams
+    # beyond it queue, so it bounds how many turns can run at once.
+    max_connections: int = Field(1024, ge=1)
+    # Ours. Seconds the model catalog (`GET /v1/models`) is cached.
+    models_cache_seconds: float = Field(60, ge=0)
+
+    @model_validator(mode="after")
+    def _url_required(self) -> "LlamaStackConfig":
+        if self.use_as_library_client:
+            raise ValueError("use_as_library_client is not supported: the gateway needs a "
+                             "Llama Stack server; set llama_stack.url")
+        if not self.url:
+            raise ValueError("url is required (the Llama Stack or Responses server to front)")
+        if not re.match(r"^https?://", self.url):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        return self
+
+
+class AuthenticationConfig(Strict):
+    module: str = "noop"
+    skip_tls_verification: bool = False
+    skip_for_health_probes: bool = False
+    skip_for_metrics: bool = False
+    k8s_cluster_api: str | None = None
+    k8s_ca_cert_path: str | None = None
+    jwk_config: dict[str, Any] | None = None
+    api_key_config: dict[str, Any] | None = None
+    rh_identity_config: dict[str, Any] | None = None
+    trusted_proxy_config: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _module_supported(self) -> "AuthenticationConfig":
+        if self.module not in LCORE_AUTH_MODULES:
+            raise ValueError(f"unknown module {self.module!r}; one of {', '.join(LCORE_AUTH_MODULES)}")
+        if self.module not in SUPPORTED_AUTH_MODULES:
+            # Starting without the configured authentication would open the gateway to
+            # everyone, so this is an error, not a warning.
+            raise ValueError(f"module {self.module!r} is not supported by this version; "
+                             f"supported: {', '.join(SUPPORTED_AUTH_MODULES)}")
+        return self
+
+
+class InferenceConfig(Strict):
+    default_provider: str | None = None
+    default_model: str | None = None
+    max_infer_iters: int = Field(10, ge=1)
+    max_tool_calls: int = Field(30, ge=1)
+    context_windows: dict[str, int] | None = None
+    providers: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> "InferenceConfig":
+        if bool(self.default_provider) != bool(self.default_model):
+            raise ValueError("default_provider and default_model must be set together")
+        return self
+
+    @property
+    def default_model_id(self) -> str | None:
+        if not self.default_model:
+            return None
+        return f"{self.default_provider}/{self.default_model}"
+
+
+class SQLiteConfig(Strict):
+    db_path: str = "/tmp/lightspeed-stack.db"
+
+
+class DatabaseConfig(Strict):
+    sqlite: SQLiteConfig | None = None
+    postgres: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one_engine(self) -> "DatabaseConfig":
+        if self.sqlite and self.postgres:
+            raise ValueError("configure exactly one of sqlite and postgres")
+        if self.postgres is not None:
+            raise ValueError("postgres is not supported by this version yet; use sqlite")
+        return self
+
+    @property
+    def sqlite_path(self) -> str:
+        return (self.sqlite or SQLiteConfig()).db_path
+
+
+class ApprovalFilter(Strict):
+    always: list[str] = []
+    never: list[str] = []
+
+
+class McpServerConfig(Strict):
+    name: str = Field(min_length=1)
+    provider_id: str = "model-context-protocol"
+    url: str
+    # Header name -> where its value comes from: a file path (its contents), or the
+    # keywords `kubernetes` (the caller's bearer token), `client` or `oauth` (the
+    # caller's MCP-HEADERS request header).
+    authorization_headers: dict[str, str] = {}
+    # Incoming request headers to pass on to this server (case-insensitive).
+    headers: list[str] = []
+    require_approval: Literal["always", "never"] | ApprovalFilter = "never"
+    timeout: float | None = None
+
+    @model_validator(mode="after")
+    def _url_shape(self) -> "McpServerConfig":
+        if not re.match(r"^https?://", self.url):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        return self
+
+
+class ByokRagConfig(Strict):
+    rag_id: str = Field(min_length=1)
+    vector_db_id: str = Field(min_length=1)
+    rag_type: str = "inline::faiss"
+    embedding_model: str | None = None
+    embedding_dimension: int | None = None
+    db_path: str | None = None
+    score_multiplier: float = 1.0
+
+
+# LCORE keys this gateway accepts but does not act on yet (warned about at start-up).
+NOT_BUILT_KEYS = (
+    "config_format_version", "user_data_collection", "authorization", "customization",
+    "conversation_cache", "compaction", "approvals", "vector_store", "a2a_state",
+    "quota_handlers", "azure_entra_id", "rlsapi_v1", "splunk", "observability",
+    "deployment_environment", "rag", "skills", "saved_prompts", "shields", "okp", "reranker",
+)
+
+
+class Configuration(Strict):
+    name: str
+    service: ServiceConfig = ServiceConfig()
+    llama_stack: LlamaStackConfig
+    authentication: AuthenticationConfig = AuthenticationConfig()
+    inference: InferenceConfig = InferenceConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    mcp_servers: list[McpServerConfig] = []
+    byok_rag: list[ByokRagConfig] = []
+
+    config_format_version: Any = None
+    user_data_collection: Any = None
+    authorization: Any = None
+    customization: Any = None
+    conversation_cache: Any = None
+    compaction: Any = None
+    approvals: Any = None
+    vector_store: Any = None
+    a2a_state: Any = None
+    quota_handlers: Any = None
+    azure_entra_id: Any = None
+    rlsapi_v1: Any = None
+    splunk: Any = None
+    observability: Any = None
+    deployment_environment: Any = None
+    rag: Any = None
+    skills: Any = None
+    saved_prompts: Any = None
+    shields: Any = None
+    okp: Any = None
+    reranker: Any = None
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "Configuration":
+        names = [server.name for server in self.mcp_servers]
+        if len(names) != len(set(names)):
+            raise ValueError("mcp_servers names must be unique")
+        rag_ids = [store.rag_id for store in self.byok_rag]
+        if len(rag_ids) != len(set(rag_ids)):
+            raise ValueError("byok_rag rag_id values must be unique")
+        return self
+
+    def warnings(self) -> list[str]:
+        """What the file asks for that this version accepts but does not do."""
+        found = [f"{key}: accepted but not implemented by this version (ignored)"
+                 for key in NOT_BUILT_KEYS if getattr(self, key) is not None]
+        ignored = {
+            "service.tls_config": self.service.tls_config,
+            "service.workers": self.service.workers if self.service.workers != 1 else None,
+            "llama_stack.config": self.llama_stack.config,
+            "llama_stack.library_client_config_path": self.llama_stack.library_client_config_path,
+            "inference.context_windows": self.inference.context_windows,
+            "inference.providers": self.inference.providers,
+            "authentication.jwk_config": self.authentication.jwk_config,
+            "authentication.api_key_config": self.authentication.api_key_config,
+            "authentication.rh_identity_config": self.authentication.rh_identity_config,
+            "authentication.trusted_proxy_config": self.authentication.trusted_proxy_config,
+        }
+        found += [f"{key}: accepted but not implemented by this version (ignored)"
+                  for key, value in ignored.items() if value]
+        return found
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; `problems` lists `key.path: reason` lines."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+_ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
+
+
+def substitute_env(value: Any, path: str = "", environ: dict[str, str] | None = None) -> Any:
+    """Replace `${env.VAR}` and `${env.VAR:=default}` in every string, like Llama Stack."""
+    env = os.environ if environ is None else environ
+    if isinstance(value, dict):
+        return {key: substitute_env(item, _join(path, key), env) for key, item in value.items()}
+    if isinstance(value, list):
+        return [substitute_env(item, f"{path}[{index}]", env) for index, item in enumerate(value)]
+    if not isinstance(value, str) or "${env." not in value:
+        return value
+
+    def replace(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise ConfigError([f"{path}: environment variable {name} is not set and has no default"])
+
+    return _ENV_PATTERN.sub(replace, value)
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _describe(error: dict) -> str:
+    path = ""
+    for part in error["loc"]:
+        path = f"{path}[{part}]" if isinstance(part, int) else _join(path, part)
+    if error["type"] == "extra_forbidden":
+        return f"{path}: unknown key"
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{path or '(top level)'}: {message}"
+
+
+def parse_config(data: Any) -> Configuration:
+    if not isinstance(data, dict):
+        raise ConfigError(["(top level): the configuration must be a mapping of keys"])
+    data = substitute_env(data)
+    try:
+        return Configuration.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError([_describe(error) for error in exc.errors()]) from None
+
+
+def load_config(path: str | os.PathLike) -> Configuration:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read the configuration file ({exc.strerror})"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{path}: not valid YAML ({exc})"]) from None
+    return parse_config(data)

@@ -1,0 +1,47 @@
+"""Health probes, with LCORE's probe bodies (not the error envelope)."""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from gateway.http.responses_io import json_response
+from gateway.http.services import SERVICES
+from gateway.schema.errors import ApiError
+
+log = logging.getLogger("gateway.http")
+PROBE_TIMEOUT = 5.0
+
+
+async def liveness(request: web.Request) -> web.Response:
+    return json_response({"alive": True})
+
+
+async def readiness(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    problems: list[tuple[str, list[str]]] = []
+    try:
+        await services.db.ping()
+    except Exception as exc:  # any database failure means not ready
+        log.warning("readiness: database unavailable: %s", exc)
+        problems.append(("Database unavailable", ["Conversations and turns cannot be stored"]))
+    try:
+        reply = await services.upstream.request("GET", "/v1/models", timeout=PROBE_TIMEOUT)
+        if not reply.ok:
+            problems.append((f"Backend service answered HTTP {reply.status}", ["LLM inference unavailable"]))
+    except ApiError:
+        problems.append(("Cannot connect to backend service",
+                         ["LLM inference unavailable", "Provider health checks unavailable"]))
+    if problems:
+        return json_response({"ready": False, "reason": "; ".join(reason for reason, _ in problems),
+                              "overall_status": "unhealthy",
+                              "impacts": [impact for _, impacts in problems for impact in impacts],
+                              "providers": []}, status=503)
+    return json_response({"ready": True, "reason": "All providers are healthy", "overall_status": "healthy",
+                          "impacts": None, "providers": []})
+
+
+def add_routes(app: web.Application, prefix: str) -> None:
+    app.router.add_get(f"{prefix}/liveness", liveness, name=f"{prefix}liveness")
+    app.router.add_get(f"{prefix}/readiness", readiness, name=f"{prefix}readiness")

@@ -1,0 +1,72 @@
+"""`/v1/responses`: create (JSON or SSE), and retrieve / delete / input_items of
+responses the caller owns (404 for any other, so ids cannot be probed)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.http.responses_io import identity, json_response, read_json
+from gateway.http.services import SERVICES
+from gateway.http.sse import relay
+from gateway.schema.errors import not_found
+from gateway.schema.ids import openai_conversation_id
+from gateway.storage.conversations import TurnRecord
+from gateway.streaming.enrich import Enricher
+from gateway.streaming.repair import repair_response
+
+
+async def create_response(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    pipeline = services.pipeline
+    turn = await pipeline.prepare(identity(request), await read_json(request), request.headers)
+    if turn.stream:
+        return await relay(request, pipeline, turn)
+    try:
+        result = repair_response(await pipeline.backend.create(turn.body, turn.headers, turn.model.id))
+        turn.result = result
+        quotas = await pipeline.settle(turn)
+    finally:
+        pipeline.finish(turn)
+    Enricher(turn.conversation, turn.request.previous_response_id).finish(result, quotas)
+    return json_response(result)
+
+
+async def _owned_turn(request: web.Request) -> TurnRecord:
+    services = request.app[SERVICES]
+    response_id = request.match_info["response_id"]
+    found = await services.pipeline.owned_turn(identity(request), response_id)
+    if found is None:
+        raise not_found("Response", response_id, code="response_not_found")
+    return found
+
+
+async def get_response(request: web.Request) -> web.Response:
+    turn = await _owned_turn(request)
+    services = request.app[SERVICES]
+    reply = await services.upstream.request_ok("GET", f"/v1/responses/{turn.response_id}")
+    response = repair_response(reply.json())
+    Enricher(openai_conversation_id(turn.conversation_id), turn.previous_response_id).annotate(response)
+    return json_response(response)
+
+
+async def delete_response(request: web.Request) -> web.Response:
+    turn = await _owned_turn(request)
+    services = request.app[SERVICES]
+    reply = await services.upstream.request_ok("DELETE", f"/v1/responses/{turn.response_id}")
+    await services.conversations.delete_turn(turn.response_id)
+    return web.Response(body=reply.body, content_type="application/json")
+
+
+async def list_input_items(request: web.Request) -> web.Response:
+    turn = await _owned_turn(request)
+    services = request.app[SERVICES]
+    reply = await services.upstream.request_ok("GET", f"/v1/responses/{turn.response_id}/input_items",
+                                               params=request.query)
+    return web.Response(body=reply.body, content_type="application/json")
+
+
+def add_routes(app: web.Application, prefix: str) -> None:
+    app.router.add_post(f"{prefix}/v1/responses", create_response)
+    app.router.add_get(f"{prefix}/v1/responses/{{response_id}}", get_response)
+    app.router.add_delete(f"{prefix}/v1/responses/{{response_id}}", delete_response)
+    app.router.add_get(f"{prefix}/v1/responses/{{response_id}}/input_items", list_input_items)

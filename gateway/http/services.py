@@ -1,0 +1,31 @@
+"""What handlers reach through `request.app[SERVICES]`: everything built from the config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from gateway.config import Configuration
+from gateway.identity import Authenticator
+from gateway.pipeline import Pipeline
+from gateway.storage.conversations import ConversationRepository
+from gateway.storage.database import Database
+from gateway.upstream.catalog import ModelCatalog
+from gateway.upstream.client import UpstreamClient
+
+
+@dataclass
+class Services:
+    config: Configuration
+    db: Database
+    upstream: UpstreamClient
+    catalog: ModelCatalog
+    conversations: ConversationRepository
+    pipeline: Pipeline
+    authenticator: Authenticator
+
+
+SERVICES: web.AppKey[Services] = web.AppKey("services", Services)
+# Route names that are answered without authentication.
+PUBLIC: web.AppKey[frozenset[str]] = web.AppKey("public_routes", frozenset)

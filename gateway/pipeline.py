@@ -1,0 +1,250 @@
+"""The per-turn decisions every endpoint shares: `prepare()`, `settle()`, `finish()`.
+
+`prepare()` validates everything first (request, conversation ownership, model) and
+only then creates what the turn needs (an upstream conversation), so a refused
+request leaves nothing behind. `settle()` consumes the turn's tokens before the
+terminal event is written. `finish()` persists the turn in the background: it never
+delays the client and it still runs when the client has gone away, and the next
+request about the same conversation or response waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+import orjson
+
+from gateway.config import Configuration
+from gateway.identity import Identity
+from gateway.quota import QuotaService
+from gateway.schema.errors import conversation_forbidden, not_found
+from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
+from gateway.schema.responses import LCORE_EXTENSIONS, ResponsesRequest, parse_responses_request
+from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
+from gateway.tools import ConfiguredTools
+from gateway.upstream.catalog import ModelCatalog, ModelInfo
+from gateway.upstream.responses import UpstreamResponses
+
+log = logging.getLogger("gateway.pipeline")
+
+# Llama Stack's add-items endpoint, like OpenAI's, takes at most this many items a call.
+_ITEMS_PER_CALL = 20
+_RECORDED_STATUSES = ("completed", "incomplete")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+@dataclass
+class Turn:
+    """One request's plan and, once the upstream finished, its result."""
+
+    identity: Identity
+    request: ResponsesRequest
+    body: dict[str, Any]                 # what is sent upstream
+    headers: dict[str, str]              # extra upstream headers (provider data)
+    model: ModelInfo
+    conversation_id: str                 # bare stored form
+    upstream_conversation_id: str | None  # `conv_…` when the upstream keeps the conversation
+    existing: ConversationRecord | None  # None: this turn starts the conversation
+    forked_from: str | None              # the response this turn forks from
+    started_at: str = field(default_factory=_now)
+    result: dict[str, Any] | None = None  # the terminal response object
+    _settled: asyncio.Future | None = None
+
+    @property
+    def stream(self) -> bool:
+        return self.request.stream
+
+    @property
+    def conversation(self) -> str:
+        """The id returned to clients (`conv_<48 hex>`, spec 001)."""
+        return openai_conversation_id(self.conversation_id)
+
+
+class Pipeline:
+    def __init__(self, config: Configuration, conversations: ConversationRepository, backend: UpstreamResponses,
+                 catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools):
+        self._config = config
+        self._conversations = conversations
+        self.backend = backend
+        self._catalog = catalog
+        self._quota = quota
+        self._tools = tools
+        self._pending: dict[str, asyncio.Task] = {}
+        self._background: set[asyncio.Task] = set()
+
+    async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
+        request = parse_responses_request(raw)
+        await self.backend.capabilities.require_responses_api()
+        await self._quota.check(identity)
+        existing, forked_from = await self._resolve_conversation(identity, request)
+        model = await self._select_model(request, existing)
+        tools = self._tools.for_request(request.tools, request.tool_choice, identity, headers)
+
+        # Everything is valid: now create what the turn needs.
+        if existing is not None and forked_from is None:
+            conversation_id, upstream_id = existing.id, existing.upstream_id
+        else:
+            upstream_id = await self.backend.create_conversation()
+            conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
+            assert conversation_id is not None
+        turn = Turn(identity=identity, request=request, body={}, headers={}, model=model,
+                    conversation_id=conversation_id, upstream_conversation_id=upstream_id,
+                    existing=existing if forked_from is None else None, forked_from=forked_from)
+        turn.body = self._upstream_body(raw, turn, tools)
+        if request.solr is not None:
+            turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": request.solr}).decode()
+        return turn
+
+    async def settle(self, turn: Turn) -> dict[str, int]:
+        """Consume the turn's tokens once; returns the balance after it (`available_quotas`)."""
+        if turn._settled is None:
+            usage = (turn.result or {}).get("usage") or {}
+            turn._settled = asyncio.ensure_future(self._quota.settle(
+                turn.identity, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)))
+        return await asyncio.shield(turn._settled)
+
+    def finish(self, turn: Turn) -> None:
+        """Persist the turn in the background (only turns that reached a terminal event)."""
+        if turn.result is None:
+            return
+        task = asyncio.ensure_future(self._finish(turn))
+        keys = [turn.conversation_id, str(turn.result.get("id"))]
+        for key in keys:
+            self._pending[key] = task
+        self._background.add(task)
+
+        def done(task: asyncio.Task) -> None:
+            self._background.discard(task)
+            for key in keys:
+                if self._pending.get(key) is task:
+                    del self._pending[key]
+            if not task.cancelled() and task.exception() is not None:
+                log.error("persisting turn %s failed", turn.result and turn.result.get("id"),
+                          exc_info=task.exception())
+
+        task.add_done_callback(done)
+
+    async def drain(self) -> None:
+        """Wait for background persistence (at shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    async def _finish(self, turn: Turn) -> None:
+        assert turn.result is not None
+        await self.settle(turn)
+        response = turn.result
+        completed_at = _now()
+        record = ConversationRecord(
+            id=turn.conversation_id, user_id=turn.identity.user_id, upstream_id=turn.upstream_conversation_id,
+            created_at=turn.started_at, last_message_at=completed_at, last_used_model=turn.model.id,
+            last_used_provider=turn.model.provider_id, last_response_id=None, message_count=0, topic_summary="",
+            generate_topic_summary=turn.request.generate_topic_summary is not False and turn.existing is None)
+        recorded = response.get("status") in _RECORDED_STATUSES and isinstance(response.get("id"), str)
+        if recorded and turn.forked_from and turn.upstream_conversation_id:
+            await self._copy_history(turn)
+        await self._conversations.save(record, TurnRecord(
+            conversation_id=turn.conversation_id, response_id=response["id"],
+            previous_response_id=turn.request.previous_response_id, model=turn.model.id,
+            provider=turn.model.provider_id, status=response["status"], started_at=turn.started_at,
+            completed_at=completed_at) if recorded else None)
+
+    async def _copy_history(self, turn: Turn) -> None:
+        """A fork ran with previous_response_id; give its new upstream conversation the
+        history it was answered with, so continuing it by `conversation` sees the same."""
+        assert turn.result is not None and turn.upstream_conversation_id is not None
+        items = await self.backend.input_items(turn.result["id"])
+        items += [item for item in turn.result.get("output") or [] if isinstance(item, dict)]
+        items = [{key: value for key, value in item.items() if value is not None} for item in items]
+        for start in range(0, len(items), _ITEMS_PER_CALL):
+            await self.backend.append_items(turn.upstream_conversation_id, items[start:start + _ITEMS_PER_CALL])
+
+    async def owned_turn(self, identity: Identity, response_id: str) -> TurnRecord | None:
+        """The recorded turn behind a response id, if it belongs to the caller."""
+        await self._wait_pending(response_id)
+        found = await self._conversations.find_turn(response_id)
+        if found is None or found[1].user_id != identity.user_id:
+            return None
+        return found[0]
+
+    async def _wait_pending(self, key: str | None) -> None:
+        task = self._pending.get(key) if key else None
+        if task is not None:
+            await asyncio.wait([task])
+
+    async def _resolve_conversation(self, identity: Identity, request: ResponsesRequest,
+                                    ) -> tuple[ConversationRecord | None, str | None]:
+        """The conversation this turn continues (None: a new one), and the response it forks from."""
+        if request.conversation_id is not None:
+            await self._wait_pending(request.conversation_id)
+            existing = await self._conversations.get(request.conversation_id)
+            if existing is None:
+                raise not_found("Conversation", request.conversation_id, code="conversation_not_found",
+                                param="conversation")
+            if existing.user_id != identity.user_id:
+                raise conversation_forbidden(identity.user_id, request.conversation_id)
+            return existing, None
+        previous = request.previous_response_id
+        if previous is None:
+            return None, None
+        await self._wait_pending(previous)
+        found = await self._conversations.find_turn(previous)
+        if found is None or found[1].user_id != identity.user_id:
+            raise not_found("Response", previous, code="response_not_found", param="previous_response_id")
+        conversation = found[1]
+        return conversation, None if conversation.last_response_id == previous else previous
+
+    async def _select_model(self, request: ResponsesRequest, existing: ConversationRecord | None) -> ModelInfo:
+        """request → conversation's last model → configured default → first LLM (spec 001)."""
+        if request.model:
+            model = await self._catalog.find(request.model)
+            if model is None:
+                raise not_found("Model", request.model, code="model_not_found", param="model")
+            return model
+        if existing is not None and existing.last_used_model:
+            model = await self._catalog.find(existing.last_used_model)
+            if model is not None:
+                return model
+        inference = self._config.inference
+        if inference.default_model_id:
+            model = (await self._catalog.find(inference.default_model_id)
+                     or await self._catalog.find(inference.default_model or ""))
+            if model is None:
+                raise not_found("Model", inference.default_model_id, code="model_not_found", param="model")
+            return model
+        model = await self._catalog.first_llm()
+        if model is None:
+            raise not_found("Model", None, code="model_not_found", param="model")
+        return model
+
+    def _upstream_body(self, raw: dict[str, Any], turn: Turn, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+        body = {key: value for key, value in raw.items() if key not in LCORE_EXTENSIONS}
+        body["model"] = turn.model.id
+        body.pop("conversation", None)
+        body.pop("previous_response_id", None)
+        if turn.forked_from is not None:
+            body["previous_response_id"] = turn.forked_from
+        elif turn.upstream_conversation_id is not None:
+            body["conversation"] = turn.upstream_conversation_id
+        elif turn.existing is not None and turn.existing.last_response_id:
+            body["previous_response_id"] = turn.existing.last_response_id
+        if tools is None:
+            body.pop("tools", None)
+            if body.get("tool_choice") == "none":
+                body.pop("tool_choice")
+        else:
+            body["tools"] = tools
+        inference = self._config.inference
+        if "max_tool_calls" not in raw:
+            body["max_tool_calls"] = inference.max_tool_calls
+        if "max_infer_iters" not in raw and self.backend.capabilities.is_llama_stack:
+            body["max_infer_iters"] = inference.max_infer_iters
+        if not self.backend.capabilities.is_llama_stack:
+            body.pop("max_infer_iters", None)  # a Llama Stack extension other servers refuse
+        return body

@@ -1,0 +1,37 @@
+"""Identifier formats on the wire.
+
+Conversation ids are accepted in three forms (spec 001 and LCORE's `suid`): OpenAI's
+`conv_<48 hex>`, LCORE's bare `<48 hex>`, and an RFC 4122 UUID (LCORE's older ids).
+The gateway stores the bare form, returns `conv_<48 hex>` from `/v1/responses` and
+talks to Llama Stack with the `conv_` form.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import uuid
+
+_HEX48 = re.compile(r"^[0-9a-fA-F]{48}$")
+
+
+def normalize_conversation_id(value: str) -> str | None:
+    """The bare stored form of a conversation id, or None if it is not a valid one."""
+    bare = value[5:] if value.startswith("conv_") else value
+    if _HEX48.match(bare):
+        return bare.lower()
+    if value.startswith("conv_"):
+        return None
+    try:
+        return str(uuid.UUID(bare))
+    except ValueError:
+        return None
+
+
+def openai_conversation_id(bare: str) -> str:
+    """The `conv_` form spec 001 returns (and Llama Stack expects)."""
+    return f"conv_{bare}"
+
+
+def new_conversation_id() -> str:
+    return secrets.token_hex(24)

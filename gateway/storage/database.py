@@ -1,0 +1,107 @@
+"""One async database API (DESIGN decision 3).
+
+SQL is written once with `:name` parameters; the engine runs it. SQLite (aiosqlite)
+is the embedded default. aiosqlite serialises statements on one connection, so a
+transaction that spans several awaits holds a lock: otherwise another coroutine's
+statement could land inside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Mapping, Sequence
+
+import aiosqlite
+
+from gateway.storage.migrations import MIGRATIONS
+
+Row = Mapping[str, Any]
+
+
+class Database:
+    def __init__(self, connection: aiosqlite.Connection):
+        self._conn = connection
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def open_sqlite(cls, path: str) -> "Database":
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(path, isolation_level=None)
+        conn.row_factory = aiosqlite.Row
+        # WAL lets readers proceed during a write; NORMAL sync is durable across
+        # process crashes (only an OS crash can lose the last commits).
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=5000"):
+            await conn.execute(f"PRAGMA {pragma}")
+        db = cls(conn)
+        await db.migrate()
+        return db
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    async def migrate(self) -> None:
+        async with self.transaction() as tx:
+            await tx.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                             "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+            applied = {row["version"] for row in await tx.fetchall("SELECT version FROM schema_migrations")}
+            for version, statements in MIGRATIONS:
+                if version in applied:
+                    continue
+                for statement in statements:
+                    await tx.execute(statement)
+                await tx.execute("INSERT INTO schema_migrations (version, applied_at) "
+                                 "VALUES (:v, datetime('now'))", {"v": version})
+
+    async def ping(self) -> None:
+        await self.fetchone("SELECT 1 AS ok")
+
+    async def execute(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> int:
+        async with self._lock:
+            cursor = await self._conn.execute(sql, params)
+            return cursor.rowcount
+
+    async def fetchone(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Row | None:
+        async with self._lock:
+            async with self._conn.execute(sql, params) as cursor:
+                row = await cursor.fetchone()
+        return dict(row) if row is not None else None
+
+    async def fetchall(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> list[Row]:
+        async with self._lock:
+            async with self._conn.execute(sql, params) as cursor:
+                rows = await cursor.fetchall()
+        return [dict(row) for row in rows]
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator["Transaction"]:
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield Transaction(self._conn)
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
+
+
+class Transaction:
+    """Statements inside `Database.transaction()`; the lock is already held."""
+
+    def __init__(self, connection: aiosqlite.Connection):
+        self._conn = connection
+
+    async def execute(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> int:
+        cursor = await self._conn.execute(sql, params)
+        return cursor.rowcount
+
+    async def fetchone(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Row | None:
+        async with self._conn.execute(sql, params) as cursor:
+            row = await cursor.fetchone()
+        return dict(row) if row is not None else None
+
+    async def fetchall(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> list[Row]:
+        async with self._conn.execute(sql, params) as cursor:
+            return [dict(row) for row in await cursor.fetchall()]

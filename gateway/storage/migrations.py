@@ -1,0 +1,36 @@
+"""Versioned schema migrations: append, never edit a released one.
+
+Column names follow LCORE's `user_conversation` / `user_turn` tables so its operators
+recognise them. Times are ISO-8601 UTC text.
+"""
+
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (1, [
+        """CREATE TABLE conversations (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            upstream_id TEXT,
+            created_at TEXT NOT NULL,
+            last_message_at TEXT NOT NULL,
+            last_used_model TEXT,
+            last_used_provider TEXT,
+            last_response_id TEXT,
+            message_count INTEGER NOT NULL DEFAULT 0,
+            topic_summary TEXT NOT NULL DEFAULT '',
+            generate_topic_summary INTEGER NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX conversations_user ON conversations (user_id)",
+        """CREATE TABLE turns (
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            turn_number INTEGER NOT NULL,
+            response_id TEXT NOT NULL UNIQUE,
+            previous_response_id TEXT,
+            model TEXT,
+            provider TEXT,
+            status TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            completed_at TEXT NOT NULL,
+            PRIMARY KEY (conversation_id, turn_number)
+        )""",
+    ]),
+]

@@ -1,0 +1,77 @@
+"""A stream event as the hot path carries it (DESIGN decision 2).
+
+An upstream event stays its raw JSON bytes plus its `type`. It is parsed only when a
+stage needs to read or change it (`event.data`); once parsed, it is re-serialised on
+output. Renumbering `sequence_number` does not need a parse: the digits are patched in
+the bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+RESPONSE_EVENTS = frozenset({"response.created", "response.queued", "response.in_progress",
+                             "response.completed", "response.incomplete", "response.failed"})
+TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+_SEQ_KEY = b'"sequence_number":'
+
+
+class Event:
+    __slots__ = ("type", "raw", "_data")
+
+    def __init__(self, type: str, raw: bytes | None = None, data: dict[str, Any] | None = None):
+        self.type = type
+        self.raw = raw
+        self._data = data
+
+    @classmethod
+    def build(cls, data: dict[str, Any]) -> "Event":
+        """An event the gateway made itself (no upstream bytes)."""
+        return cls(data.get("type", ""), None, data)
+
+    @property
+    def parsed(self) -> bool:
+        return self._data is not None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The event as a dict; parsing marks it for re-serialisation."""
+        if self._data is None:
+            value = orjson.loads(self.raw)
+            self._data = value if isinstance(value, dict) else {"value": value}
+        return self._data
+
+    def payload(self, sequence_number: int) -> bytes:
+        """The JSON bytes to send, carrying the given sequence_number."""
+        if self._data is None:
+            patched = _patch_sequence(self.raw, sequence_number)
+            if patched is not None:
+                return patched
+        data = self.data
+        data["sequence_number"] = sequence_number
+        return orjson.dumps(data)
+
+    def __repr__(self) -> str:
+        return f"Event({self.type!r}, parsed={self.parsed})"
+
+
+def _patch_sequence(raw: bytes, number: int) -> bytes | None:
+    """Replace the digits after `"sequence_number":`, or None if they are not there.
+
+    Only events that are never parsed come here (deltas and the like), whose only
+    `"sequence_number":` key is the top-level one: string values escape their quotes.
+    """
+    start = raw.find(_SEQ_KEY)
+    if start < 0:
+        return None
+    digits = start + len(_SEQ_KEY)
+    end = digits
+    length = len(raw)
+    while end < length and 48 <= raw[end] <= 57:
+        end += 1
+    if end == digits:
+        return None
+    return b"%s%d%s" % (raw[:digits], number, raw[end:])

@@ -1,0 +1,109 @@
+"""Server-sent events: an incremental decoder for upstream streams and the framing the
+gateway writes.
+
+The decoder finds each event's `type` without parsing its JSON: OpenAI puts `type`
+first, Llama Stack puts it last, and a key right after the opening brace or right
+before the closing brace is a top-level key. Anything else is parsed.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from gateway.streaming.events import Event
+
+DONE_FRAME = b"data: [DONE]\n\n"
+_TYPE_FIRST = b'{"type":"'
+_TYPE_LAST = b',"type":"'
+
+
+def event_type(payload: bytes) -> str | None:
+    """The top-level `type` of a compact JSON object, if it can be read without parsing."""
+    if payload.startswith(_TYPE_FIRST):
+        end = payload.find(b'"', len(_TYPE_FIRST))
+        if end > 0:
+            return payload[len(_TYPE_FIRST):end].decode()
+        return None
+    if payload.endswith(b'"}'):
+        start = payload.rfind(_TYPE_LAST)
+        if start > 0:
+            value = payload[start + len(_TYPE_LAST):-2]
+            if b'"' not in value and b"\\" not in value:
+                return value.decode()
+    return None
+
+
+def frame(event_type: str, payload: bytes) -> bytes:
+    return b"event: %s\ndata: %s\n\n" % (event_type.encode(), payload)
+
+
+class SSEDecoder:
+    """Feed bytes as they arrive; get back the complete events they finish."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.done = False  # the upstream sent `data: [DONE]`
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        data = self._buffer + chunk if self._buffer else chunk
+        blocks = data.split(b"\n\n")
+        self._buffer = blocks.pop()
+        events = []
+        for block in blocks:
+            event = self._decode(block)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def close(self) -> list[Event]:
+        """Whatever a stream that ended without a final blank line left behind."""
+        rest, self._buffer = self._buffer, b""
+        event = self._decode(rest.strip(b"\n")) if rest.strip() else None
+        return [event] if event is not None else []
+
+    def _decode(self, block: bytes) -> Event | None:
+        if block.startswith(b"data: ") and b"\n" not in block:
+            payload = block[6:]
+        else:
+            payload = _data_field(block)
+            if payload is None:
+                return None
+        if payload == b"[DONE]":
+            self.done = True
+            return None
+        kind = event_type(payload)
+        if kind is not None:
+            return Event(kind, payload)
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            data = {"error": {"message": "the upstream sent an event that is not JSON", "code": "server_error"}}
+        if not isinstance(data, dict):
+            data = {"error": {"message": "the upstream sent an event that is not a JSON object",
+                              "code": "server_error"}}
+        kind = data.get("type")
+        return Event(kind if isinstance(kind, str) else "", None, data)
+
+
+def _data_field(block: bytes) -> bytes | None:
+    """The joined `data:` lines of a general SSE block (comments and other fields skipped)."""
+    lines = []
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            value = line[5:]
+            lines.append(value[1:] if value.startswith(b" ") else value)
+    return b"\n".join(lines) if lines else None
+
+
+class Framer:
+    """Numbers events contiguously from 0, as the client sees them, and frames them."""
+
+    def __init__(self) -> None:
+        self.next_sequence = 0
+
+    def frame(self, event: Event) -> bytes:
+        payload = event.payload(self.next_sequence)
+        self.next_sequence += 1
+        return frame(event.type, payload)

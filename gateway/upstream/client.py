@@ -1,0 +1,127 @@
+"""The one aiohttp client session to the upstream: timeouts, retries, error mapping.
+
+Timeouts are per idle gap (`sock_read`), not per request, so a long stream that keeps
+sending is never cut. Retries happen only when no connection could be made, so a
+request is never sent twice and nothing is retried once bytes have arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Mapping
+
+import aiohttp
+import orjson
+
+from gateway.config import LlamaStackConfig
+from gateway.schema.errors import ApiError, upstream_unavailable
+from gateway.upstream.errors import map_upstream_error
+
+log = logging.getLogger("gateway.upstream")
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+class UpstreamClient:
+    def __init__(self, config: LlamaStackConfig):
+        self.base_url = config.url.rstrip("/")
+        self._config = config
+        self._headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(limit=self._config.max_connections, limit_per_host=0,
+                                         keepalive_timeout=30, ttl_dns_cache=300)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(self._config.timeout, 10),
+                                        sock_read=self._config.timeout)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                              json_serialize=lambda v: orjson.dumps(v).decode(),
+                                              auto_decompress=True)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        assert self._session is not None, "UpstreamClient.start() was not called"
+        return self._session
+
+    async def request(self, method: str, path: str, *, json: Any = None,
+                      headers: Mapping[str, str] | None = None, params: Mapping[str, str] | None = None,
+                      timeout: float | None = None) -> Reply:
+        """Send a request and read the whole answer; any status is returned, not raised."""
+        async with self.open(method, path, json=json, headers=headers, params=params, timeout=timeout) as resp:
+            try:
+                body = await resp.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                raise upstream_unavailable(_describe(exc)) from None
+            return Reply(resp.status, body)
+
+    async def request_ok(self, method: str, path: str, *, model: str | None = None, **kwargs: Any) -> Reply:
+        """Like `request`, but a non-2xx answer raises the mapped `ApiError`."""
+        reply = await self.request(method, path, **kwargs)
+        if not reply.ok:
+            raise map_upstream_error(reply.status, reply.body, model)
+        return reply
+
+    @asynccontextmanager
+    async def open(self, method: str, path: str, *, json: Any = None, headers: Mapping[str, str] | None = None,
+                   params: Mapping[str, str] | None = None,
+                   timeout: float | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The upstream response with its body unread (for streams)."""
+        url = self.base_url + path
+        all_headers = {**self._headers, **(headers or {})}
+        data = orjson.dumps(json) if json is not None else None
+        if data is not None:
+            all_headers.setdefault("Content-Type", "application/json")
+        client_timeout = aiohttp.ClientTimeout(total=timeout) if timeout else None
+        attempt = 0
+        while True:
+            try:
+                resp = await self.session.request(method, url, data=data, headers=all_headers, params=params,
+                                                  **({"timeout": client_timeout} if client_timeout else {}))
+                break
+            except aiohttp.ClientConnectorError as exc:
+                if attempt >= self._config.max_retries:
+                    raise upstream_unavailable(_describe(exc)) from None
+                attempt += 1
+                delay = self._config.retry_delay * 2 ** (attempt - 1)
+                log.warning("upstream %s %s: %s; retry %d in %.1fs", method, path, exc, attempt, delay)
+                await asyncio.sleep(delay)
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                raise upstream_unavailable(_describe(exc)) from None
+        try:
+            yield resp
+        except BaseException:
+            resp.close()  # drops the connection: the upstream sees the client go away at once
+            raise
+        if resp.content.at_eof():
+            resp.release()
+        else:
+            resp.close()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "The upstream did not answer in time."
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"Connection error: {exc.os_error.strerror if exc.os_error else exc}."
+    return f"Connection error: {exc or type(exc).__name__}."
+
+
+__all__ = ["ApiError", "Reply", "UpstreamClient"]

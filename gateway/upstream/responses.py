@@ -1,0 +1,107 @@
+"""`UpstreamResponses`: the backend that forwards turns to the upstream's /v1/responses
+and the upstream calls around a turn (conversations, stored responses)."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Mapping
+
+import aiohttp
+
+from gateway.schema.errors import ApiError
+from gateway.streaming.events import Event
+from gateway.streaming.sse import SSEDecoder
+from gateway.upstream.capabilities import Capabilities
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.errors import map_upstream_error
+
+
+_PAGE = 100  # the largest page Llama Stack's input_items serves
+
+
+class StreamBroken(Exception):
+    """The upstream stream failed after it started (timeout, reset): end it as failed."""
+
+
+EventBatches = AsyncIterator[list[Event]]
+
+
+class UpstreamResponses:
+    def __init__(self, client: UpstreamClient, capabilities: Capabilities):
+        self._client = client
+        self.capabilities = capabilities
+
+    async def create(self, body: dict[str, Any], headers: Mapping[str, str], model: str) -> dict[str, Any]:
+        reply = await self._client.request_ok("POST", "/v1/responses", json=body, headers=headers, model=model)
+        try:
+            data = reply.json()
+        except ValueError:
+            raise ApiError(500, "Internal server error", "The upstream answered with a body that is not JSON.",
+                           code="upstream_bad_response") from None
+        if not isinstance(data, dict) or data.get("object") != "response":
+            raise ApiError(500, "Internal server error", "The upstream answered with something that is not "
+                           "a response object.", code="upstream_bad_response")
+        return data
+
+    @asynccontextmanager
+    async def stream(self, body: dict[str, Any], headers: Mapping[str, str],
+                     model: str) -> AsyncIterator[EventBatches]:
+        """Open the upstream stream; errors before its first byte raise `ApiError`."""
+        async with self._client.open("POST", "/v1/responses", json=body, headers=headers) as resp:
+            if resp.status != 200:
+                raise map_upstream_error(resp.status, await _read(resp), model)
+            yield _event_batches(resp)
+
+    async def create_conversation(self) -> str | None:
+        """A new upstream conversation id, or None when the upstream keeps none."""
+        known = self.capabilities.conversations_upstream
+        if known is False:
+            return None
+        reply = await self._client.request("POST", "/v1/conversations", json={"metadata": {}})
+        if reply.status in (404, 405) and known is None:
+            self.capabilities.learn_conversations(False)
+            return None
+        if not reply.ok:
+            raise map_upstream_error(reply.status, reply.body)
+        self.capabilities.learn_conversations(True)
+        return str(reply.json()["id"])
+
+    async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+        await self._client.request_ok("POST", f"/v1/conversations/{conversation_id}/items", json={"items": items})
+
+    async def input_items(self, response_id: str) -> list[dict[str, Any]]:
+        """Every input item of a response, oldest first (earlier turns included)."""
+        items: list[dict[str, Any]] = []
+        params = {"order": "asc", "limit": str(_PAGE)}
+        while True:
+            reply = await self._client.request_ok("GET", f"/v1/responses/{response_id}/input_items", params=params)
+            page = list(reply.json().get("data") or [])
+            items += page
+            if len(page) < _PAGE or not isinstance(page[-1].get("id"), str):
+                return items
+            params = {**params, "after": page[-1]["id"]}
+
+
+async def _read(resp: aiohttp.ClientResponse) -> bytes:
+    try:
+        return await resp.read()
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        return b""
+
+
+async def _event_batches(resp: aiohttp.ClientResponse) -> EventBatches:
+    """The events each upstream read completes, one list per read (one client write each)."""
+    decoder = SSEDecoder()
+    try:
+        async for chunk in resp.content.iter_any():
+            events = decoder.feed(chunk)
+            if events:
+                yield events
+    except asyncio.TimeoutError:
+        raise StreamBroken("The upstream stopped sending events (idle timeout).") from None
+    except aiohttp.ClientError as exc:
+        raise StreamBroken(f"The upstream stream broke: {exc or type(exc).__name__}.") from None
+    tail = decoder.close()
+    if tail:
+        yield tail
