@@ -70,10 +70,6 @@ python_ok() {
 
 find_python() {
   local candidates=() root
-  if [[ -n "${LLAMA_STACK_PYTHON:-}" ]]; then
-    python_ok "$LLAMA_STACK_PYTHON" && { echo "$LLAMA_STACK_PYTHON"; return 0; }
-    die "LLAMA_STACK_PYTHON=$LLAMA_STACK_PYTHON is not a working Python >= 3.12 with venv"
-  fi
   if command -v pyenv >/dev/null 2>&1 && root="$(pyenv root 2>/dev/null)" && [[ -n "$root" ]]; then
     candidates+=("$root"/versions/3.12*/bin/python3.12 "$root"/versions/3.13*/bin/python3.13)
   fi
@@ -89,10 +85,16 @@ find_python() {
   return 1
 }
 
-PYTHON="$(find_python)" || die "no Python >= 3.12 found. llama-stack 0.7.3 needs Python >= 3.12 \
+if [[ -n "${LLAMA_STACK_PYTHON:-}" ]]; then
+  python_ok "$LLAMA_STACK_PYTHON" \
+    || die "LLAMA_STACK_PYTHON=$LLAMA_STACK_PYTHON is not a working Python >= 3.12 with venv"
+  PYTHON="$LLAMA_STACK_PYTHON"
+else
+  PYTHON="$(find_python)" || die "no Python >= 3.12 found. llama-stack 0.7.3 needs Python >= 3.12 \
 (on 3.11 pip silently installs the old 0.2.12). Tried: \$(pyenv root)/versions/3.12*/bin/python3.12, \
 /root/.pyenv/versions/3.1[23]*/bin/python3.1[23], python3.12, python3.13, python3. \
 Install one (e.g. 'pyenv install 3.12' or apt-get install python3.12-venv) or set LLAMA_STACK_PYTHON."
+fi
 log "using $PYTHON ($("$PYTHON" -c 'import platform; print(platform.python_version())'))"
 
 make_venv() {  # make_venv DIR
