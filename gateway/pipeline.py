@@ -81,11 +81,11 @@ class Pipeline:
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
         request = parse_responses_request(raw)
-        await self.backend.capabilities.require_responses_api()
+        tools = self._tools.for_request(request.tools, request.tool_choice, identity, headers)
         await self._quota.check(identity)
         existing, forked_from = await self._resolve_conversation(identity, request)
         model = await self._select_model(request, existing)
-        tools = self._tools.for_request(request.tools, request.tool_choice, identity, headers)
+        await self.backend.capabilities.require_responses_api()
 
         # Everything is valid: now create what the turn needs.
         if existing is not None and forked_from is None:

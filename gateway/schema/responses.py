@@ -221,8 +221,8 @@ def parse_responses_request(raw: Any) -> ResponsesRequest:
 
 def _to_api_error(exc: ValidationError) -> ApiError:
     first = exc.errors()[0]
-    param = ".".join(str(part) for part in first["loc"] if not str(part).startswith(("str", "list", "dict")))
-    param = param.split(".")[0] or None
+    param = _where(first).split(".")[0].split("[")[0]
+    param = None if param == "body" else param
     causes = [_describe(error) for error in exc.errors()]
     cause = "; ".join(dict.fromkeys(causes))
     return validation_error(cause, param=param, code=_CODES.get(first["type"], "invalid_value"))
@@ -238,8 +238,11 @@ def _describe(error: dict) -> str:
 
 
 def _where(error: dict) -> str:
-    parts = [str(part) for part in error["loc"]]
     # Drop pydantic's union-branch labels ("str", "list[any]", "function-after[...]").
-    kept = [part for part in parts if not any(part.startswith(p) for p in
-            ("str", "list[", "dict[", "function-", "int", "float", "bool", "literal["))]
+    kept = [str(part) for part in error["loc"] if str(part) not in _BRANCH_LABELS
+            and not str(part).startswith(_BRANCH_PREFIXES)]
     return ".".join(kept) or "body"
+
+
+_BRANCH_LABELS = {"str", "int", "float", "bool", "none"}
+_BRANCH_PREFIXES = ("list[", "dict[", "function-", "literal[", "union[", "constrained-")

@@ -1,0 +1,42 @@
+"""Shared fixtures: real processes on loopback (DESIGN decision 8)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tests.support.gateway_proc import Gateway, Upstream, gateway_config, start_gateway, start_upstream
+
+FIXTURES = Path(__file__).parent / "fixtures" / "llama-stack-0.7.3"
+
+
+@pytest.fixture(scope="session")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
+    """The scripted upstream in Llama Stack's dialect (Responses + Conversations APIs)."""
+    server = start_upstream(tmp_path_factory.mktemp("upstream"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Gateway]]:
+    """Start `gateway serve` with a config built from overrides; all stopped at the end."""
+    started: list[Gateway] = []
+
+    def start(upstream_url: str, env: dict[str, str] | None = None, **overrides: Any) -> Gateway:
+        workdir = tmp_path_factory.mktemp("gateway")
+        gateway = start_gateway(workdir, gateway_config(upstream_url, workdir / "gateway.db", **overrides), env)
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        gateway.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(gateway_factory: Callable[..., Gateway], upstream: Upstream) -> Gateway:
+    """A gateway with default configuration in front of the scripted upstream."""
+    return gateway_factory(upstream.url)

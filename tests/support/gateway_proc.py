@@ -1,0 +1,165 @@
+"""Run `gateway serve` and the scripted upstream as real processes, and talk to them.
+
+End-to-end tests go through the real entry point over loopback sockets: the console
+script `gateway serve -c FILE`, a config file on disk, the scripted upstream
+(`python -m gateway.devserver`) as a separate process.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from tests.support.processes import Proc, free_port, python_module, spawn, wait_http
+
+GATEWAY_BIN = Path(sys.executable).parent / "gateway"
+
+
+@dataclass
+class HttpReply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Endpoint:
+    """A process listening on 127.0.0.1:port with small sync HTTP helpers."""
+
+    def __init__(self, proc: Proc, port: int):
+        self.proc = proc
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
+    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
+                raw: bytes | None = None, timeout: float = 30) -> HttpReply:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+            all_headers = {"Content-Type": "application/json", **(headers or {})}
+            conn.request(method, path, body=data, headers=all_headers)
+            resp = conn.getresponse()
+            return HttpReply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kwargs: Any) -> HttpReply:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, body: Any = None, **kwargs: Any) -> HttpReply:
+        return self.request("POST", path, body, **kwargs)
+
+    def delete(self, path: str, **kwargs: Any) -> HttpReply:
+        return self.request("DELETE", path, **kwargs)
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+class Upstream(Endpoint):
+    """The scripted upstream, with access to what it received."""
+
+    def requests(self, path: str | None = None) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{self.url}/_scripted/requests", timeout=10) as resp:
+            recorded = json.loads(resp.read())
+        return [r for r in recorded if path is None or r["path"] == path]
+
+    def clear(self) -> None:
+        self.request("DELETE", "/_scripted/requests")
+
+    def last(self, path: str = "/v1/responses", method: str = "POST") -> dict[str, Any]:
+        matching = [r for r in self.requests(path) if r["method"] == method]
+        assert matching, f"the upstream received no {method} {path}"
+        return matching[-1]
+
+
+def start_upstream(log_dir: Path, *flags: str) -> Upstream:
+    port = free_port()
+    proc = spawn(f"upstream-{port}", python_module("gateway.devserver", "--port", str(port), *flags), log_dir)
+    wait_http(proc, f"http://127.0.0.1:{port}/health")
+    return Upstream(proc, port)
+
+
+class Gateway(Endpoint):
+    config_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def client(self, **kwargs: Any):
+        from openai import OpenAI
+
+        return OpenAI(base_url=self.base_url, api_key=kwargs.pop("api_key", "test-token"), max_retries=0,
+                      **kwargs)
+
+    def log(self) -> str:
+        return self.proc.log()
+
+    def stream(self, body: dict[str, Any], path: str = "/v1/responses",
+               headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, list[tuple[str, Any]]]:
+        """POST a streaming request; return the status and the (event, data) frames in order."""
+        reply = self.post(path, {**body, "stream": True}, headers=headers, timeout=timeout)
+        return reply.status, parse_sse(reply.body)
+
+
+def parse_sse(body: bytes) -> list[tuple[str, Any]]:
+    frames = []
+    for block in body.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        event = None
+        data = []
+        for line in block.split("\n"):
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+        payload = "\n".join(data)
+        frames.append((event, payload if payload == "[DONE]" else json.loads(payload)))
+    return frames
+
+
+def gateway_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "name": "gateway under test",
+        "service": {"host": "127.0.0.1", "port": 0, "access_log": False},
+        "llama_stack": {"url": upstream_url, "max_retries": 0, "timeout": 30},
+        "authentication": {"module": "noop"},
+        "database": {"sqlite": {"db_path": str(db_path)}},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config
+
+
+def start_gateway(workdir: Path, config: dict[str, Any], env: dict[str, str] | None = None) -> Gateway:
+    """Write the config and run `gateway serve -c FILE` on a free port."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config = {**config, "service": {**config.get("service", {}), "port": port}}
+    config_path = workdir / "lightspeed-stack.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    argv = [str(GATEWAY_BIN if GATEWAY_BIN.exists() else shutil.which("gateway")), "serve", "-c", str(config_path)]
+    proc = spawn(f"gateway-{port}", argv, workdir, env={"GATEWAY_LOG_LEVEL": "INFO", **(env or {})})
+    wait_http(proc, f"http://127.0.0.1:{port}/liveness")
+    gateway = Gateway(proc, port)
+    gateway.config_path = config_path
+    return gateway
+
+
+def events_of(frames: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
+    return (data for _, data in frames if data != "[DONE]")
