@@ -1,0 +1,163 @@
+"""Server options, knobs, recording, routing, and the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+from gateway.devserver import create_app
+
+from .helpers import CHAT, check_sequence, fixture_text, sse_events
+
+
+async def test_scripted_deltas_knob(client):
+    for n in (1, 5, 300):
+        resp = await client.post("/v1/responses", json={
+            "model": CHAT, "input": "Hello", "stream": True,
+            "metadata": {"scripted_deltas": str(n)}})
+        events = sse_events(await resp.text())
+        deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+        assert len(deltas) == n
+        final = events[-1]["response"]
+        assert final["output"][0]["content"][0]["text"] == "".join(deltas)
+        assert final["usage"]["output_tokens"] == len("".join(deltas).split())
+        assert final["metadata"] == {"scripted_deltas": str(n)}
+        check_sequence(events)
+    resp = await client.post("/v1/responses", json={
+        "model": CHAT, "input": "Hello", "metadata": {"scripted_deltas": "50"}})
+    text = (await resp.json())["output"][0]["content"][0]["text"]
+    assert text.startswith("Scripted reply (turn 1, 1 messages): Hello ")
+    assert len(text.split()) == 50
+
+
+async def test_scripted_delay_ms_knob(client):
+    started = time.monotonic()
+    resp = await client.post("/v1/responses", json={
+        "model": CHAT, "input": "Hi", "stream": True,
+        "metadata": {"scripted_deltas": "3", "scripted_delay_ms": "40"}})
+    assert resp.status == 200
+    arrivals = []
+    async for line in resp.content:
+        if line.startswith(b"data: "):
+            arrivals.append(time.monotonic())
+    elapsed = arrivals[-1] - started
+    assert len(arrivals) == 10  # created, in_progress, added, part, 3 deltas, done x2, completed
+    assert elapsed >= 9 * 0.04 * 0.9
+    assert arrivals[-1] - arrivals[-2] >= 0.03  # paced, not one burst
+    started = time.monotonic()
+    await client.post("/v1/responses", json={"model": CHAT, "input": "Hi",
+                                             "metadata": {"scripted_delay_ms": "100"}})
+    assert time.monotonic() - started >= 0.09
+
+
+async def test_server_wide_delay(aiohttp_client):
+    client = await aiohttp_client(create_app(delay_ms=30))
+    started = time.monotonic()
+    resp = await client.post("/v1/chat/completions", json={
+        "model": "scripted-chat", "stream": True,
+        "messages": [{"role": "user", "content": "one two"}]})
+    await resp.text()
+    assert time.monotonic() - started >= 0.03 * 6 * 0.9  # role, 6 words, finish, [DONE]
+
+
+async def test_no_responses_mode(aiohttp_client):
+    client = await aiohttp_client(create_app(responses=False))
+    for method, path in (("POST", "/v1/responses"), ("GET", "/v1/responses/resp_x"),
+                         ("GET", "/v1/inspect/routes"), ("POST", "/v1/conversations"),
+                         ("GET", "/v1/conversations/conv_" + "0" * 48)):
+        resp = await client.request(method, path, json={})
+        assert resp.status == 404, path
+        assert await resp.json() == {"detail": "Not Found"}
+    resp = await client.post("/v1/chat/completions", json={
+        "model": "scripted-chat", "messages": [{"role": "user", "content": "hi"}]})
+    assert resp.status == 200
+
+
+async def test_no_conversations_mode(aiohttp_client):
+    client = await aiohttp_client(create_app(conversations=False))
+    resp = await client.post("/v1/conversations", json={})
+    assert resp.status == 404 and await resp.json() == {"detail": "Not Found"}
+    resp = await client.post("/v1/responses", json={"model": CHAT, "input": "hi"})
+    assert resp.status == 200
+    routes = (await (await client.get("/v1/inspect/routes")).json())["data"]
+    assert not any("conversations" in r["route"] for r in routes)
+
+
+async def test_inspect_routes(client):
+    body = await (await client.get("/v1/inspect/routes")).json()
+    recorded = json.loads(fixture_text("inspect-routes.json"))
+    assert list(body) == ["data"]
+    ours = {(r["route"], r["method"]): r["provider_types"] for r in body["data"]}
+    theirs = {(r["route"], r["method"]): r["provider_types"] for r in recorded["data"]}
+    assert ours[("/v1/responses", "POST")] == ["inline::builtin"]
+    assert ours[("/v1/chat/completions", "POST")] == ["remote::vllm"]
+    for key in ours:
+        if key[0] != "/health":
+            assert key in theirs, key
+    assert ("/v1/conversations/{conversation_id}/items", "GET") in ours
+
+
+async def test_unknown_path_version_and_method(client):
+    resp = await client.get("/v1/nope")
+    assert resp.status == 404
+    assert await resp.text() == fixture_text("err-unknown-path.json").strip()
+    assert await (await client.get("/v1/version")).json() == {"version": "0.7.3"}
+    assert (await client.put("/v1/responses")).status == 405
+
+
+async def test_recording(client):
+    await client.post("/v1/responses?x=1", json={"model": CHAT, "input": "recorded"},
+                      headers={"X-Test": "yes"})
+    await client.get("/v1/models")
+    records = await (await client.get("/_scripted/requests")).json()
+    assert [(r["method"], r["path"]) for r in records] == [("POST", "/v1/responses"),
+                                                          ("GET", "/v1/models")]
+    first = records[0]
+    assert first["query"] == "x=1"
+    assert first["headers"]["X-Test"] == "yes"
+    assert first["body"] == {"model": CHAT, "input": "recorded"}
+    assert records[1]["body"] is None
+    assert (await client.delete("/_scripted/requests")).status == 200
+    assert await (await client.get("/_scripted/requests")).json() == []
+
+
+async def test_no_record_and_log_file(aiohttp_client, tmp_path):
+    log = tmp_path / "requests.jsonl"
+    client = await aiohttp_client(create_app(record=False, log_path=str(log)))
+    await client.post("/v1/chat/completions", json={
+        "model": "scripted-chat", "messages": [{"role": "user", "content": "logged"}]})
+    assert await (await client.get("/_scripted/requests")).json() == []
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 1
+    assert set(lines[0]) == {"ts", "method", "path", "query", "headers", "body"}
+    assert lines[0]["body"]["messages"][0]["content"] == "logged"
+
+
+def test_command_line():
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.devserver", "--port", "0",
+                             "--no-conversations", "--delay-ms", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line.startswith("scripted upstream listening on http://127.0.0.1:"), line
+        url = line.rsplit(" ", 1)[1]
+        with urllib.request.urlopen(url + "/v1/health", timeout=5) as resp:
+            assert json.loads(resp.read()) == {"status": "OK"}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert proc.returncode == 0
+
+
+async def test_many_concurrent_streams(client):
+    async def one(i):
+        resp = await client.post("/v1/responses", json={
+            "model": CHAT, "input": f"hello {i}", "stream": True})
+        return sse_events(await resp.text())[-1]["response"]["output"][0]["content"][0]["text"]
+
+    texts = await asyncio.gather(*(one(i) for i in range(50)))
+    assert texts == [f"Scripted reply (turn 1, 1 messages): hello {i}" for i in range(50)]
