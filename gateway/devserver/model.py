@@ -165,7 +165,7 @@ def _pick_tool(text: str, tools: list[ToolSpec]) -> ToolSpec:
 
 
 def _proper_noun(text: str) -> str | None:
-    """First capitalised word that does not start a sentence ("Paris" in "What is ... in Paris?")."""
+    """First capitalised word not starting a sentence ("Paris" in "What is ... in Paris?")."""
     words = text.split()
     for i in range(1, len(words)):
         word = words[i].strip(".,;:!?\"'()[]")
@@ -214,7 +214,10 @@ def make_arguments(schema: dict[str, Any] | None, text: str) -> dict[str, Any]:
     if not isinstance(props, dict):
         return {}
     required = schema.get("required")
-    names = [n for n in props if n in required] if isinstance(required, list) and required else list(props)
+    if isinstance(required, list) and required:
+        names = [n for n in props if n in required]
+    else:
+        names = list(props)
     return {name: value_for(name, props[name]) for name in names}
 
 

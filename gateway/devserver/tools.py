@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import ToolSpec, content_text
+from .model import ToolSpec
 
 TOOL_TYPES = ("web_search", "web_search_preview", "web_search_preview_2025_03_11",
               "web_search_2025_08_26", "file_search", "function", "mcp")
@@ -160,7 +160,3 @@ def file_search_query(arguments: str, fallback: str) -> str:
     except (ValueError, AttributeError):
         query = None
     return query if isinstance(query, str) else fallback
-
-
-def tool_output_text(content: Any) -> str:
-    return content_text(content)

@@ -18,7 +18,7 @@ EVENT_CLASSES = {literal: cls for cls in typing.get_args(_union)
                  for literal in typing.get_args(cls.model_fields["type"].annotation)}
 
 _ID_RE = re.compile(r"(resp|msg|fc|mcp_list|approval)_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-"
-                    r"[0-9a-f]{4}-[0-9a-f]{12}|msg_[0-9a-f]{48}|call_[0-9a-f]{24}")
+                    r"[0-9a-f]{4}-[0-9a-f]{12}|(msg|conv)_[0-9a-f]{48}|call_[0-9a-f]{24}")
 _TIME_RE = re.compile(r'"(created_at|completed_at|created)":\d+')
 
 

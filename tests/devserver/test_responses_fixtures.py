@@ -123,8 +123,8 @@ async def test_previous_response_id_replays_history(client):
 async def test_conversation_replays_and_appends(client):
     created = await client.post("/v1/conversations", json=fixture_request("conversations-create"))
     conv = await created.json()
-    assert normalise(json.dumps(conv, separators=(",", ":"))) == normalise(
-        fixture_text("conversations-create.json").strip().replace("dda64703109e7be6baedba1a3c2c08bbf4039133a002c28c", conv["id"][5:]))
+    assert normalise(await created.text()) == normalise(
+        fixture_text("conversations-create.json").strip())
     first = await client.post("/v1/responses", json={
         **fixture_request("responses-with-conversation"), "conversation": conv["id"]})
     first_body = await first.text()
