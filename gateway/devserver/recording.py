@@ -14,7 +14,9 @@ import orjson
 
 MAX_RECORDS = 10_000
 
-# (ts, method, path, query string, raw header pairs, body bytes)
+# (ts, method, path, query string, raw header pairs, body bytes). Rendered as
+# {"ts", "method", "path", "query" (raw query string), "headers" (lower-case names,
+# repeated headers joined with ", "), "body" (parsed JSON, or null)}.
 Record = tuple[float, str, str, str, tuple[tuple[bytes, bytes], ...], bytes]
 
 
@@ -31,7 +33,7 @@ def render(record: Record) -> dict[str, Any]:
     ts, method, path, query, raw_headers, body = record
     headers: dict[str, str] = {}
     for name, value in raw_headers:
-        key = name.decode("latin-1")
+        key = name.decode("latin-1").lower()  # like the MCP test server: lower-case names
         val = value.decode("latin-1")
         headers[key] = f"{headers[key]}, {val}" if key in headers else val
     return {"ts": ts, "method": method, "path": path, "query": query, "headers": headers,

@@ -118,7 +118,7 @@ async def test_recording(client):
                                                           ("GET", "/v1/models")]
     first = records[0]
     assert first["query"] == "x=1"
-    assert first["headers"]["X-Test"] == "yes"
+    assert first["headers"]["x-test"] == "yes"
     assert first["body"] == {"model": CHAT, "input": "recorded"}
     assert records[1]["body"] is None
     assert (await client.delete("/_scripted/requests")).status == 200
