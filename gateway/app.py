@@ -47,8 +47,7 @@ def create_app(config: Configuration) -> web.Application:
         responses.add_routes(app, prefix)
         catalog_routes.add_routes(app, prefix)
         health.add_routes(app, prefix)
-    # Probes reveal nothing and orchestrators cannot authenticate: they are always open.
-    app[PUBLIC] = frozenset(f"{prefix}{name}" for prefix in prefixes for name in ("liveness", "readiness"))
+    app[PUBLIC] = health.PUBLIC_HANDLERS
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         services = await build_services(config)

@@ -53,9 +53,8 @@ def gateway_middleware(cors: CorsConfig):
         try:
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
                 return _preflight(request, cors, extra)
-            route = request.match_info.route
-            if route.name not in request.app[PUBLIC] and not isinstance(request.match_info.http_exception,
-                                                                          web.HTTPException):
+            match = request.match_info
+            if match.http_exception is None and match.handler not in request.app[PUBLIC]:
                 services = request.app[SERVICES]
                 request["identity"] = await services.authenticator.authenticate(request.headers, request.query)
             response = await handler(request)

@@ -27,5 +27,5 @@ class Services:
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)
-# Route names that are answered without authentication.
-PUBLIC: web.AppKey[frozenset[str]] = web.AppKey("public_routes", frozenset)
+# Handlers that answer without authentication.
+PUBLIC: web.AppKey[frozenset] = web.AppKey("public_handlers", frozenset)

@@ -1,0 +1,109 @@
+"""Conversation state: kept by the upstream's Conversations API (Llama Stack), or by
+the gateway when the upstream has none (vLLM, OpenAI-compatible servers), detected on
+first use or forced in config; persistence; model selection order."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from tests.support.gateway_proc import start_upstream
+
+
+@pytest.fixture(scope="module")
+def plain_upstream(tmp_path_factory):
+    server = start_upstream(tmp_path_factory.mktemp("plain-upstream"), "--no-conversations")
+    yield server
+    server.stop()
+
+
+def test_upstream_without_conversations_api(gateway_factory, plain_upstream):
+    gateway = gateway_factory(plain_upstream.url)
+    client = gateway.client()
+    first = client.responses.create(input="first")
+    assert first.conversation.startswith("conv_")
+    second = client.responses.create(input="second", conversation=first.conversation)
+    assert second.output_text == "Scripted reply (turn 2, 3 messages): second"
+    sent = plain_upstream.last()["body"]
+    assert sent["previous_response_id"] == first.id and "conversation" not in sent
+    # Detected once: later new conversations do not probe again.
+    plain_upstream.clear()
+    client.responses.create(input="another new conversation")
+    assert plain_upstream.requests("/v1/conversations") == []
+    # A fork in gateway mode is just previous_response_id upstream.
+    fork = client.responses.create(input="fork", previous_response_id=first.id)
+    assert fork.conversation != first.conversation
+    assert fork.output_text == "Scripted reply (turn 2, 3 messages): fork"
+    streamed = list(client.responses.create(input="third", conversation=first.conversation, stream=True))
+    assert streamed[-1].response.output_text.startswith("Scripted reply (turn 3, 5 messages)")
+
+
+def test_conversation_mode_forced_by_config(gateway_factory, upstream):
+    gateway = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "max_retries": 0,
+                                                         "conversations": "gateway"})
+    upstream.clear()
+    first = gateway.client().responses.create(input="kept by the gateway")
+    second = gateway.client().responses.create(input="still", conversation=first.conversation)
+    assert upstream.requests("/v1/conversations") == []
+    assert upstream.last()["body"]["previous_response_id"] == first.id
+    assert second.output_text.startswith("Scripted reply (turn 2, 3 messages)")
+
+
+def test_persistence_records_owner_turns_and_model(gateway_factory, upstream):
+    gateway = gateway_factory(upstream.url)
+    first = gateway.post("/v1/responses?user_id=carol", {"input": "one", "generate_topic_summary": False}).json()
+    second = gateway.post("/v1/responses?user_id=carol", {"input": "two", "conversation": first["conversation"]}).json()
+    db = sqlite3.connect(gateway.config_path.parent / "gateway.db")
+    db.row_factory = sqlite3.Row
+    # Persistence runs after the response is written (it never delays the client).
+    deadline = time.monotonic() + 5
+    while db.execute("SELECT COUNT(*) FROM turns").fetchone()[0] < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    conv = dict(db.execute("SELECT * FROM conversations").fetchone())
+    assert conv["id"] == first["conversation"][5:] and conv["upstream_id"] == first["conversation"]
+    assert conv["user_id"] == "carol" and conv["message_count"] == 2
+    assert conv["last_response_id"] == second["id"] and conv["last_used_model"] == "scripted-chat"
+    assert conv["topic_summary"] == "" and conv["generate_topic_summary"] == 0
+    turns = [dict(row) for row in db.execute("SELECT * FROM turns ORDER BY turn_number")]
+    assert [(t["turn_number"], t["response_id"]) for t in turns] == [(1, first["id"]), (2, second["id"])]
+    assert all(t["model"] == "scripted-chat" and t["status"] == "completed" for t in turns)
+    assert turns[0]["started_at"] <= turns[0]["completed_at"]
+
+
+def test_persistence_survives_restart(gateway_factory, upstream, tmp_path):
+    gateway = gateway_factory(upstream.url)
+    first = gateway.post("/v1/responses", {"input": "before restart"}).json()
+    gateway.stop()
+    from tests.support.gateway_proc import start_gateway
+    import yaml
+    restarted = start_gateway(tmp_path / "restart", yaml.safe_load(gateway.config_path.read_text()))
+    try:
+        reply = restarted.post("/v1/responses", {"input": "after restart", "conversation": first["conversation"]})
+        assert reply.status == 200
+        assert reply.json()["output_text"].startswith("Scripted reply (turn 2, 3 messages)")
+    finally:
+        restarted.stop()
+
+
+def test_model_selection_order(gateway_factory, upstream):
+    configured = gateway_factory(upstream.url, inference={"default_provider": "scripted",
+                                                          "default_model": "scripted-chat"})
+    # The configured default (provider/model) resolves to the upstream's model id.
+    first = configured.post("/v1/responses", {"input": "default model"}).json()
+    assert first["model"] == "scripted-chat"
+    # An explicit model wins; the conversation then remembers it.
+    explicit = configured.post("/v1/responses", {"input": "x", "model": "scripted/scripted-chat",
+                                                 "conversation": first["conversation"]}).json()
+    assert upstream.last()["body"]["model"] == "scripted/scripted-chat"
+    configured.post("/v1/responses", {"input": "y", "conversation": explicit["conversation"]})
+    assert upstream.last()["body"]["model"] == "scripted/scripted-chat"
+    missing = gateway_factory(upstream.url, inference={"default_provider": "nowhere", "default_model": "gone"})
+    reply = missing.post("/v1/responses", {"input": "no default"})
+    assert reply.status == 404 and reply.json()["error"]["code"] == "model_not_found"
+
+
+def test_first_llm_when_nothing_configured(gateway, upstream):
+    gateway.post("/v1/responses", {"input": "pick for me"})
+    assert upstream.last()["body"]["model"] == "scripted-chat"  # first `llm` in /v1/models order

@@ -1,0 +1,176 @@
+"""Streams through `gateway serve`: upstream quirks repaired, failures after the first
+byte ending as `response.failed` + `[DONE]`, and a client that leaves cancelling the
+upstream at once while a finished turn is still recorded."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.support.gateway_proc import events_of
+from tests.support.processes import free_port
+from tests.support.openai_shapes import replay_through_sdk, validate_event
+
+WEATHER_TOOL = {"type": "function", "name": "get_weather", "parameters": {
+    "type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}
+
+
+def checked(frames):
+    """Frames are `event: <type>`/`data:`, numbered from 0, valid, and end with [DONE]."""
+    assert frames[-1] == (None, "[DONE]")
+    events = list(events_of(frames))
+    assert [name for name, _ in frames[:-1]] == [event["type"] for event in events]
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    for event in events:
+        validate_event(event)
+    return events
+
+
+def types(events):
+    return [event["type"].removeprefix("response.") for event in events]
+
+
+def test_text_stream_gains_output_text_done(gateway):
+    status, frames = gateway.stream({"input": "Tell me something"})
+    assert status == 200
+    events = checked(frames)
+    assert types(events)[-4:] == ["output_text.done", "content_part.done", "output_item.done", "completed"]
+    done = next(e for e in events if e["type"] == "response.output_text.done")
+    assert done["text"] == "Scripted reply (turn 1, 1 messages): Tell me something"
+    assert replay_through_sdk(events).output_text == done["text"]
+
+
+def test_function_call_stream(gateway):
+    status, frames = gateway.stream({"input": "Weather in Rome? Use the tool.", "tools": [WEATHER_TOOL]})
+    events = checked(frames)
+    assert "function_call_arguments.delta" in types(events)
+    final = replay_through_sdk(events)
+    assert final.output[0].type == "function_call" and final.output[0].name == "get_weather"
+
+
+def test_mcp_stream_arguments_mapped_and_progress_completed(gateway):
+    tools = [{"type": "mcp", "server_label": "calc", "server_url": "http://127.0.0.1:9/mcp"}]
+    status, frames = gateway.stream({"input": "Use the add tool to add two numbers", "tools": tools})
+    events = checked(frames)
+    kinds = types(events)
+    # Llama Stack streams the arguments before the item, as function-call events, and
+    # misnames their end; clients see OpenAI's MCP events after the item is announced.
+    assert "function_call_arguments.delta" not in kinds and "mcp_call.arguments.done" not in kinds
+    added = kinds.index("output_item.added", kinds.index("mcp_list_tools.completed"))
+    assert kinds[added + 1:added + 3] == ["mcp_call_arguments.delta", "mcp_call_arguments.done"]
+    assert kinds.index("mcp_list_tools.in_progress") > kinds.index("output_item.added")
+    for event in events:
+        if event["type"].startswith(("response.mcp_call", "response.mcp_list_tools")):
+            assert event["item_id"] and isinstance(event["output_index"], int)
+    final = replay_through_sdk(events)
+    assert [item.type for item in final.output] == ["mcp_list_tools", "mcp_call", "message"]
+
+
+def test_mcp_approval_stream_drops_orphan_arguments(gateway):
+    tools = [{"type": "mcp", "server_label": "calc", "server_url": "http://127.0.0.1:9/mcp",
+              "require_approval": "always"}]
+    status, frames = gateway.stream({"input": "Use the add tool to add two numbers", "tools": tools})
+    events = checked(frames)
+    assert not any("arguments" in kind for kind in types(events))
+    assert replay_through_sdk(events).output[-1].type == "mcp_approval_request"
+
+
+def test_file_search_stream(gateway):
+    tools = [{"type": "file_search", "vector_store_ids": ["vs_handbook"]}]
+    status, frames = gateway.stream({"input": "search the handbook for the launch code", "tools": tools})
+    events = checked(frames)
+    assert not any("arguments" in kind for kind in types(events))
+    added = next(e for e in events if e["type"] == "response.output_item.added"
+                 and e["item"]["type"] == "file_search_call")
+    assert added["item"]["queries"] == ["search the handbook for the launch code"]
+    assert replay_through_sdk(events).output[0].type == "file_search_call"
+
+
+@pytest.mark.parametrize("trigger, message", [
+    ("fail-upstream", "scripted upstream failure"),
+    ("error-event", "scripted error event"),
+    ("break-stream", "ended without a terminal event"),
+])
+def test_failures_after_first_byte_end_with_failed_and_done(gateway, trigger, message):
+    status, frames = gateway.stream({"input": f"please {trigger}"})
+    assert status == 200
+    events = checked(frames)
+    failed = events[-1]
+    assert failed["type"] == "response.failed"
+    assert failed["response"]["status"] == "failed"
+    assert failed["response"]["error"]["code"] == "server_error"
+    assert message in failed["response"]["error"]["message"]
+    assert failed["response"]["conversation"] == events[0]["response"]["conversation"]
+    assert failed["response"]["available_quotas"] == {}
+    # The conversation the client was told about is usable afterwards.
+    again = gateway.post("/v1/responses", {"input": "retry", "conversation": failed["response"]["conversation"]})
+    assert again.status == 200
+
+
+def test_idle_timeout_mid_stream(gateway_factory, upstream):
+    impatient = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "max_retries": 0, "timeout": 1})
+    started = time.monotonic()
+    status, frames = impatient.stream({"input": "please stall-stream"})
+    assert status == 200 and time.monotonic() - started < 10
+    events = checked(frames)
+    assert types(events) == ["created", "in_progress", "failed"]
+    assert "idle timeout" in events[-1]["response"]["error"]["message"]
+
+
+def test_upstream_error_before_first_byte_is_http_error(gateway, gateway_factory, upstream):
+    first = gateway.post("/v1/responses", {"input": "one"}).json()
+    gateway.post("/v1/responses", {"input": "two", "conversation": first["conversation"]})
+    upstream.delete(f"/v1/responses/{first['id']}")
+    reply = gateway.post("/v1/responses", {"input": "fork", "previous_response_id": first["id"], "stream": True})
+    assert reply.status == 404 and reply.headers["content-type"].startswith("application/json")
+    assert reply.json()["error"]["code"] == "upstream_not_found"
+    dead = gateway_factory(f"http://127.0.0.1:{free_port()}")
+    reply = dead.post("/v1/responses", {"input": "hi", "stream": True})
+    assert reply.status == 503 and reply.json()["detail"]["response"] == "Unable to connect to Llama Stack"
+
+
+def _open_stream(gateway, body: bytes) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", gateway.port))
+    sock.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    return sock
+
+
+def test_client_disconnect_cancels_upstream_at_once(gateway, upstream):
+    upstream.clear()
+    sock = _open_stream(gateway, b'{"input": "please stall-stream", "stream": true}')
+    assert b"response.in_progress" in _read_until(sock, b"response.in_progress")
+    open_before = _upstream_open_streams(upstream)
+    sock.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _upstream_open_streams(upstream) >= open_before:
+        time.sleep(0.05)
+    assert _upstream_open_streams(upstream) < open_before, "the upstream request was not cancelled"
+
+
+def test_turn_recorded_when_client_leaves_after_upstream_finished(gateway, upstream):
+    # Slow deltas: the client leaves mid-stream, the upstream request is cancelled and
+    # nothing is recorded; a client that reads the terminal event then leaves is recorded.
+    sock = _open_stream(gateway, b'{"input": "a complete answer", "stream": true}')
+    data = _read_until(sock, b"data: [DONE]")
+    sock.close()
+    response_id = data.split(b'"id":"', 1)[1].split(b'"', 1)[0].decode()
+    reply = gateway.get(f"/v1/responses/{response_id}")
+    assert reply.status == 200 and reply.json()["id"] == response_id
+
+
+def _read_until(sock: socket.socket, marker: bytes, timeout: float = 10) -> bytes:
+    sock.settimeout(timeout)
+    data = b""
+    while marker not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _upstream_open_streams(upstream) -> int:
+    return int(upstream.get("/_scripted/open").json()["open_streams"])

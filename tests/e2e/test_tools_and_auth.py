@@ -1,0 +1,110 @@
+"""Configured tools injected into turns (MCP servers with their headers, RAG stores),
+defaults from `inference`, LCORE extensions, and the noop-with-token module."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+MCP_URL = "http://127.0.0.1:9/mcp"
+
+
+@pytest.fixture(scope="module")
+def tooled(gateway_factory, upstream, tmp_path_factory):
+    secret = tmp_path_factory.mktemp("secrets") / "calc-token"
+    secret.write_text("s3cret-from-file\n")
+    return gateway_factory(
+        upstream.url,
+        authentication={"module": "noop-with-token"},
+        inference={"max_infer_iters": 4, "max_tool_calls": 7},
+        mcp_servers=[
+            {"name": "calc", "url": MCP_URL, "authorization_headers": {"Authorization": str(secret)},
+             "headers": ["X-Tenant"]},
+            {"name": "kube", "url": "http://127.0.0.1:9/kube", "authorization_headers": {"Authorization": "kubernetes"},
+             "require_approval": "always"},
+            {"name": "byclient", "url": "http://127.0.0.1:9/client",
+             "authorization_headers": {"X-Api-Key": "client"}},
+        ],
+        byok_rag=[{"rag_id": "handbook", "vector_db_id": "vs_handbook"},
+                  {"rag_id": "faq", "vector_db_id": "vs_faq"}])
+
+
+AUTH = {"Authorization": "Bearer user-token-1"}
+
+
+def sent(upstream) -> dict:
+    return upstream.last()["body"]
+
+
+def test_all_configured_tools_when_tools_omitted(tooled, upstream):
+    assert tooled.post("/v1/responses", {"input": "hello"}, headers={**AUTH, "X-Tenant": "acme"}).status == 200
+    body = sent(upstream)
+    tools = {tool.get("server_label", tool["type"]): tool for tool in body["tools"]}
+    assert tools["file_search"] == {"type": "file_search", "vector_store_ids": ["vs_handbook", "vs_faq"]}
+    assert tools["calc"] == {"type": "mcp", "server_label": "calc", "server_url": MCP_URL, "require_approval": "never",
+                             "headers": {"X-Tenant": "acme", "Authorization": "s3cret-from-file"}}
+    assert tools["kube"]["headers"] == {"Authorization": "Bearer user-token-1"}
+    assert tools["kube"]["require_approval"] == "always"
+    # `client` headers come from MCP-HEADERS; without them the server is skipped.
+    assert "byclient" not in tools
+    assert body["max_infer_iters"] == 4 and body["max_tool_calls"] == 7
+
+
+def test_client_mcp_headers(tooled, upstream):
+    headers = {**AUTH, "MCP-HEADERS": json.dumps({"byclient": {"X-Api-Key": "k-123"}})}
+    tooled.post("/v1/responses", {"input": "hello"}, headers=headers)
+    tools = {tool.get("server_label"): tool for tool in sent(upstream)["tools"]}
+    assert tools["byclient"]["headers"] == {"X-Api-Key": "k-123"}
+    reply = tooled.post("/v1/responses", {"input": "hello"}, headers={**AUTH, "MCP-HEADERS": "not json"})
+    assert reply.status == 422 and reply.json()["error"]["param"] == "MCP-HEADERS"
+
+
+def test_tool_choice_none_sends_no_tools(tooled, upstream):
+    tooled.post("/v1/responses", {"input": "plain", "tool_choice": "none"}, headers=AUTH)
+    body = sent(upstream)
+    assert "tools" not in body and "tool_choice" not in body
+
+
+def test_explicit_tools_used_as_given_with_configured_headers(tooled, upstream):
+    tools = [{"type": "mcp", "server_label": "calc"}, {"type": "file_search", "vector_store_ids": ["faq", "vs_other"]},
+             {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}]
+    tooled.post("/v1/responses", {"input": "explicit", "tools": tools, "max_infer_iters": 2, "max_tool_calls": 1},
+                headers=AUTH)
+    body = sent(upstream)
+    assert body["tools"][0] == {"type": "mcp", "server_label": "calc", "server_url": MCP_URL,
+                                "require_approval": "never", "headers": {"Authorization": "s3cret-from-file"}}
+    assert body["tools"][1]["vector_store_ids"] == ["vs_faq", "vs_other"]  # rag_id -> vector store id
+    assert body["tools"][2]["name"] == "f"
+    assert body["max_infer_iters"] == 2 and body["max_tool_calls"] == 1  # the client's values win
+
+
+def test_lcore_extensions_not_forwarded(tooled, upstream):
+    reply = tooled.post("/v1/responses", {"input": "solr please", "generate_topic_summary": True,
+                                          "solr": {"mode": "hybrid", "filters": {"fq": ["product:x"]}}},
+                        headers=AUTH)
+    assert reply.status == 200
+    request = upstream.last()
+    assert "solr" not in request["body"] and "generate_topic_summary" not in request["body"]
+    provider_data = {k.lower(): v for k, v in request["headers"].items()}["x-llamastack-provider-data"]
+    assert json.loads(provider_data) == {"solr": {"mode": "hybrid", "filters": {"fq": ["product:x"]}}}
+
+
+@pytest.mark.parametrize("headers, cause, code", [
+    ({}, "No Authorization header found", "missing_credentials"),
+    ({"Authorization": "Basic abc"}, "No token found in Authorization header", "invalid_credentials"),
+    ({"Authorization": "Bearer "}, "No token found in Authorization header", "invalid_credentials"),
+])
+def test_noop_with_token_requires_bearer(tooled, headers, cause, code):
+    for method, path in (("POST", "/v1/responses"), ("GET", "/v1/models"), ("GET", "/v1/info")):
+        reply = tooled.request(method, path, {"input": "x"} if method == "POST" else None, headers=headers)
+        assert reply.status == 401
+        data = reply.json()
+        assert data["detail"] == {"response": "Missing or invalid credentials provided by client", "cause": cause}
+        assert data["error"]["type"] == "authentication_error" and data["error"]["code"] == code
+    assert tooled.get("/liveness", headers=headers).status == 200
+
+
+def test_openai_sdk_sends_its_key_as_bearer(tooled):
+    response = tooled.client(api_key="sdk-token").responses.create(input="sdk", tool_choice="none")
+    assert response.status == "completed"
