@@ -15,13 +15,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
 DEFAULT_USERNAME = "lightspeed-user"
 SUPPORTED_AUTH_MODULES = ("noop", "noop-with-token")
 LCORE_AUTH_MODULES = SUPPORTED_AUTH_MODULES + (
     "k8s", "jwk-token", "api-key-token", "rh-identity", "trusted-proxy")
+
+
+def _http_url(value: str) -> str:
+    if not re.match(r"^https?://[^/]", value):
+        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+    return value
 
 
 class Strict(BaseModel):
@@ -49,15 +55,16 @@ class ServiceConfig(Strict):
     # Ours: requests with a larger body get 413 before anything is parsed.
     max_request_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
 
-    @model_validator(mode="after")
-    def _root_path_shape(self) -> "ServiceConfig":
-        if self.root_path and (not self.root_path.startswith("/") or self.root_path.endswith("/")):
-            raise ValueError("root_path must start with '/' and must not end with '/'")
-        return self
+    @field_validator("root_path")
+    @classmethod
+    def _root_path_shape(cls, value: str) -> str:
+        if value and (not value.startswith("/") or value.endswith("/")):
+            raise ValueError("must start with '/' and must not end with '/'")
+        return value
 
 
 class LlamaStackConfig(Strict):
-    url: str | None = None
+    url: str
     api_key: str | None = None
     timeout: float = Field(180, gt=0)
     use_as_library_client: bool | None = None
@@ -77,16 +84,15 @@ class LlamaStackConfig(Strict):
     # Ours. Seconds the model catalog (`GET /v1/models`) is cached.
     models_cache_seconds: float = Field(60, ge=0)
 
-    @model_validator(mode="after")
-    def _url_required(self) -> "LlamaStackConfig":
-        if self.use_as_library_client:
-            raise ValueError("use_as_library_client is not supported: the gateway needs a "
-                             "Llama Stack server; set llama_stack.url")
-        if not self.url:
-            raise ValueError("url is required (the Llama Stack or Responses server to front)")
-        if not re.match(r"^https?://", self.url):
-            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
-        return self
+    _url_shape = field_validator("url")(lambda cls, value: _http_url(value))
+
+    @field_validator("use_as_library_client")
+    @classmethod
+    def _no_library_mode(cls, value: bool | None) -> bool | None:
+        if value:
+            raise ValueError("library client mode is not supported: the gateway needs a Llama Stack "
+                             "server at llama_stack.url")
+        return value
 
 
 class AuthenticationConfig(Strict):
@@ -101,16 +107,17 @@ class AuthenticationConfig(Strict):
     rh_identity_config: dict[str, Any] | None = None
     trusted_proxy_config: dict[str, Any] | None = None
 
-    @model_validator(mode="after")
-    def _module_supported(self) -> "AuthenticationConfig":
-        if self.module not in LCORE_AUTH_MODULES:
-            raise ValueError(f"unknown module {self.module!r}; one of {', '.join(LCORE_AUTH_MODULES)}")
-        if self.module not in SUPPORTED_AUTH_MODULES:
+    @field_validator("module")
+    @classmethod
+    def _module_supported(cls, value: str) -> str:
+        if value not in LCORE_AUTH_MODULES:
+            raise ValueError(f"unknown module {value!r}; one of {', '.join(LCORE_AUTH_MODULES)}")
+        if value not in SUPPORTED_AUTH_MODULES:
             # Starting without the configured authentication would open the gateway to
             # everyone, so this is an error, not a warning.
-            raise ValueError(f"module {self.module!r} is not supported by this version; "
+            raise ValueError(f"{value!r} is not supported by this version; "
                              f"supported: {', '.join(SUPPORTED_AUTH_MODULES)}")
-        return self
+        return value
 
 
 class InferenceConfig(Strict):
@@ -146,9 +153,15 @@ class DatabaseConfig(Strict):
     def _one_engine(self) -> "DatabaseConfig":
         if self.sqlite and self.postgres:
             raise ValueError("configure exactly one of sqlite and postgres")
-        if self.postgres is not None:
-            raise ValueError("postgres is not supported by this version yet; use sqlite")
         return self
+
+    @field_validator("postgres")
+    @classmethod
+    def _no_postgres_yet(cls, value: dict | None) -> dict | None:
+        if value is not None:
+            # Silently storing elsewhere than configured would lose data on restart.
+            raise ValueError("not supported by this version yet; use database.sqlite")
+        return value
 
     @property
     def sqlite_path(self) -> str:
@@ -173,11 +186,7 @@ class McpServerConfig(Strict):
     require_approval: Literal["always", "never"] | ApprovalFilter = "never"
     timeout: float | None = None
 
-    @model_validator(mode="after")
-    def _url_shape(self) -> "McpServerConfig":
-        if not re.match(r"^https?://", self.url):
-            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
-        return self
+    _url_shape = field_validator("url")(lambda cls, value: _http_url(value))
 
 
 class ByokRagConfig(Strict):

@@ -133,7 +133,7 @@ def parse_sse(body: bytes) -> list[tuple[str, Any]]:
 def gateway_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[str, Any]:
     config: dict[str, Any] = {
         "name": "gateway under test",
-        "service": {"host": "127.0.0.1", "port": 0, "access_log": False},
+        "service": {"host": "127.0.0.1", "port": 8080, "access_log": False},
         "llama_stack": {"url": upstream_url, "max_retries": 0, "timeout": 30},
         "authentication": {"module": "noop"},
         "database": {"sqlite": {"db_path": str(db_path)}},

@@ -1,0 +1,112 @@
+"""The `gateway` command: serve (config from -c or LIGHTSPEED_STACK_CONFIG_PATH),
+check-config, and demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+
+import yaml
+
+from tests.support.gateway_proc import GATEWAY_BIN, Gateway, gateway_config
+from tests.support.processes import free_port, spawn, wait_http
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(GATEWAY_BIN), *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+def write(path, config) -> str:
+    path.write_text(yaml.safe_dump(config) if isinstance(config, dict) else config)
+    return str(path)
+
+
+def test_check_config_ok_with_warnings(tmp_path, upstream):
+    config = gateway_config(upstream.url, tmp_path / "db.sqlite")
+    config["quota_handlers"] = {"limiters": []}
+    result = run("check-config", "-c", write(tmp_path / "ok.yaml", config))
+    assert result.returncode == 0, result.stderr
+    assert "OK" in result.stdout and "quota_handlers: accepted but not implemented" in result.stdout
+
+
+def test_check_config_names_every_bad_key(tmp_path):
+    bad = """
+name: x
+service: {port: not-a-port, colour: blue}
+llama_stack: {url: "ftp://nope"}
+authentication: {module: jwk-token}
+mcp_servers: [{name: m}]
+"""
+    result = run("check-config", "-c", write(tmp_path / "bad.yaml", bad))
+    assert result.returncode != 0
+    for expected in ("service.port:", "service.colour: unknown key", "llama_stack.url:",
+                     "authentication.module:", "not supported", "mcp_servers[0].url:"):
+        assert expected in result.stderr, (expected, result.stderr)
+
+
+def test_check_config_env_substitution(tmp_path):
+    config = "name: x\nllama_stack:\n  url: ${env.UPSTREAM_URL}\n  timeout: ${env.TIMEOUT:=12}\n"
+    path = write(tmp_path / "env.yaml", config)
+    assert run("check-config", "-c", path, env={"UPSTREAM_URL": "http://up:1"}).returncode == 0
+    without = {key: value for key, value in os.environ.items() if key != "UPSTREAM_URL"}
+    result = subprocess.run([str(GATEWAY_BIN), "check-config", "-c", path], capture_output=True, text=True,
+                            env=without, timeout=60)
+    assert result.returncode != 0
+    assert "llama_stack.url: environment variable UPSTREAM_URL is not set" in result.stderr
+
+
+def test_check_config_unreadable_file(tmp_path):
+    result = run("check-config", "-c", str(tmp_path / "missing.yaml"))
+    assert result.returncode != 0 and "cannot read" in result.stderr
+
+
+def test_serve_with_config_from_environment(tmp_path, upstream):
+    port = free_port()
+    config = gateway_config(upstream.url, tmp_path / "db.sqlite")
+    config["service"]["port"] = port
+    path = write(tmp_path / "lightspeed-stack.yaml", config)
+    proc = spawn("serve-env", [str(GATEWAY_BIN), "serve"], tmp_path, env={"LIGHTSPEED_STACK_CONFIG_PATH": path})
+    try:
+        wait_http(proc, f"http://127.0.0.1:{port}/liveness")
+        reply = Gateway(proc, port).post("/v1/responses", {"input": "via env"})
+        assert reply.status == 200
+    finally:
+        proc.stop()
+
+
+def test_python_dash_m_entry_point(tmp_path, upstream):
+    port = free_port()
+    config = gateway_config(upstream.url, tmp_path / "db.sqlite")
+    config["service"]["port"] = port
+    path = write(tmp_path / "c.yaml", config)
+    proc = spawn("serve-m", [sys.executable, "-m", "gateway", "serve", "-c", path], tmp_path)
+    try:
+        wait_http(proc, f"http://127.0.0.1:{port}/liveness")
+    finally:
+        proc.stop()
+
+
+def test_serve_refuses_bad_config(tmp_path):
+    result = run("serve", "-c", write(tmp_path / "bad.yaml", "name: x\nllama_stack: {}\n"))
+    assert result.returncode == 2 and "llama_stack.url" in result.stderr
+
+
+def test_demo_serves_a_working_gateway(tmp_path):
+    port = free_port()
+    proc = spawn("demo", [str(GATEWAY_BIN), "demo", "--port", str(port), "--data-dir", str(tmp_path)], tmp_path)
+    try:
+        wait_http(proc, f"http://127.0.0.1:{port}/readiness", ok=lambda status: status == 200)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/responses",
+                                         data=json.dumps({"input": "Hello gateway"}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            body = json.loads(resp.read())
+        assert body["output_text"] == "Scripted reply (turn 1, 1 messages): Hello gateway"
+        assert (tmp_path / "gateway.db").exists()
+        assert "curl" in proc.log()
+    finally:
+        proc.stop()
