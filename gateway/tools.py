@@ -62,13 +62,12 @@ class ConfiguredTools:
                 raise validation_error(f"tools[{index}].server_url: required for MCP server "
                                        f"'{tool['server_label']}', which is not configured",
                                        param="tools", code="missing_required_parameter")
-            return tool
+            return _with_headers(tool, tool.get("headers") or {})
         server_headers = self._headers(server, identity, headers) or {}
         completed = {**tool, "server_url": tool.get("server_url") or server.url}
-        if server_headers:
-            # The operator's headers win: a client must not replace the credentials the
-            # gateway attaches to a server it configured.
-            completed["headers"] = {**(tool.get("headers") or {}), **server_headers}
+        # The operator's headers win: a client must not replace the credentials the
+        # gateway attaches to a server it configured.
+        completed = _with_headers(completed, {**(tool.get("headers") or {}), **server_headers})
         completed.setdefault("require_approval", _approval(server))
         return completed
 
@@ -93,10 +92,27 @@ class ConfiguredTools:
 
 
 def _mcp_tool(server: McpServerConfig, headers: dict[str, str]) -> dict[str, Any]:
-    tool: dict[str, Any] = {"type": "mcp", "server_label": server.name, "server_url": server.url,
-                            "require_approval": _approval(server)}
-    if headers:
-        tool["headers"] = headers
+    return _with_headers({"type": "mcp", "server_label": server.name, "server_url": server.url,
+                          "require_approval": _approval(server)}, headers)
+
+
+def _with_headers(tool: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    """Put headers on an MCP tool the way the Responses API takes them.
+
+    The bearer credential goes in the tool's `authorization` field, bare: Llama Stack
+    refuses an `Authorization` entry in `headers` and sends `authorization` as
+    `Authorization: Bearer <value>` (OpenAI's API takes the same field).
+    """
+    tool = {key: value for key, value in tool.items() if key != "headers"}
+    rest = {}
+    for name, value in headers.items():
+        if name.lower() == "authorization":
+            scheme, _, token = value.strip().partition(" ")
+            tool["authorization"] = token.strip() if scheme.lower() == "bearer" and token else value.strip()
+        else:
+            rest[name] = value
+    if rest:
+        tool["headers"] = rest
     return tool
 
 

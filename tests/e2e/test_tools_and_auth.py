@@ -42,9 +42,10 @@ def test_all_configured_tools_when_tools_omitted(tooled, upstream):
     body = sent(upstream)
     tools = {tool.get("server_label", tool["type"]): tool for tool in body["tools"]}
     assert tools["file_search"] == {"type": "file_search", "vector_store_ids": ["vs_handbook", "vs_faq"]}
+    # Llama Stack takes the bearer credential in `authorization` (bare), never in headers.
     assert tools["calc"] == {"type": "mcp", "server_label": "calc", "server_url": MCP_URL, "require_approval": "never",
-                             "headers": {"X-Tenant": "acme", "Authorization": "s3cret-from-file"}}
-    assert tools["kube"]["headers"] == {"Authorization": "Bearer user-token-1"}
+                             "headers": {"X-Tenant": "acme"}, "authorization": "s3cret-from-file"}
+    assert tools["kube"]["authorization"] == "user-token-1" and "headers" not in tools["kube"]
     assert tools["kube"]["require_approval"] == "always"
     # `client` headers come from MCP-HEADERS; without them the server is skipped.
     assert "byclient" not in tools
@@ -73,10 +74,18 @@ def test_explicit_tools_used_as_given_with_configured_headers(tooled, upstream):
                 headers=AUTH)
     body = sent(upstream)
     assert body["tools"][0] == {"type": "mcp", "server_label": "calc", "server_url": MCP_URL,
-                                "require_approval": "never", "headers": {"Authorization": "s3cret-from-file"}}
+                                "require_approval": "never", "authorization": "s3cret-from-file"}
     assert body["tools"][1]["vector_store_ids"] == ["vs_faq", "vs_other"]  # rag_id -> vector store id
     assert body["tools"][2]["name"] == "f"
     assert body["max_infer_iters"] == 2 and body["max_tool_calls"] == 1  # the client's values win
+
+
+def test_client_authorization_header_moved_for_unconfigured_server(tooled, upstream):
+    tools = [{"type": "mcp", "server_label": "own", "server_url": "http://127.0.0.1:9/own",
+              "headers": {"authorization": "Bearer client-tok", "X-Trace": "1"}}]
+    tooled.post("/v1/responses", {"input": "own server", "tools": tools}, headers=AUTH)
+    assert sent(upstream)["tools"][0] == {"type": "mcp", "server_label": "own", "server_url": "http://127.0.0.1:9/own",
+                                          "headers": {"X-Trace": "1"}, "authorization": "client-tok"}
 
 
 def test_lcore_extensions_not_forwarded(tooled, upstream):
