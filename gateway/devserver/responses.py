@@ -19,7 +19,8 @@ from aiohttp import web
 
 from . import sse, triggers
 from .engine import Turn, approvals_from, run_turn
-from .items import CONVERSATION, PLAIN, PREVIOUS, conversation_copies, to_messages, turn_input_items
+from .items import (CONVERSATION, PLAIN, PREVIOUS, conversation_copies, to_messages,
+                    turn_input_items)
 from .model import last_user_text
 from .shapes import (Echo, detail, json_response, model_not_found_message, queued_object,
                      response_object, usage, validation_error)
@@ -40,7 +41,7 @@ def _error(message: str) -> dict[str, str]:
     return {"code": "server_error", "message": message}
 
 
-class Request:
+class CreateRequest:
     """One parsed and resolved POST /v1/responses."""
 
     __slots__ = ("body", "history", "turn_input", "conversation", "messages", "echo",
@@ -93,7 +94,7 @@ class Request:
             self.conversation.items.extend(turn.output)
 
 
-def _unreachable_mcp(req: Request) -> str | None:
+def _unreachable_mcp(req: CreateRequest) -> str | None:
     for server in req.toolset.mcp_servers:
         if server.server_url and "unreachable" in server.server_url:
             return server.server_url
@@ -112,7 +113,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     errors = check_create(body)
     if errors:
         return validation_error(errors)
-    req = Request(state, body)
+    req = CreateRequest(state, body)
     failure = _resolve(state, req)
     if failure is not None:
         return failure
@@ -121,7 +122,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     return await _json(request, state, req)
 
 
-def _resolve(state: ServerState, req: Request) -> web.Response | None:
+def _resolve(state: ServerState, req: CreateRequest) -> web.Response | None:
     """Load the history a turn continues from; an error response if it cannot."""
     body = req.body
     prev_id = body.get("previous_response_id")
@@ -154,7 +155,8 @@ def _resolve(state: ServerState, req: Request) -> web.Response | None:
     return None
 
 
-async def _json(request: web.Request, state: ServerState, req: Request) -> web.StreamResponse:
+async def _json(request: web.Request, state: ServerState,
+                req: CreateRequest) -> web.StreamResponse:
     if req.knobs.delay_s:
         await asyncio.sleep(req.knobs.delay_s)
     model = req.echo.model
@@ -188,7 +190,8 @@ async def _json(request: web.Request, state: ServerState, req: Request) -> web.S
     return json_response(response)
 
 
-async def _stream(request: web.Request, state: ServerState, req: Request) -> web.StreamResponse:
+async def _stream(request: web.Request, state: ServerState,
+                  req: CreateRequest) -> web.StreamResponse:
     trigger = req.trigger
     model_kind = MODELS.get(req.echo.model)
     if trigger == triggers.HANG_UPSTREAM and model_kind is not None:
@@ -226,8 +229,8 @@ async def _stream(request: web.Request, state: ServerState, req: Request) -> web
         message = triggers.UPSTREAM_FAILURE_MESSAGE
     elif trigger == triggers.CONTEXT_OVERFLOW:
         message = triggers.CONTEXT_OVERFLOW_MESSAGE
-    elif _unreachable_mcp(req):
-        message = f"Failed to connect to MCP server at {_unreachable_mcp(req)}: Connection refused"
+    elif (url := _unreachable_mcp(req)) is not None:
+        message = f"Failed to connect to MCP server at {url}: Connection refused"
     if message is not None:
         final = req.response("failed", [], error=_error(message))
         writer.response_event(orjson.dumps(final), "response.failed")
