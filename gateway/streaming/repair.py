@@ -4,7 +4,8 @@ Feed events in, get events out; no sockets, clocks or databases. The repairs, ea
 seen in Llama Stack 0.7.3's captures:
 
 - `response.output_text.done` is missing: synthesised before `content_part.done`.
-- An untyped `{"error": {...}}` event: becomes `response.failed`.
+- An untyped `{"error": {...}}` event (or OpenAI's typed `error` event): becomes
+  `response.failed`, so every stream ends with a response object clients can read.
 - The stream ends with no terminal event: `close()` ends it with `response.failed`.
 - Tool arguments streamed before the tool's `output_item.added`, under the
   function-call type: an MCP call's arguments are re-emitted after its
@@ -112,7 +113,7 @@ class StreamRepairer:
             return self._progress(event, "mcp_list_tools")
         if kind in _MCP_CALL_EVENTS:
             return self._progress(event, "mcp_call")
-        if not kind or (kind == "error" and "error" in event.data):
+        if not kind or kind == "error":
             return self._error_event(event)
         return [event]
 

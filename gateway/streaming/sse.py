@@ -58,9 +58,17 @@ class SSEDecoder:
         return events
 
     def close(self) -> list[Event]:
-        """Whatever a stream that ended without a final blank line left behind."""
+        """An event a stream left without its final blank line; a cut-off one is dropped
+        (the stream then simply ends without it)."""
         rest, self._buffer = self._buffer, b""
-        event = self._decode(rest.strip(b"\n")) if rest.strip() else None
+        payload = _data_field(rest.strip(b"\n")) if rest.strip() else None
+        if payload is None or payload == b"[DONE]":
+            return []
+        try:
+            orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return []
+        event = self._decode(rest.strip(b"\n"))
         return [event] if event is not None else []
 
     def _decode(self, block: bytes) -> Event | None:

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import pytest
+
+from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
+
+HEX = "0d21ba731f21f798dc9680125d5d6f493e4a7ab79f25670e"
+
+
+@pytest.mark.parametrize("value, expected", [
+    (HEX, HEX), (f"conv_{HEX}", HEX), (HEX.upper(), HEX), (f"conv_{HEX.upper()}", HEX),
+    ("123e4567-e89b-12d3-a456-426614174000", "123e4567-e89b-12d3-a456-426614174000"),
+    ("conv_123e4567-e89b-12d3-a456-426614174000", None),
+    ("nope", None), (HEX[:-1], None), (f"conv_{HEX}0", None), ("", None),
+])
+def test_normalize(value, expected):
+    assert normalize_conversation_id(value) == expected
+
+
+def test_new_ids_round_trip():
+    bare = new_conversation_id()
+    assert len(bare) == 48 and normalize_conversation_id(openai_conversation_id(bare)) == bare

@@ -1,0 +1,72 @@
+"""The repository over a real SQLite file: create, turns, ownership lookups, deletes,
+atomic appends under concurrency, migrations idempotent across restarts."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
+from gateway.storage.database import Database
+
+
+def conversation(cid: str = "c1", user: str = "u1") -> ConversationRecord:
+    return ConversationRecord(id=cid, user_id=user, upstream_id=f"conv_{cid}", created_at="2026-01-01T00:00:00",
+                              last_message_at="2026-01-01T00:00:00", last_used_model="m", last_used_provider="p",
+                              last_response_id=None, message_count=0, topic_summary="", generate_topic_summary=True)
+
+
+def turn(rid: str, cid: str = "c1") -> TurnRecord:
+    return TurnRecord(conversation_id=cid, response_id=rid, previous_response_id=None, model="m", provider="p",
+                      status="completed", started_at="2026-01-01T00:00:01", completed_at="2026-01-01T00:00:02")
+
+
+async def test_save_find_and_delete(tmp_path):
+    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+    repo = ConversationRepository(db)
+    await repo.save(conversation(), None)
+    stored = await repo.get("c1")
+    assert stored.user_id == "u1" and stored.message_count == 0 and stored.generate_topic_summary
+    await repo.save(conversation(), turn("r1"))
+    await repo.save(conversation(user="someone else"), turn("r2"))  # owner never changes
+    stored = await repo.get("c1")
+    assert (stored.user_id, stored.message_count, stored.last_response_id) == ("u1", 2, "r2")
+    found_turn, owner = await repo.find_turn("r1")
+    assert found_turn.turn_number == 1 and owner.id == "c1"
+    await repo.delete_turn("r2")
+    stored = await repo.get("c1")
+    assert (stored.message_count, stored.last_response_id) == (1, "r1")
+    assert await repo.find_turn("r2") is None and await repo.get("nope") is None
+    await db.close()
+
+
+async def test_concurrent_turns_get_distinct_numbers(tmp_path):
+    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+    repo = ConversationRepository(db)
+    await asyncio.gather(*(repo.save(conversation(), turn(f"r{i}")) for i in range(50)))
+    rows = await db.fetchall("SELECT turn_number FROM turns ORDER BY turn_number")
+    assert [row["turn_number"] for row in rows] == list(range(1, 51))
+    assert (await repo.get("c1")).message_count == 50
+    await db.close()
+
+
+async def test_migrations_apply_once(tmp_path):
+    path = str(tmp_path / "g.db")
+    db = await Database.open_sqlite(path)
+    await ConversationRepository(db).save(conversation(), turn("r1"))
+    await db.close()
+    db = await Database.open_sqlite(path)
+    assert [row["version"] for row in await db.fetchall("SELECT version FROM schema_migrations")] == [1]
+    assert (await ConversationRepository(db).get("c1")).message_count == 1
+    await db.close()
+
+
+async def test_failed_transaction_rolls_back(tmp_path):
+    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+    repo = ConversationRepository(db)
+    await repo.save(conversation(), turn("r1"))
+    try:
+        await repo.save(conversation(), turn("r1"))  # duplicate response id
+    except Exception:
+        pass
+    assert (await repo.get("c1")).message_count == 1
+    await db.close()

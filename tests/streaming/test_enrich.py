@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from gateway.streaming.enrich import Enricher, output_text
+from gateway.streaming.events import Event
+
+
+def message(*texts: str) -> dict:
+    return {"type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": t} for t in texts] + [{"type": "refusal", "refusal": "n"}]}
+
+
+def test_output_text_joins_assistant_text_only():
+    response = {"output": [message("a", "b"), {"type": "function_call"}, message("c")]}
+    assert output_text(response) == "abc"
+    assert output_text({"output": None}) == ""
+
+
+def test_enrich_lifecycle_and_terminal():
+    enricher = Enricher("conv_x", "resp_prev")
+    created = enricher.apply(Event.build({"type": "response.created", "response": {"previous_response_id": None}}))
+    assert created.data["response"] == {"previous_response_id": "resp_prev", "conversation": "conv_x"}
+    progress = enricher.apply(Event.build({"type": "response.in_progress", "response": {}}))
+    assert progress.data["response"]["available_quotas"] == {} and progress.data["response"]["output_text"] == ""
+    done = enricher.terminal(Event.build({"type": "response.completed", "response": {
+        "status": "completed", "output": [message("hi")], "completed_at": None}}), {"daily": 5})
+    response = done.data["response"]
+    assert response["available_quotas"] == {"daily": 5} and response["output_text"] == "hi"
+    assert response["completed_at"] and response["conversation"] == "conv_x"
+
+
+def test_untouched_events_stay_unparsed():
+    raw = b'{"delta":"x","sequence_number":1,"type":"response.output_text.delta"}'
+    event = Enricher("conv_x", None).apply(Event("response.output_text.delta", raw))
+    assert not event.parsed

@@ -1,0 +1,134 @@
+"""Replay the recorded Llama Stack 0.7.3 streams through the repair → enrich → frame
+pipeline and show the repaired stream for each quirk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gateway.streaming.enrich import Enricher
+from gateway.streaming.events import TERMINAL_EVENTS
+from gateway.streaming.repair import StreamRepairer
+from gateway.streaming.sse import Framer, SSEDecoder
+from tests.support.openai_shapes import replay_through_sdk, validate_event
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "llama-stack-0.7.3"
+CONVERSATION = "conv_" + "ab" * 24
+
+
+def rewrite(raw: bytes, chunk: int = 997) -> list[dict]:
+    """Feed the capture in arbitrary chunks, as reads arrive, and decode what comes out."""
+    decoder, repairer, framer = SSEDecoder(), StreamRepairer(), Framer()
+    enricher = Enricher(CONVERSATION, None)
+    frames = []
+
+    def emit(events):
+        for event in events:
+            if event.type in TERMINAL_EVENTS:
+                enricher.terminal(event, {"UserQuotaLimiter": 7})
+            else:
+                enricher.apply(event)
+            frames.append(framer.frame(event))
+
+    for start in range(0, len(raw), chunk):
+        for event in decoder.feed(raw[start:start + chunk]):
+            emit(repairer.feed(event))
+    for event in decoder.close():
+        emit(repairer.feed(event))
+    emit(repairer.close())
+    out = []
+    for frame in frames:
+        head, data, blank = frame.split(b"\n", 2)
+        assert blank == b"\n"
+        event = orjson.loads(data.removeprefix(b"data: "))
+        assert head == b"event: " + event["type"].encode()
+        out.append(event)
+    return out
+
+
+def kinds(events: list[dict]) -> list[str]:
+    return [event["type"].removeprefix("response.") for event in events]
+
+
+def capture(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.sse")))
+@pytest.mark.parametrize("chunk", [1, 13, 997, 1 << 20])
+def test_every_capture_becomes_a_valid_stream(name, chunk):
+    events = rewrite(capture(name), chunk)
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    for event in events:
+        validate_event(event)
+    assert events[-1]["type"] in {"response.completed", "response.failed"}
+    for event in events:
+        if "response" in event:
+            assert event["response"]["conversation"] == CONVERSATION
+    assert events[-1]["response"]["available_quotas"] == {"UserQuotaLimiter": 7}
+    in_progress = [e for e in events if e["type"] == "response.in_progress"]
+    assert all(e["response"]["available_quotas"] == {} and e["response"]["output_text"] == "" for e in in_progress)
+    replay_through_sdk(events)
+
+
+def test_text_gains_output_text_done_before_content_part_done():
+    events = rewrite(capture("responses-create-text-stream.sse"))
+    assert kinds(events)[-4:] == ["output_text.done", "content_part.done", "output_item.done", "completed"]
+    done = events[-4]
+    assert done["text"] == "Scripted reply (turn 1, 1 messages): Hello there, streaming"
+    assert done["item_id"] == events[-3]["item_id"] and done["output_index"] == 0
+    assert events[-1]["response"]["output_text"] == done["text"]
+    assert events[-1]["response"]["usage"]["input_tokens_details"]["cache_write_tokens"] == 0
+
+
+def test_mcp_arguments_follow_their_item_under_mcp_names():
+    events = rewrite(capture("responses-mcp-stream.sse"))
+    assert kinds(events)[:12] == [
+        "created", "in_progress",
+        "output_item.added", "mcp_list_tools.in_progress", "mcp_list_tools.completed", "output_item.done",
+        "output_item.added", "mcp_call_arguments.delta", "mcp_call_arguments.done", "mcp_call.in_progress",
+        "mcp_call.completed", "output_item.done"]
+    call_id = events[6]["item"]["id"]
+    assert events[7] == {"type": "response.mcp_call_arguments.delta", "item_id": call_id, "output_index": 1,
+                         "delta": '{"a": 2, "b": 3}', "sequence_number": 7}
+    assert events[8]["arguments"] == '{"a": 2, "b": 3}'
+    list_id = events[2]["item"]["id"]
+    assert (events[3]["item_id"], events[4]["item_id"], events[10]["item_id"]) == (list_id, list_id, call_id)
+
+
+def test_mcp_approval_request_arguments_dropped():
+    events = rewrite(capture("responses-mcp-approval-request-stream.sse"))
+    assert not [kind for kind in kinds(events) if "arguments" in kind]
+    assert events[-1]["response"]["output"][-1]["type"] == "mcp_approval_request"
+
+
+def test_file_search_arguments_dropped_and_queries_parsed():
+    events = rewrite(capture("responses-file-search-stream.sse"))
+    assert kinds(events)[:7] == ["created", "in_progress", "output_item.added", "file_search_call.in_progress",
+                                 "file_search_call.searching", "file_search_call.completed", "output_item.done"]
+    assert events[2]["item"]["queries"] == ["search the handbook for the Falcon launch code"]
+
+
+def test_untyped_error_event_becomes_response_failed():
+    events = rewrite(capture("err-bad-model-stream.sse"))
+    assert kinds(events) == ["created", "in_progress", "failed"]
+    failed = events[-1]["response"]
+    assert failed["status"] == "failed" and failed["error"]["code"] == "server_error"
+    assert failed["error"]["message"].startswith("Model 'no-such-model' not found")
+    assert failed["id"] == events[0]["response"]["id"]
+
+
+def test_stream_cut_before_terminal_ends_failed():
+    raw = capture("responses-create-text-stream.sse")
+    cut = raw[:raw.index(b'"type":"response.output_text.delta"') + 200]
+    events = rewrite(cut)
+    assert events[-1]["type"] == "response.failed"
+    assert "without a terminal event" in events[-1]["response"]["error"]["message"]
+
+
+def test_nothing_after_the_terminal_event():
+    raw = capture("responses-create-text-stream.sse")
+    events = rewrite(raw + raw)
+    assert kinds(events).count("completed") == 1 and events[-1]["type"] == "response.completed"

@@ -1,0 +1,94 @@
+"""Configuration: LCORE keys, strictness with key paths, env substitution, warnings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.config import ConfigError, load_config, parse_config, substitute_env
+
+MINIMAL = {"name": "x", "llama_stack": {"url": "http://upstream:8321"}}
+EXAMPLE = Path(__file__).parents[1] / "config.example.yaml"
+
+
+def problems(data) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data)
+    return caught.value.problems
+
+
+def test_minimal_defaults():
+    config = parse_config(MINIMAL)
+    assert config.service.port == 8080 and config.authentication.module == "noop"
+    assert config.database.sqlite_path == "/tmp/lightspeed-stack.db"
+    assert config.inference.max_infer_iters == 10 and config.inference.max_tool_calls == 30
+    assert config.llama_stack.api == "auto" and config.llama_stack.conversations == "auto"
+    assert config.warnings() == []
+
+
+def test_lcore_file_with_unbuilt_features_starts_with_warnings():
+    config = parse_config({**MINIMAL, "user_data_collection": {"feedback_enabled": False},
+                           "customization": {"system_prompt": "hi"}, "quota_handlers": {"limiters": []},
+                           "llama_stack": {"url": "http://u", "use_as_library_client": False,
+                                           "allow_degraded_mode": True}})
+    assert sorted(w.split(":")[0] for w in config.warnings()) == ["customization", "quota_handlers",
+                                                                   "user_data_collection"]
+
+
+@pytest.mark.parametrize("data, expected", [
+    ({**MINIMAL, "bogus": 1}, "bogus: unknown key"),
+    ({**MINIMAL, "service": {"prot": 1}}, "service.prot: unknown key"),
+    ({**MINIMAL, "mcp_servers": [{"name": "a", "url": "http://a", "extra": 1}]}, "mcp_servers[0].extra: unknown key"),
+    ({**MINIMAL, "mcp_servers": [{"name": "a", "url": "a"}]}, "mcp_servers[0].url: must be an http"),
+    ({**MINIMAL, "mcp_servers": [{"name": "a", "url": "http://a"}, {"name": "a", "url": "http://b"}]},
+     "names must be unique"),
+    ({**MINIMAL, "authentication": {"module": "k8s"}}, "authentication.module: 'k8s' is not supported"),
+    ({**MINIMAL, "authentication": {"module": "magic"}}, "authentication.module: unknown module"),
+    ({**MINIMAL, "database": {"postgres": {"host": "db"}}}, "database.postgres: not supported"),
+    ({**MINIMAL, "inference": {"default_model": "m"}}, "default_provider and default_model must be set together"),
+    ({**MINIMAL, "service": {"root_path": "/x/"}}, "service.root_path: must start"),
+    ({**MINIMAL, "llama_stack": {"url": "http://u", "api": "grpc"}}, "llama_stack.api:"),
+    ({"name": "x"}, "llama_stack: Field required"),
+    ([1], "must be a mapping"),
+])
+def test_errors_name_the_key(data, expected):
+    assert any(expected in problem for problem in problems(data)), problems(data)
+
+
+def test_env_substitution():
+    env = {"URL": "http://from-env", "PORT": "9000"}
+    data = substitute_env({"a": "${env.URL}/v1", "b": ["${env.PORT}", "${env.MISSING:=fallback}", "${env.E:=}"],
+                           "c": 3}, environ=env)
+    assert data == {"a": "http://from-env/v1", "b": ["9000", "fallback", ""], "c": 3}
+    with pytest.raises(ConfigError) as caught:
+        substitute_env({"llama_stack": {"url": "${env.NOPE}"}}, environ={})
+    assert caught.value.problems == ["llama_stack.url: environment variable NOPE is not set and has no default"]
+
+
+def test_env_values_are_coerced_like_yaml_values(monkeypatch):
+    monkeypatch.setenv("GW_PORT", "9123")
+    config = parse_config({**MINIMAL, "service": {"port": "${env.GW_PORT}"}})
+    assert config.service.port == 9123
+
+
+def test_default_model_id_and_mcp_approval_filter():
+    config = parse_config({**MINIMAL, "inference": {"default_provider": "p", "default_model": "m"},
+                           "mcp_servers": [{"name": "a", "url": "http://a",
+                                            "require_approval": {"always": ["rm"], "never": []}}]})
+    assert config.inference.default_model_id == "p/m"
+    assert config.mcp_servers[0].require_approval.always == ["rm"]
+
+
+def test_example_config_is_valid(monkeypatch):
+    monkeypatch.setenv("LLAMA_STACK_URL", "http://localhost:8321")
+    config = load_config(EXAMPLE)
+    assert config.name and config.mcp_servers and config.byok_rag
+
+
+def test_unreadable_and_invalid_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.yaml")
+    (tmp_path / "bad.yaml").write_text("name: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(tmp_path / "bad.yaml")
