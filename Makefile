@@ -1,0 +1,36 @@
+# The two commands a fresh machine needs (README): `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test test-fast bench install clean
+
+# Reinstall when the package metadata changes.
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "Python >= 3.11 is required (found $$($(PYTHON) --version))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+## The gateway with embedded SQLite in front of the bundled scripted upstream.
+demo: install
+	$(BIN)/gateway demo
+
+## The whole suite: unit, end-to-end through `gateway serve`, and against a real Llama Stack.
+test: install
+	scripts/llama-stack/setup.sh
+	GATEWAY_REQUIRE_LLAMA_STACK=1 $(BIN)/python -m pytest
+
+## Everything except the real-Llama-Stack tests (no 1-minute install).
+test-fast: install
+	$(BIN)/python -m pytest -m "not llama_stack"
+
+## Gateway vs direct upstream (see bench/README.md).
+bench: install
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache
