@@ -10,7 +10,7 @@ from aiohttp import web
 from . import chat, conversations, responses, responses_read
 from .recording import Recorder
 from .shapes import json_response, not_found
-from .state import STATE, ServerState
+from .state import STATE, STREAMING, ServerState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 VERSION_BODY = orjson.dumps({"version": "0.7.3"})
@@ -80,20 +80,32 @@ async def clear_recorded(request: web.Request) -> web.Response:
     return json_response({"cleared": True})
 
 
+async def open_counts(request: web.Request) -> web.Response:
+    """Requests being handled right now, and how many of them are SSE streams."""
+    state = request.app[STATE]
+    return json_response({"open_requests": state.open_requests,
+                          "open_streams": state.open_streams})
+
+
 async def mcp_definitions(request: web.Request) -> web.Response:
     """Every MCP tool definition received in /v1/responses, headers and all."""
     return json_response(list(request.app[STATE].mcp_definitions))
 
 
-def _middleware(recorder: Recorder) -> Callable[..., Awaitable[web.StreamResponse]]:
+def _middleware(state: ServerState) -> Callable[..., Awaitable[web.StreamResponse]]:
+    recorder = state.recorder
     record = recorder.active
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if record and not request.path.startswith("/_scripted/"):
-            body = await request.read() if request.body_exists else b""
-            recorder.add(request.method, request.path, request.query_string,
-                         request.raw_headers, body)
+        # The test endpoints are neither recorded nor counted.
+        counted = not request.path.startswith("/_scripted/")
+        if counted:
+            if record:
+                body = await request.read() if request.body_exists else b""
+                recorder.add(request.method, request.path, request.query_string,
+                             request.raw_headers, body)
+            state.open_requests += 1
         try:
             return await handler(request)
         except web.HTTPNotFound:
@@ -101,6 +113,11 @@ def _middleware(recorder: Recorder) -> Callable[..., Awaitable[web.StreamRespons
         except web.HTTPMethodNotAllowed:
             return web.Response(body=_METHOD_NOT_ALLOWED, status=405,
                                 content_type="application/json")
+        finally:
+            if counted:
+                state.open_requests -= 1
+                if request.get(STREAMING):
+                    state.open_streams -= 1
 
     return middleware
 
@@ -119,7 +136,7 @@ def create_app(*, responses: bool = True, conversations: bool = True, delay_ms: 
     state = ServerState(responses_enabled=responses, conversations_enabled=conversations,
                         delay_ms=float(delay_ms), recorder=recorder)
     # Large request bodies (long histories) are normal for a model server.
-    app = web.Application(middlewares=[_middleware(recorder)], client_max_size=64 * 2**20)
+    app = web.Application(middlewares=[_middleware(state)], client_max_size=64 * 2**20)
     app[STATE] = state
     table = []
     for method, path, handler, provider in _routes(responses, responses and conversations):
@@ -131,6 +148,7 @@ def create_app(*, responses: bool = True, conversations: bool = True, delay_ms: 
     app.router.add_get("/_scripted/requests", recorded_requests)
     app.router.add_delete("/_scripted/requests", clear_recorded)
     app.router.add_get("/_scripted/mcp", mcp_definitions)
+    app.router.add_get("/_scripted/open", open_counts)
 
     async def close_log(_: web.Application) -> None:
         recorder.close()

@@ -6,12 +6,17 @@ import asyncio
 
 from aiohttp import web
 
+from .state import STATE, STREAMING
+
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 _POLL_S = 0.05
 
 
 async def start(request: web.Request) -> web.StreamResponse:
     resp = web.StreamResponse(status=200, headers={"Content-Type": SSE_CONTENT_TYPE})
+    # Counted until the handler returns (the middleware decrements it).
+    request[STREAMING] = True
+    request.app[STATE].open_streams += 1
     await resp.prepare(request)
     return resp
 

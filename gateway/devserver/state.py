@@ -26,6 +26,12 @@ class ServerState:
     # the gateway's tests need to see what it injected; the MCP servers are simulated.
     mcp_definitions: deque[dict[str, Any]] = field(
         default_factory=lambda: deque(maxlen=MAX_MCP_DEFINITIONS))
+    # In-flight requests (and, among them, started SSE streams), so a test can prove
+    # that the gateway closed its upstream request when its own client went away.
+    open_requests: int = 0
+    open_streams: int = 0
 
 
 STATE: web.AppKey[ServerState] = web.AppKey("scripted_state", ServerState)
+# Set on a request once its SSE body has started.
+STREAMING: web.RequestKey[bool] = web.RequestKey("scripted_streaming", bool)

@@ -161,3 +161,21 @@ async def test_many_concurrent_streams(client):
 
     texts = await asyncio.gather(*(one(i) for i in range(50)))
     assert texts == [f"Scripted reply (turn 1, 1 messages): hello {i}" for i in range(50)]
+
+
+async def test_open_counts_follow_client_disconnects(client):
+    async def counts():
+        return await (await client.get("/_scripted/open")).json()
+
+    assert await counts() == {"open_requests": 0, "open_streams": 0}
+    resp = await client.post("/v1/responses", json={"model": CHAT, "input": "stall-stream",
+                                                    "stream": True})
+    await resp.content.readuntil(b"response.in_progress")
+    assert await counts() == {"open_requests": 1, "open_streams": 1}
+    resp.close()  # the client goes away: the stalled handler notices and ends
+    for _ in range(100):
+        if (await counts())["open_streams"] == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert await counts() == {"open_requests": 0, "open_streams": 0}
+    assert (await client.get("/_scripted/nope")).status == 404
