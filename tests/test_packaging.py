@@ -21,7 +21,9 @@ def test_wheel_installs_a_working_gateway_command(tmp_path):
     assert "gateway/devserver/__init__.py" in names and "gateway/__main__.py" in names
     assert not [name for name in names if name.startswith("tests/")]
     prefix = tmp_path / "prefix"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--prefix", str(prefix),
+    # --ignore-installed: without it pip would first uninstall the developer's own copy.
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--ignore-installed", "--quiet",
+                    "--prefix", str(prefix),
                     str(wheel)], check=True, timeout=300)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)}))
     deps = sysconfig.get_path("purelib")

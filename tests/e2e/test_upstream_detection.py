@@ -1,0 +1,49 @@
+"""What the gateway learns about its upstream, and how it authenticates to it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.gateway_proc import start_upstream
+
+
+@pytest.fixture(scope="module")
+def chat_only(tmp_path_factory):
+    server = start_upstream(tmp_path_factory.mktemp("chat-only"), "--no-responses")
+    yield server
+    server.stop()
+
+
+def test_upstream_without_responses_api_is_a_clear_error(gateway_factory, chat_only):
+    gateway = gateway_factory(chat_only.url)
+    reply = gateway.post("/v1/responses", {"input": "hi"})
+    assert reply.status == 500
+    error = reply.json()["error"]
+    assert error["code"] == "upstream_api_unsupported" and "/v1/responses" in error["message"]
+    assert [r["path"] for r in chat_only.requests() if r["method"] == "POST"] == ["/v1/responses"]  # the probe
+
+
+def test_probe_happens_once(gateway_factory, upstream):
+    gateway = gateway_factory(upstream.url)
+    for _ in range(3):
+        gateway.post("/v1/responses", {"input": "hi"})
+    probes = [r for r in upstream.requests("/v1/inspect/routes")]
+    assert len(probes) >= 1
+    upstream.clear()
+    gateway.post("/v1/responses", {"input": "hi again"})
+    assert upstream.requests("/v1/inspect/routes") == []
+
+
+def test_api_key_sent_upstream(gateway_factory, upstream):
+    gateway = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "max_retries": 0,
+                                                         "api_key": "upstream-secret"})
+    upstream.clear()
+    assert gateway.post("/v1/responses", {"input": "with key"}).status == 200
+    for request in upstream.requests():
+        assert request["headers"].get("authorization") == "Bearer upstream-secret", request["path"]
+
+
+def test_forced_responses_api_skips_nothing_it_needs(gateway_factory, upstream):
+    gateway = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "max_retries": 0, "api": "responses"})
+    reply = gateway.post("/v1/responses", {"input": "forced"})
+    assert reply.status == 200 and upstream.last()["body"]["max_infer_iters"] == 10
