@@ -150,6 +150,7 @@ def test_command_line():
     finally:
         proc.terminate()
         proc.wait(10)
+        proc.stdout.close()
     assert proc.returncode == 0
 
 
