@@ -9,7 +9,8 @@ It plays two roles at once:
 2. **A stand-in for Llama Stack 0.7.3 itself**, quirks included: POST/GET /v1/responses,
    GET/DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items,
    POST /v1/responses/{id}/cancel, the Conversations API, GET /v1/version,
-   GET /v1/inspect/routes. Models: `scripted/scripted-chat` and `scripted-chat`;
+   GET /v1/inspect/routes. Models: `scripted/scripted-chat` and `scripted-chat` (and a second
+   LLM, `scripted-mini`, listed after the embedding model);
    `scripted/ghost-model` behaves like a model the backend does not know (500, or
    `response.failed` in a stream); anything else is Llama Stack's "Model not found" (404,
    or the untyped `{"error": ...}` event in a stream).

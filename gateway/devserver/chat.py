@@ -25,7 +25,8 @@ from .model import ToolSpec, chunk16, content_text, count_words, decide, new_cal
 from .shapes import json_response
 from .state import STATE
 
-CHAT_MODELS = frozenset({"scripted-chat", "scripted/scripted-chat"})
+# scripted-mini is a second LLM (same scripted replies) so model selection can be observed.
+CHAT_MODELS = frozenset({"scripted-chat", "scripted/scripted-chat", "scripted-mini", "scripted/scripted-mini"})
 EMBED_MODELS = frozenset({"scripted-embed", "scripted/scripted-embed"})
 CREATED = int(time.time())
 MODELS_BODY = orjson.dumps({"object": "list", "data": [
@@ -33,6 +34,8 @@ MODELS_BODY = orjson.dumps({"object": "list", "data": [
      "custom_metadata": {"model_type": "llm"}},
     {"id": "scripted-embed", "object": "model", "created": CREATED, "owned_by": "scripted",
      "custom_metadata": {"model_type": "embedding", "embedding_dimension": DEFAULT_DIM}},
+    {"id": "scripted-mini", "object": "model", "created": CREATED, "owned_by": "scripted",
+     "custom_metadata": {"model_type": "llm"}},
 ]})
 HEALTH_BODY = orjson.dumps({"status": "OK"})
 DONE = b"data: [DONE]\n\n"

@@ -32,7 +32,8 @@ from .validation import check_create, json_invalid, not_an_object
 
 # Model ids the stand-in serves: "chat" runs the scripted model; "ghost" is registered in
 # Llama Stack but unknown to its backend (the backend's 404 surfaces as a 500).
-MODELS = {"scripted/scripted-chat": "chat", "scripted-chat": "chat",
+MODELS = {"scripted/scripted-chat": "chat", "scripted-chat": "chat", "scripted-mini": "chat",
+          "scripted/scripted-mini": "chat",
           "scripted/ghost-model": "ghost"}
 GHOST_MESSAGE = "The model `ghost-model` does not exist."
 

@@ -31,7 +31,7 @@ async def test_health_and_models(client):
     body = await (await client.get("/v1/models")).json()
     assert body["object"] == "list"
     kinds = {m["id"]: m["custom_metadata"]["model_type"] for m in body["data"]}
-    assert kinds == {"scripted-chat": "llm", "scripted-embed": "embedding"}
+    assert kinds == {"scripted-chat": "llm", "scripted-embed": "embedding", "scripted-mini": "llm"}
     for model in body["data"]:
         assert set(model) == {"id", "object", "created", "owned_by", "custom_metadata"}
     assert (await client.get("/v1/models/scripted-chat")).status == 200

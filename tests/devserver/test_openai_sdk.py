@@ -61,4 +61,4 @@ async def test_chat_and_embeddings_through_the_sdk(sdk):
     emb = await sdk.embeddings.create(model="scripted-embed", input="hello")
     assert len(emb.data[0].embedding) == 384
     models = [m.id async for m in sdk.models.list()]
-    assert models == ["scripted-chat", "scripted-embed"]
+    assert models == ["scripted-chat", "scripted-embed", "scripted-mini"]

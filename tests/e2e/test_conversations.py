@@ -89,16 +89,19 @@ def test_persistence_survives_restart(gateway_factory, upstream, tmp_path):
 
 def test_model_selection_order(gateway_factory, upstream):
     configured = gateway_factory(upstream.url, inference={"default_provider": "scripted",
-                                                          "default_model": "scripted-chat"})
+                                                          "default_model": "scripted-mini"})
     # The configured default (provider/model) resolves to the upstream's model id.
     first = configured.post("/v1/responses", {"input": "default model"}).json()
-    assert first["model"] == "scripted-chat"
-    # An explicit model wins; the conversation then remembers it.
-    explicit = configured.post("/v1/responses", {"input": "x", "model": "scripted/scripted-chat",
+    assert first["model"] == "scripted-mini" and upstream.last()["body"]["model"] == "scripted-mini"
+    # An explicit model wins over the default; the conversation then remembers it.
+    explicit = configured.post("/v1/responses", {"input": "x", "model": "scripted-chat",
                                                  "conversation": first["conversation"]}).json()
-    assert upstream.last()["body"]["model"] == "scripted/scripted-chat"
-    configured.post("/v1/responses", {"input": "y", "conversation": explicit["conversation"]})
-    assert upstream.last()["body"]["model"] == "scripted/scripted-chat"
+    assert explicit["model"] == "scripted-chat"
+    configured.post("/v1/responses", {"input": "y", "conversation": first["conversation"]})
+    assert upstream.last()["body"]["model"] == "scripted-chat"
+    # A new conversation falls back to the default again.
+    configured.post("/v1/responses", {"input": "z"})
+    assert upstream.last()["body"]["model"] == "scripted-mini"
     missing = gateway_factory(upstream.url, inference={"default_provider": "nowhere", "default_model": "gone"})
     reply = missing.post("/v1/responses", {"input": "no default"})
     assert reply.status == 404 and reply.json()["error"]["code"] == "model_not_found"
