@@ -21,6 +21,7 @@ import os
 import threading
 import time
 import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -65,7 +66,9 @@ class Stack:
         return reply.json()
 
     def conversation_items(self, conversation: str) -> list[dict[str, Any]]:
-        """Every item of a Llama Stack conversation, oldest first."""
+        """Every item of a Llama Stack conversation in its `order=asc`, which is not reliably
+        chronological: each add gives its items created_at = now + index (whole seconds),
+        so batches added within seconds of each other interleave. Compare as sets."""
         return self.get(f"/v1/conversations/{conversation}/items?order=asc&limit=100")["data"]
 
     def newest_response_id(self) -> str | None:
@@ -88,25 +91,33 @@ def chain(tmp_path_factory: pytest.TempPathFactory,
     require_llama_stack()
     started = time.monotonic()
     logs = tmp_path_factory.mktemp("e2e-llama-stack")
-    scripted = start_upstream(logs / "scripted")
-    # Llama Stack takes seconds to become healthy; the gateways and the MCP server need
-    # nothing from it to start (the gateway probes its upstream on first use), so they
-    # start while it boots.
-    port = free_port()
-    stack_url = f"http://127.0.0.1:{port}"
-    booted: dict[str, Any] = {}
+    with ExitStack() as cleanup:  # stops what was started, in reverse, however the start ends
+        scripted = start_upstream(logs / "scripted")
+        cleanup.callback(scripted.stop)
+        # Llama Stack takes seconds to become healthy; the gateways and the MCP server
+        # need nothing from it to start (the gateway probes its upstream on first use),
+        # so they start while it boots.
+        port = free_port()
+        stack_url = f"http://127.0.0.1:{port}"
+        booted: dict[str, Any] = {}
 
-    def boot() -> None:
-        try:
-            booted["proc"] = start_llama_stack(logs / "stack", scripted.url, logs, port=port)
-        except BaseException as exc:  # reported in the main thread
-            booted["error"] = exc
+        def boot() -> None:
+            try:
+                booted["proc"] = start_llama_stack(logs / "stack", scripted.url, logs, port=port)
+            except BaseException as exc:  # re-raised in the main thread
+                booted["error"] = exc
 
-    booting = threading.Thread(target=boot, name="llama-stack-boot", daemon=True)
-    booting.start()
-    mcp = None
-    try:
+        booting = threading.Thread(target=boot, name="llama-stack-boot", daemon=True)
+        booting.start()
+
+        def stop_stack() -> None:
+            booting.join()
+            if "proc" in booted:
+                booted["proc"].stop()
+
+        cleanup.callback(stop_stack)
         mcp = start_mcp_server(logs)
+        cleanup.callback(mcp.stop)
         token_file = logs / "calc-token"
         token_file.write_text(MCP_TOKEN + "\n")
         calc = {"name": "calc", "url": mcp.url, "authorization_headers": {"Authorization": str(token_file)},
@@ -115,22 +126,13 @@ def chain(tmp_path_factory: pytest.TempPathFactory,
         mcp_gateway = gateway_factory(stack_url, inference=DEFAULT_MODEL, mcp_servers=[calc])
         approval_gateway = gateway_factory(stack_url, inference=DEFAULT_MODEL,
                                            mcp_servers=[{**calc, "require_approval": "always"}])
-    finally:
         booting.join()
-    if "error" in booted:
-        if mcp is not None:
-            mcp.stop()
-        scripted.stop()
-        raise booted["error"]
-    stack_proc: Proc = booted["proc"]
-    print(f"\nchain up in {time.monotonic() - started:.1f} s (Llama Stack at {stack_proc.url})")
-    try:
+        if "error" in booted:
+            raise booted["error"]
+        stack_proc: Proc = booted["proc"]
+        print(f"\nchain up in {time.monotonic() - started:.1f} s (Llama Stack at {stack_proc.url}; logs: {logs})")
         yield Chain(scripted=scripted, stack=Stack(stack_proc, Endpoint(stack_proc, port)), mcp=mcp,
                     gateway=gateway, mcp_gateway=mcp_gateway, approval_gateway=approval_gateway)
-    finally:
-        stack_proc.stop()
-        mcp.stop()
-        scripted.stop()
 
 
 @pytest.fixture(scope="session")
