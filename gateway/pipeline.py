@@ -52,7 +52,8 @@ class Turn:
     conversation_id: str                 # bare stored form
     upstream_conversation_id: str | None  # `conv_…` when the upstream keeps the conversation
     existing: ConversationRecord | None  # None: this turn starts the conversation
-    forked_from: str | None              # the response this turn forks from
+    forked_from: str | None              # the response this turn forks from (a new conversation)
+    append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
     started_at: str = field(default_factory=_now)
     result: dict[str, Any] | None = None  # the terminal response object
     _settled: asyncio.Future | None = None
@@ -90,6 +91,11 @@ class Pipeline:
         # Everything is valid: now create what the turn needs.
         if existing is not None and forked_from is None:
             conversation_id, upstream_id = existing.id, existing.upstream_id
+        elif forked_from is not None:
+            # A fork is continued by chaining previous_response_id, which replays the
+            # whole context upstream; Llama Stack's API cannot give a new conversation
+            # the ordered history up to the fork point.
+            conversation_id, upstream_id = new_conversation_id(), None
         else:
             upstream_id = await self.backend.create_conversation()
             conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
@@ -147,20 +153,20 @@ class Pipeline:
             last_used_provider=turn.model.provider_id, last_response_id=None, message_count=0, topic_summary="",
             generate_topic_summary=turn.request.generate_topic_summary is not False and turn.existing is None)
         recorded = response.get("status") in _RECORDED_STATUSES and isinstance(response.get("id"), str)
-        if recorded and turn.forked_from and turn.upstream_conversation_id:
-            await self._copy_history(turn)
+        if recorded and turn.append_to_upstream:
+            await self._append_turn(turn)
         await self._conversations.save(record, TurnRecord(
             conversation_id=turn.conversation_id, response_id=response["id"],
             previous_response_id=turn.request.previous_response_id, model=turn.model.id,
             provider=turn.model.provider_id, status=response["status"], started_at=turn.started_at,
             completed_at=completed_at) if recorded else None)
 
-    async def _copy_history(self, turn: Turn) -> None:
-        """A fork ran with previous_response_id; give its new upstream conversation the
-        history it was answered with, so continuing it by `conversation` sees the same."""
+    async def _append_turn(self, turn: Turn) -> None:
+        """A turn sent with previous_response_id in a conversation the upstream keeps:
+        add its input and output to that conversation, as `conversation` would have."""
         assert turn.result is not None and turn.upstream_conversation_id is not None
-        items = await self.backend.input_items(turn.result["id"])
-        items += [item for item in turn.result.get("output") or [] if isinstance(item, dict)]
+        items = _input_items(turn.request.input) + [
+            item for item in turn.result.get("output") or [] if isinstance(item, dict)]
         items = [{key: value for key, value in item.items() if value is not None} for item in items]
         for start in range(0, len(items), _ITEMS_PER_CALL):
             await self.backend.append_items(turn.upstream_conversation_id, items[start:start + _ITEMS_PER_CALL])
@@ -228,12 +234,19 @@ class Pipeline:
         body["model"] = turn.model.id
         body.pop("conversation", None)
         body.pop("previous_response_id", None)
+        last_response = turn.existing.last_response_id if turn.existing is not None else None
         if turn.forked_from is not None:
             body["previous_response_id"] = turn.forked_from
+        elif turn.upstream_conversation_id is not None and last_response and _answers_approval(turn.request.input):
+            # Llama Stack finds the approval request only in the previous response, and
+            # refuses previous_response_id together with conversation: chain this turn,
+            # then append it to the conversation.
+            body["previous_response_id"] = last_response
+            turn.append_to_upstream = True
         elif turn.upstream_conversation_id is not None:
             body["conversation"] = turn.upstream_conversation_id
-        elif turn.existing is not None and turn.existing.last_response_id:
-            body["previous_response_id"] = turn.existing.last_response_id
+        elif last_response:
+            body["previous_response_id"] = last_response
         if tools is None:
             body.pop("tools", None)
             if body.get("tool_choice") == "none":
@@ -248,3 +261,15 @@ class Pipeline:
         if not self.backend.capabilities.is_llama_stack:
             body.pop("max_infer_iters", None)  # a Llama Stack extension other servers refuse
         return body
+
+
+def _answers_approval(input_: Any) -> bool:
+    return isinstance(input_, list) and any(
+        isinstance(item, dict) and item.get("type") == "mcp_approval_response" for item in input_)
+
+
+def _input_items(input_: Any) -> list[dict[str, Any]]:
+    """The request input as conversation items (a string is one user message)."""
+    if isinstance(input_, str):
+        return [{"type": "message", "role": "user", "content": input_}]
+    return [item if "type" in item else {"type": "message", **item} for item in input_ if isinstance(item, dict)]

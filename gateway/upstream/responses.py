@@ -17,9 +17,6 @@ from gateway.upstream.client import UpstreamClient
 from gateway.upstream.errors import map_upstream_error
 
 
-_PAGE = 100  # the largest page Llama Stack's input_items serves
-
-
 class StreamBroken(Exception):
     """The upstream stream failed after it started (timeout, reset): end it as failed."""
 
@@ -69,18 +66,6 @@ class UpstreamResponses:
 
     async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
         await self._client.request_ok("POST", f"/v1/conversations/{conversation_id}/items", json={"items": items})
-
-    async def input_items(self, response_id: str) -> list[dict[str, Any]]:
-        """Every input item of a response, oldest first (earlier turns included)."""
-        items: list[dict[str, Any]] = []
-        params = {"order": "asc", "limit": str(_PAGE)}
-        while True:
-            reply = await self._client.request_ok("GET", f"/v1/responses/{response_id}/input_items", params=params)
-            page = list(reply.json().get("data") or [])
-            items += page
-            if len(page) < _PAGE or not isinstance(page[-1].get("id"), str):
-                return items
-            params = {**params, "after": page[-1]["id"]}
 
 
 async def _read(resp: aiohttp.ClientResponse) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from openai.types.responses import ResponseStreamEvent  # noqa: F401  (the yardstick's union)
 
 from tests.support.openai_shapes import replay_through_sdk, validate_event, validate_response
 

@@ -115,8 +115,6 @@ def test_mcp_require_approval_always_asks_first(chain):
     assert_headers_arrived(chain.mcp)
 
 
-@pytest.mark.xfail(strict=True, reason="gateway bug: previous_response_id of the latest turn is sent to Llama "
-                   "Stack as `conversation`, where 0.7.3 ignores mcp_approval_response items")
 def test_mcp_approval_response_runs_the_call(chain):
     client = chain.approval_gateway.client(default_headers=TENANT)
     first = client.responses.create(input=ADD_PROMPT)
