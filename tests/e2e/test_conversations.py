@@ -110,3 +110,29 @@ def test_model_selection_order(gateway_factory, upstream):
 def test_first_llm_when_nothing_configured(gateway, upstream):
     gateway.post("/v1/responses", {"input": "pick for me"})
     assert upstream.last()["body"]["model"] == "scripted-chat"  # first `llm` in /v1/models order
+
+
+def test_approval_answer_is_chained_then_appended(gateway, upstream):
+    tools = [{"type": "mcp", "server_label": "calc", "server_url": "http://127.0.0.1:9/mcp",
+              "require_approval": "always"}]
+    first = gateway.post("/v1/responses", {"input": "Use the add tool to add two numbers", "tools": tools}).json()
+    request = first["output"][-1]
+    assert request["type"] == "mcp_approval_request"
+    upstream.clear()
+    answer = [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}]
+    second = gateway.post("/v1/responses", {"previous_response_id": first["id"], "tools": tools, "input": answer}).json()
+    assert [item["type"] for item in second["output"]][-2:] == ["mcp_call", "message"]
+    assert second["conversation"] == first["conversation"]
+    sent = upstream.last()["body"]
+    # Llama Stack only finds the approval request in the previous response.
+    assert sent["previous_response_id"] == first["id"] and "conversation" not in sent
+    deadline = time.monotonic() + 5
+    path = f"/v1/conversations/{first['conversation']}/items"
+    while not upstream.requests(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    appended = [item for r in upstream.requests(path) for item in r["body"]["items"]]
+    assert [item["type"] for item in appended] == ["mcp_approval_response"] + [i["type"] for i in second["output"]]
+    # The next turn goes back to `conversation`, which now holds the approved call.
+    third = gateway.post("/v1/responses", {"input": "thanks", "conversation": first["conversation"]}).json()
+    assert upstream.last()["body"]["conversation"] == first["conversation"]
+    assert third["status"] == "completed"
