@@ -33,7 +33,9 @@ class Database:
         conn.row_factory = aiosqlite.Row
         # WAL lets readers proceed during a write; NORMAL sync is durable across
         # process crashes (only an OS crash can lose the last commits).
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=5000"):
+        # The busy timeout bounds how long a write waits for another process's lock
+        # before it fails (and readiness reports the database unavailable).
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=2000"):
             await conn.execute(f"PRAGMA {pragma}")
         db = cls(conn)
         await db.migrate()
@@ -56,7 +58,9 @@ class Database:
                                  "VALUES (:v, datetime('now'))", {"v": version})
 
     async def ping(self) -> None:
-        await self.fetchone("SELECT 1 AS ok")
+        """Prove the database can take a write now (readiness): take the write lock."""
+        async with self.transaction() as tx:
+            await tx.fetchone("SELECT COUNT(*) AS n FROM schema_migrations")
 
     async def execute(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> int:
         async with self._lock:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from tests.support.openai_shapes import validate_response
 from tests.support.processes import free_port
 
@@ -59,15 +61,21 @@ def test_health_probes(gateway, gateway_factory):
                             "providers": []}
 
 
-def test_readiness_reports_database_failure(gateway_factory, upstream, tmp_path):
-    broken = gateway_factory(upstream.url)
-    db_path = broken.config_path.parent / "gateway.db"
-    assert broken.get("/readiness").status == 200
-    db_path.unlink()
-    (broken.config_path.parent / "gateway.db-wal").unlink(missing_ok=True)
-    # SQLite keeps the open file; readiness still answers from it. The probe is what
-    # matters: it runs a query on every call (a locked or corrupt database fails it).
-    assert broken.get("/readiness").status in (200, 503)
+def test_readiness_reports_database_failure(gateway_factory, upstream):
+    gateway = gateway_factory(upstream.url)
+    assert gateway.get("/readiness").status == 200
+    # Another process holds the write lock: the gateway could not record turns.
+    holder = sqlite3.connect(gateway.config_path.parent / "gateway.db", timeout=0, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        reply = gateway.get("/readiness")
+        assert reply.status == 503
+        assert reply.json()["reason"] == "Database unavailable"
+        assert reply.json()["impacts"] == ["Conversations and turns cannot be stored"]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert gateway.get("/readiness").status == 200
 
 
 def test_root_path_prefix(gateway_factory, upstream):
