@@ -1,0 +1,204 @@
+"""Start, pin, watch and stop the processes the benchmark measures.
+
+The gateway runs alone on core 0; the scripted upstream, the load generator and this
+orchestrator share core 1, so whatever the gateway costs shows as time on core 0 and
+the direct baseline is limited by the same core-1 budget (upstream + generator).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+GATEWAY_CORE = 0
+LOAD_CORE = 1  # upstream + load generator + this process
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def check_cores() -> None:
+    """Pinning needs two cores; with fewer the comparison means nothing."""
+    cores = os.sched_getaffinity(0) | set(range(os.cpu_count() or 1))
+    if not {GATEWAY_CORE, LOAD_CORE} <= cores:
+        sys.exit(f"bench: needs CPU cores {GATEWAY_CORE} and {LOAD_CORE} (this machine has {sorted(cores)})")
+    if shutil.which("taskset") is None:
+        sys.exit("bench: `taskset` (util-linux) is required")
+
+
+def pin_self() -> None:
+    """The orchestrator (and the probe clients it runs) stays off the gateway's core."""
+    os.sched_setaffinity(0, {LOAD_CORE})
+
+
+def raise_open_files(wanted: int = 65536) -> int:
+    """1000 held streams need 2000+ sockets in the gateway and 1000 here; children inherit this."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def ensure_debian_package(binary: str, package: str) -> str:
+    """The load generator comes from Debian; install it when it is missing (and say so)."""
+    found = shutil.which(binary)
+    if found:
+        return found
+    print(f"bench: `{binary}` is missing; installing the Debian package `{package}` "
+          f"(apt-get install -y {package})", flush=True)
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = [*sudo, "apt-get", "install", "-y", "-q", package]
+    if subprocess.run(install, env=env).returncode != 0:
+        # A fresh machine may have no package lists yet.
+        print("bench: apt-get install failed; running apt-get update and retrying", flush=True)
+        subprocess.run([*sudo, "apt-get", "update", "-q"], env=env, check=False)
+        subprocess.run(install, env=env, check=False)
+    found = shutil.which(binary)
+    if not found:
+        sys.exit(f"bench: could not install `{package}`; install it by hand (apt-get install {package})")
+    return found
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the whole process (all threads) from /proc/<pid>/stat."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            # The command name (field 2) may hold spaces; fields after it are plain.
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def rss_kib(self) -> int:
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError(f"{self.name}: no VmRSS in /proc/{self.pid}/status")
+
+    def stop(self) -> None:
+        """SIGTERM our own process group (the process and nothing else we did not start)."""
+        if self.popen.poll() is not None:
+            return
+        try:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            self.popen.wait(15)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(5)
+
+
+def _spawn(name: str, argv: list[str], core: int, workdir: Path, env: dict[str, str], port: int) -> Proc:
+    log_path = workdir / f"{name}.log"
+    with open(log_path, "wb") as out:
+        # taskset execs the program, so the pid we get is the measured process itself.
+        popen = subprocess.Popen(["taskset", "-c", str(core), *argv], stdout=out, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "PYTHONUNBUFFERED": "1", **env}, cwd=str(ROOT),
+                                 start_new_session=True)
+    return Proc(name, popen, port, log_path)
+
+
+def _wait_http(proc: Proc, path: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}:\n{proc.log_tail()}")
+        try:
+            with urllib.request.urlopen(proc.url + path, timeout=2) as resp:
+                if resp.status < 500:
+                    return
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    proc.stop()
+    raise RuntimeError(f"{proc.name} did not answer {path} within {timeout}s:\n{proc.log_tail()}")
+
+
+def start_upstream(workdir: Path, plain: bool = False) -> Proc:
+    """The scripted upstream on the load core: zero delay, nothing recorded.
+
+    By default it runs through `bench.upstream`, which is the same server with CPython's
+    full (generation-2) collections switched off: it keeps up to 100k responses in
+    memory, and collecting that heap paused it for up to 0.5 s, which made the direct
+    baseline swing between runs. `plain=True` runs `python -m gateway.devserver` as is.
+    """
+    port = free_port()
+    module = "gateway.devserver" if plain else "bench.upstream"
+    argv = [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port), "--no-record",
+            "--delay-ms", "0"]
+    proc = _spawn("upstream", argv, LOAD_CORE, workdir, {}, port)
+    _wait_http(proc, "/health")
+    return proc
+
+
+def gateway_config(upstream_url: str, db_path: Path, port: int) -> dict:
+    return {
+        "name": "gateway benchmark",
+        "service": {"host": "127.0.0.1", "port": port, "access_log": False},
+        # A generous pool: the benchmark, not the pool, should decide the concurrency.
+        "llama_stack": {"url": upstream_url, "max_retries": 0, "max_connections": 4096, "timeout": 60},
+        "authentication": {"module": "noop"},
+        "database": {"sqlite": {"db_path": str(db_path)}},
+    }
+
+
+def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_stats: Path | None = None) -> Proc:
+    """`gateway serve -c FILE` on the gateway core, with its own SQLite file.
+
+    `gc_stats`: run it through `bench.gcstats`, which times its garbage collections (--profile only).
+    """
+    port = free_port()
+    home = workdir / name
+    home.mkdir(parents=True, exist_ok=True)
+    config_path = home / "lightspeed-stack.yaml"
+    config_path.write_text(yaml.safe_dump(gateway_config(upstream_url, home / "gateway.db", port)))
+    script = Path(sys.executable).parent / "gateway"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "gateway"]
+    if gc_stats is not None:
+        command = [sys.executable, "-m", "bench.gcstats", str(gc_stats)]
+    proc = _spawn(name, [*command, "serve", "-c", str(config_path)], GATEWAY_CORE, workdir,
+                  {"GATEWAY_LOG_LEVEL": "WARNING"}, port)
+    _wait_http(proc, "/liveness")
+    return proc
