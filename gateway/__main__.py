@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -52,10 +53,19 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
         sys.exit("error: llama_stack.api=chat_completions (the local agentic engine) is not available in "
                  "this version; use `responses` or `auto` with a Responses-capable upstream")
     app = create_app(config)
+    _tune_gc()
     web.run_app(app, host=host or config.service.host, port=port or config.service.port,
                 access_log=logging.getLogger("aiohttp.access") if config.service.access_log else None,
                 handler_cancellation=True, print=lambda message: logging.getLogger("gateway").info(
                     message.strip()), shutdown_timeout=10)
+
+
+def _tune_gc() -> None:
+    """Collect less often and never rescan what start-up built: on the hot path, young
+    collections over short-lived request objects are pure overhead."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from gateway.pipeline import Pipeline
 from gateway.quota import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
+from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.catalog import ModelCatalog
@@ -33,10 +34,12 @@ async def build_services(config: Configuration) -> Services:
     await upstream.start()
     catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)
     conversations = ConversationRepository(db)
+    writer = TurnWriter(conversations)
+    writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
-    pipeline = Pipeline(config, conversations, backend, catalog, QuotaService(), ConfiguredTools(config))
+    pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), ConfiguredTools(config))
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    pipeline=pipeline, authenticator=build_authenticator(config.authentication))
+                    writer=writer, pipeline=pipeline, authenticator=build_authenticator(config.authentication))
 
 
 def create_app(config: Configuration) -> web.Application:
@@ -56,6 +59,7 @@ def create_app(config: Configuration) -> web.Application:
             log.warning("configuration: %s", warning)
         yield
         await services.pipeline.drain()
+        await services.writer.close()
         await services.upstream.close()
         await services.db.close()
 

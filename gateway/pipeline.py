@@ -3,9 +3,9 @@
 `prepare()` validates everything first (request, conversation ownership, model) and
 only then creates what the turn needs (an upstream conversation), so a refused
 request leaves nothing behind. `settle()` consumes the turn's tokens before the
-terminal event is written. `finish()` persists the turn in the background: it never
-delays the client and it still runs when the client has gone away, and the next
-request about the same conversation or response waits for it.
+terminal event is written. `finish()` records the turn in the background (group-committed
+by `TurnWriter`): it never delays the client, it still happens when the client has
+gone away, and the next request about the same conversation or response waits for it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from gateway.schema.errors import conversation_forbidden, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses import LCORE_EXTENSIONS, ResponsesRequest, parse_responses_request
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
+from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
 from gateway.upstream.catalog import ModelCatalog, ModelInfo
 from gateway.upstream.responses import UpstreamResponses
@@ -56,7 +57,8 @@ class Turn:
     append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
     started_at: str = field(default_factory=_now)
     result: dict[str, Any] | None = None  # the terminal response object
-    _settled: asyncio.Future | None = None
+    quotas: dict[str, int] | None = None  # available_quotas once settled
+    _settling: asyncio.Future | None = None
 
     @property
     def stream(self) -> bool:
@@ -69,19 +71,21 @@ class Turn:
 
 
 class Pipeline:
-    def __init__(self, config: Configuration, conversations: ConversationRepository, backend: UpstreamResponses,
-                 catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools):
+    def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
+                 backend: UpstreamResponses, catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools):
         self._config = config
         self._conversations = conversations
+        self._writer = writer
         self.backend = backend
         self._catalog = catalog
         self._quota = quota
         self._tools = tools
-        self._pending: dict[str, asyncio.Task] = {}
-        self._background: set[asyncio.Task] = set()
+        self._pending: dict[str, asyncio.Future] = {}   # conversation / response id -> its recording
+        self._background: set[asyncio.Future] = set()
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
         request = parse_responses_request(raw)
+        await self._writer.admit()
         tools = self._tools.for_request(request.tools, request.tool_choice, identity, headers)
         await self._quota.check(identity)
         existing, forked_from = await self._resolve_conversation(identity, request)
@@ -110,56 +114,69 @@ class Pipeline:
 
     async def settle(self, turn: Turn) -> dict[str, int]:
         """Consume the turn's tokens once; returns the balance after it (`available_quotas`)."""
-        if turn._settled is None:
+        if turn.quotas is not None:
+            return turn.quotas
+        if not self._quota.enabled:
+            turn.quotas = {}
+            return turn.quotas
+        if turn._settling is None:
+            # A task, shielded: a client that leaves mid-settle must not undo the charge.
             usage = (turn.result or {}).get("usage") or {}
-            turn._settled = asyncio.ensure_future(self._quota.settle(
+            turn._settling = asyncio.ensure_future(self._quota.settle(
                 turn.identity, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)))
-        return await asyncio.shield(turn._settled)
+        turn.quotas = await asyncio.shield(turn._settling)
+        return turn.quotas
 
     def finish(self, turn: Turn) -> None:
-        """Persist the turn in the background (only turns that reached a terminal event)."""
+        """Record the turn in the background (only turns that reached a terminal event)."""
         if turn.result is None:
             return
-        task = asyncio.ensure_future(self._finish(turn))
-        keys = [turn.conversation_id, str(turn.result.get("id"))]
+        if turn.quotas is not None and not turn.append_to_upstream:
+            done = self._writer.submit(*self._records(turn))
+        else:
+            done = asyncio.ensure_future(self._finish_later(turn))
+        keys = (turn.conversation_id, str(turn.result.get("id")))
         for key in keys:
-            self._pending[key] = task
-        self._background.add(task)
+            self._pending[key] = done
+        self._background.add(done)
+        done.add_done_callback(lambda future: self._finished(future, keys))
 
-        def done(task: asyncio.Task) -> None:
-            self._background.discard(task)
-            for key in keys:
-                if self._pending.get(key) is task:
-                    del self._pending[key]
-            if not task.cancelled() and task.exception() is not None:
-                log.error("persisting turn %s failed", turn.result and turn.result.get("id"),
-                          exc_info=task.exception())
-
-        task.add_done_callback(done)
+    def _finished(self, future: asyncio.Future, keys: tuple[str, str]) -> None:
+        self._background.discard(future)
+        for key in keys:
+            if self._pending.get(key) is future:
+                del self._pending[key]
+        if not future.cancelled() and future.exception() is not None:
+            log.error("recording turn %s failed: %s", keys[1], future.exception())
 
     async def drain(self) -> None:
-        """Wait for background persistence (at shutdown)."""
+        """Wait until every finished turn is recorded (at shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
-    async def _finish(self, turn: Turn) -> None:
-        assert turn.result is not None
+    async def _finish_later(self, turn: Turn) -> None:
         await self.settle(turn)
+        assert turn.result is not None
+        if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
+            await self._append_turn(turn)
+        await self._writer.submit(*self._records(turn))
+
+    def _records(self, turn: Turn) -> tuple[ConversationRecord, TurnRecord | None]:
         response = turn.result
+        assert response is not None
         completed_at = _now()
-        record = ConversationRecord(
+        conversation = ConversationRecord(
             id=turn.conversation_id, user_id=turn.identity.user_id, upstream_id=turn.upstream_conversation_id,
             created_at=turn.started_at, last_message_at=completed_at, last_used_model=turn.model.id,
             last_used_provider=turn.model.provider_id, last_response_id=None, message_count=0, topic_summary="",
             generate_topic_summary=turn.request.generate_topic_summary is not False and turn.existing is None)
-        recorded = response.get("status") in _RECORDED_STATUSES and isinstance(response.get("id"), str)
-        if recorded and turn.append_to_upstream:
-            await self._append_turn(turn)
-        await self._conversations.save(record, TurnRecord(
+        if response.get("status") not in _RECORDED_STATUSES or not isinstance(response.get("id"), str):
+            return conversation, None  # a failed turn: the conversation exists, the turn does not count
+        return conversation, TurnRecord(
             conversation_id=turn.conversation_id, response_id=response["id"],
             previous_response_id=turn.request.previous_response_id, model=turn.model.id,
             provider=turn.model.provider_id, status=response["status"], started_at=turn.started_at,
-            completed_at=completed_at) if recorded else None)
+            completed_at=completed_at)
 
     async def _append_turn(self, turn: Turn) -> None:
         """A turn sent with previous_response_id in a conversation the upstream keeps:
@@ -204,6 +221,11 @@ class Pipeline:
         if found is None or found[1].user_id != identity.user_id:
             raise not_found("Response", previous, code="response_not_found", param="previous_response_id")
         conversation = found[1]
+        if conversation.id in self._pending:
+            # A later turn of this conversation is still being recorded: whether this one
+            # is the latest (continue) or not (fork) depends on it.
+            await self._wait_pending(conversation.id)
+            conversation = await self._conversations.get(conversation.id) or conversation
         return conversation, None if conversation.last_response_id == previous else previous
 
     async def _select_model(self, request: ResponsesRequest, existing: ConversationRecord | None) -> ModelInfo:

@@ -11,6 +11,7 @@ from gateway.identity import Authenticator
 from gateway.pipeline import Pipeline
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
+from gateway.storage.writer import TurnWriter
 from gateway.upstream.catalog import ModelCatalog
 from gateway.upstream.client import UpstreamClient
 
@@ -22,6 +23,7 @@ class Services:
     upstream: UpstreamClient
     catalog: ModelCatalog
     conversations: ConversationRepository
+    writer: TurnWriter
     pipeline: Pipeline
     authenticator: Authenticator
 

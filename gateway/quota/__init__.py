@@ -9,6 +9,9 @@ from gateway.identity import Identity
 
 
 class QuotaService:
+    # No limiters: nothing to check or consume, so the pipeline skips the settle step.
+    enabled = False
+
     async def check(self, identity: Identity) -> None:
         """Raise 429 when a limiter has nothing left (no limiters yet)."""
 

@@ -101,6 +101,10 @@ class Transaction:
         cursor = await self._conn.execute(sql, params)
         return cursor.rowcount
 
+    async def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:
+            await self._conn.executemany(sql, rows)
+
     async def fetchone(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Row | None:
         async with self._conn.execute(sql, params) as cursor:
             row = await cursor.fetchone()

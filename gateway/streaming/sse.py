@@ -104,14 +104,3 @@ def _data_field(block: bytes) -> bytes | None:
             lines.append(value[1:] if value.startswith(b" ") else value)
     return b"\n".join(lines) if lines else None
 
-
-class Framer:
-    """Numbers events contiguously from 0, as the client sees them, and frames them."""
-
-    def __init__(self) -> None:
-        self.next_sequence = 0
-
-    def frame(self, event: Event) -> bytes:
-        payload = event.payload(self.next_sequence)
-        self.next_sequence += 1
-        return frame(event.type, payload)

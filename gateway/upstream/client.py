@@ -48,9 +48,11 @@ class UpstreamClient:
                                          keepalive_timeout=30, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(self._config.timeout, 10),
                                         sock_read=self._config.timeout)
+        # No cookie jar (the upstream API is stateless) and no compression (bodies are
+        # small, links are local): both cost CPU on every request for nothing.
         self._session = aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                              json_serialize=lambda v: orjson.dumps(v).decode(),
-                                              auto_decompress=True)
+                                              cookie_jar=aiohttp.DummyCookieJar(),
+                                              skip_auto_headers=("Accept-Encoding",))
 
     async def close(self) -> None:
         if self._session is not None:

@@ -10,8 +10,6 @@ from typing import Any, AsyncIterator, Mapping
 import aiohttp
 
 from gateway.schema.errors import ApiError
-from gateway.streaming.events import Event
-from gateway.streaming.sse import SSEDecoder
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.errors import map_upstream_error
@@ -21,7 +19,7 @@ class StreamBroken(Exception):
     """The upstream stream failed after it started (timeout, reset): end it as failed."""
 
 
-EventBatches = AsyncIterator[list[Event]]
+Chunks = AsyncIterator[bytes]
 
 
 class UpstreamResponses:
@@ -43,12 +41,12 @@ class UpstreamResponses:
 
     @asynccontextmanager
     async def stream(self, body: dict[str, Any], headers: Mapping[str, str],
-                     model: str) -> AsyncIterator[EventBatches]:
+                     model: str) -> AsyncIterator[Chunks]:
         """Open the upstream stream; errors before its first byte raise `ApiError`."""
         async with self._client.open("POST", "/v1/responses", json=body, headers=headers) as resp:
             if resp.status != 200:
                 raise map_upstream_error(resp.status, await _read(resp), model)
-            yield _event_batches(resp)
+            yield _chunks(resp)
 
     async def create_conversation(self) -> str | None:
         """A new upstream conversation id, or None when the upstream keeps none."""
@@ -75,18 +73,12 @@ async def _read(resp: aiohttp.ClientResponse) -> bytes:
         return b""
 
 
-async def _event_batches(resp: aiohttp.ClientResponse) -> EventBatches:
-    """The events each upstream read completes, one list per read (one client write each)."""
-    decoder = SSEDecoder()
+async def _chunks(resp: aiohttp.ClientResponse) -> Chunks:
+    """The body as each read delivers it (one client write per read)."""
     try:
         async for chunk in resp.content.iter_any():
-            events = decoder.feed(chunk)
-            if events:
-                yield events
+            yield chunk
     except asyncio.TimeoutError:
         raise StreamBroken("The upstream stopped sending events (idle timeout).") from None
     except aiohttp.ClientError as exc:
         raise StreamBroken(f"The upstream stream broke: {exc or type(exc).__name__}.") from None
-    tail = decoder.close()
-    if tail:
-        yield tail

@@ -8,40 +8,34 @@ from pathlib import Path
 import orjson
 import pytest
 
+from gateway.streaming import rewriter as rewriter_module
 from gateway.streaming.enrich import Enricher
-from gateway.streaming.events import TERMINAL_EVENTS
-from gateway.streaming.repair import StreamRepairer
-from gateway.streaming.sse import Framer, SSEDecoder
+from gateway.streaming.rewriter import StreamRewriter
 from tests.support.openai_shapes import replay_through_sdk, validate_event
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "llama-stack-0.7.3"
 CONVERSATION = "conv_" + "ab" * 24
 
 
-def rewrite(raw: bytes, chunk: int = 997) -> list[dict]:
-    """Feed the capture in arbitrary chunks, as reads arrive, and decode what comes out."""
-    decoder, repairer, framer = SSEDecoder(), StreamRepairer(), Framer()
-    enricher = Enricher(CONVERSATION, None)
-    frames = []
-
-    def emit(events):
-        for event in events:
-            if event.type in TERMINAL_EVENTS:
-                enricher.terminal(event, {"UserQuotaLimiter": 7})
-            else:
-                enricher.apply(event)
-            frames.append(framer.frame(event))
-
+def rewrite_bytes(raw: bytes, chunk: int = 997) -> bytes:
+    """Feed the capture in arbitrary chunks, as reads arrive; return what the client gets."""
+    rewriter = StreamRewriter(Enricher(CONVERSATION, None))
+    out = b""
     for start in range(0, len(raw), chunk):
-        for event in decoder.feed(raw[start:start + chunk]):
-            emit(repairer.feed(event))
-    for event in decoder.close():
-        emit(repairer.feed(event))
-    emit(repairer.close())
+        frames, terminal = rewriter.feed(raw[start:start + chunk])
+        out += frames
+        if terminal is not None:
+            return out + rewriter.terminal(terminal, {"UserQuotaLimiter": 7})
+    frames, terminal = rewriter.close()
+    return out + frames + rewriter.terminal(terminal, {"UserQuotaLimiter": 7})
+
+
+def rewrite(raw: bytes, chunk: int = 997) -> list[dict]:
+    body = rewrite_bytes(raw, chunk)
+    assert body.endswith(b"\n\ndata: [DONE]\n\n")
     out = []
-    for frame in frames:
-        head, data, blank = frame.split(b"\n", 2)
-        assert blank == b"\n"
+    for frame in body.split(b"\n\n")[:-2]:
+        head, data = frame.split(b"\n")
         event = orjson.loads(data.removeprefix(b"data: "))
         assert head == b"event: " + event["type"].encode()
         out.append(event)
@@ -132,3 +126,25 @@ def test_nothing_after_the_terminal_event():
     raw = capture("responses-create-text-stream.sse")
     events = rewrite(raw + raw)
     assert kinds(events).count("completed") == 1 and events[-1]["type"] == "response.completed"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.sse")))
+def test_fast_path_frames_equal_the_full_path(name, monkeypatch):
+    fast = rewrite_bytes(capture(name), 61)
+    monkeypatch.setattr(rewriter_module, "PASS_THROUGH", frozenset())
+    assert rewrite_bytes(capture(name), 61) == fast
+
+
+def test_fast_path_takes_the_deltas():
+    raw = capture("responses-create-text-stream.sse")
+    rewriter = StreamRewriter(Enricher(CONVERSATION, None))
+    parsed = []
+    original = rewriter_module.StreamRepairer.feed
+
+    def spy(self, event):
+        parsed.append(event.type)
+        return original(self, event)
+
+    rewriter.repairer.feed = spy.__get__(rewriter.repairer)
+    rewriter.feed(raw)
+    assert "response.output_text.delta" not in parsed and "response.created" in parsed

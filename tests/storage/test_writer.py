@@ -1,0 +1,72 @@
+"""Group commit: batches form, intake waits when the queue is full, a bad entry does not
+lose the others, and close() writes everything queued."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.storage.conversations import ConversationRepository
+from gateway.storage.database import Database
+from gateway.storage.writer import TurnWriter
+from tests.storage.test_conversations import conversation, turn
+
+
+@pytest.fixture
+async def repository(tmp_path):
+    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+    yield ConversationRepository(db)
+    await db.close()
+
+
+async def test_turns_queued_together_are_written_in_one_batch(repository):
+    batches = []
+    original = repository.save_many
+
+    async def counting(entries):
+        batches.append(len(entries))
+        await original(entries)
+
+    repository.save_many = counting
+    writer = TurnWriter(repository, linger=0.01)
+    writer.start()
+    done = [writer.submit(conversation(), turn(f"r{i}")) for i in range(30)]
+    await asyncio.gather(*done)
+    assert batches == [30]
+    assert (await repository.get("c1")).message_count == 30
+    await writer.close()
+
+
+async def test_full_queue_makes_new_turns_wait(repository):
+    writer = TurnWriter(repository, max_queued=4, linger=0.05)
+    for i in range(4):
+        writer.submit(conversation(), turn(f"r{i}"))
+    admitted = asyncio.ensure_future(writer.admit())
+    await asyncio.sleep(0.01)
+    assert not admitted.done()
+    writer.start()
+    await asyncio.wait_for(admitted, 2)
+    await writer.close()
+    assert (await repository.get("c1")).message_count == 4
+
+
+async def test_one_bad_entry_does_not_lose_the_batch(repository):
+    await repository.save(conversation(), turn("taken"))
+    writer = TurnWriter(repository, linger=0.01)
+    writer.start()
+    good = writer.submit(conversation(), turn("fresh"))
+    bad = writer.submit(conversation(), turn("taken"))  # duplicate response id
+    await good
+    with pytest.raises(Exception):
+        await bad
+    assert (await repository.find_turn("fresh")) is not None
+    await writer.close()
+
+
+async def test_close_writes_what_is_queued(repository):
+    writer = TurnWriter(repository, linger=0.5)
+    writer.start()
+    writer.submit(conversation(), turn("last"))
+    await writer.close()
+    assert (await repository.find_turn("last")) is not None
