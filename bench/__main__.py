@@ -7,6 +7,8 @@ bench/results/latest.md. Exit status 0 when every target passes, 1 otherwise.
 
 from __future__ import annotations
 
+from typing import Awaitable, Callable, TypeVar
+
 import argparse
 import asyncio
 import datetime
@@ -27,7 +29,9 @@ RESULTS_DIR = Path(__file__).parent / "results"
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=int, default=10, help="measured seconds per run (default 10)")
+    parser.add_argument("--seconds", type=int, default=5, help="measured seconds per run (default 5)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="direct/gateway pairs per scenario; the median ratio is reported (default 3)")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
     parser.add_argument("--streams", type=int, default=1000, help="streams held open for the memory scenario")
     parser.add_argument("--only", default="json,sse,memory",
@@ -67,6 +71,9 @@ def _header(settings: Settings, args: argparse.Namespace) -> dict[str, str]:
     }
 
 
+Run = TypeVar("Run")
+
+
 async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report.Verdict]]:
     wanted = {name.strip() for name in args.only.split(",") if name.strip()}
     settings = Settings(wrk=procs.ensure_debian_package("wrk", "wrk"), seconds=args.seconds,
@@ -81,17 +88,23 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         direct, through = Target("direct", upstream), Target("gateway", gateway)
         if "json" in wanted:
             print("bench: scenario 1, JSON, new conversation per request", flush=True)
-            results.json_new = (await scenarios.json_new(settings, direct, watched),
-                                await scenarios.json_new(settings, through, watched))
+            results.json_new = await _paired(
+                args.rounds, lambda: scenarios.json_new(settings, direct, watched),
+                lambda: scenarios.json_new(settings, through, watched),
+                lambda run: run.sustained_rps, results.rounds, "JSON, new conversation")
             print("bench: scenario 1, JSON, continuing conversations", flush=True)
             # The new-conversation rates size the pools of pre-started conversations.
-            results.json_continue = (
-                await scenarios.json_continue(settings, direct, watched, workdir, results.json_new[0].rps),
-                await scenarios.json_continue(settings, through, watched, workdir, results.json_new[1].rps))
+            results.json_continue = await _paired(
+                args.rounds,
+                lambda: scenarios.json_continue(settings, direct, watched, workdir, results.json_new[0].rps),
+                lambda: scenarios.json_continue(settings, through, watched, workdir, results.json_new[1].rps),
+                lambda run: run.sustained_rps, results.rounds, "JSON, continuing conversations")
         if "sse" in wanted:
             print("bench: scenario 2, SSE", flush=True)
-            results.sse = (await scenarios.sse(settings, direct, watched),
-                           await scenarios.sse(settings, through, watched))
+            results.sse = await _paired(
+                args.rounds, lambda: scenarios.sse(settings, direct, watched),
+                lambda: scenarios.sse(settings, through, watched),
+                lambda run: run.sustained_events_per_s, results.rounds, "SSE")
         gateway.stop()  # the profile and the memory scenario get fresh gateways
         if args.profile:
             print("bench: profiling a gateway with py-spy during an extra SSE run", flush=True)
@@ -110,6 +123,23 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
             gateway.stop()
         upstream.stop()
     return report.render(results)
+
+
+async def _paired(rounds: int, direct: Callable[[], Awaitable[Run]], gateway: Callable[[], Awaitable[Run]],
+                  rate: Callable[[Run], float], log: dict[str, list[float]], name: str) -> tuple[Run, Run]:
+    """Alternate direct and gateway runs and keep the pair with the median ratio.
+
+    This machine's speed drifts by tens of percent from one minute to the next, and
+    it moves both sides; a direct run and a gateway run measured back to back see the
+    same machine, so their ratio is what is compared, and the median of several such
+    pairs is what is reported."""
+    pairs = []
+    for _ in range(rounds):
+        pairs.append((await direct(), await gateway()))
+    ratios = [rate(g) / rate(d) if rate(d) else 0.0 for d, g in pairs]
+    log[name] = ratios
+    middle = sorted(range(len(pairs)), key=lambda index: ratios[index])[len(pairs) // 2]
+    return pairs[middle]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ class Results:
     memory: MemoryRun | None = None
     profile: str | None = None
     notes: list[str] = field(default_factory=list)
+    rounds: dict[str, list[float]] = field(default_factory=dict)  # scenario -> gateway/direct per pair
 
 
 @dataclass
@@ -192,6 +193,9 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
               "else on the machine ran there during the run.", ""]
     lines += _cpu_table(results)
     notes = list(results.notes) + _disturbances(results)
+    notes += [f"{name}: gateway/direct in each of {len(ratios)} back-to-back pairs: "
+              + ", ".join(f"{ratio:.1%}" for ratio in ratios) + " (the table shows the median pair)"
+              for name, ratios in results.rounds.items()]
     for pair in (results.json_new, results.json_continue, results.sse):
         for run in pair or ():
             notes += [f"{run.target}: {note}" for note in run.notes]

@@ -46,7 +46,9 @@ class Turn:
     """One request's plan and, once the upstream finished, its result."""
 
     identity: Identity
-    request: ResponsesRequest
+    stream: bool
+    previous_response_id: str | None     # as the client sent it (echoed in responses)
+    generate_topic_summary: bool | None
     body: dict[str, Any]                 # what is sent upstream
     headers: dict[str, str]              # extra upstream headers (provider data)
     model: ModelInfo
@@ -55,14 +57,11 @@ class Turn:
     existing: ConversationRecord | None  # None: this turn starts the conversation
     forked_from: str | None              # the response this turn forks from (a new conversation)
     append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
+    appended_input: Any = None           # the input to add then (kept only in that case)
     started_at: str = field(default_factory=_now)
     result: dict[str, Any] | None = None  # the terminal response object
     quotas: dict[str, int] | None = None  # available_quotas once settled
     _settling: asyncio.Future | None = None
-
-    @property
-    def stream(self) -> bool:
-        return self.request.stream
 
     @property
     def conversation(self) -> str:
@@ -104,10 +103,15 @@ class Pipeline:
             upstream_id = await self.backend.create_conversation()
             conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
             assert conversation_id is not None
-        turn = Turn(identity=identity, request=request, body={}, headers={}, model=model,
+        # The turn keeps what it needs from the request, not the validated model: it lives
+        # as long as the stream, and memory per open stream is a budget.
+        turn = Turn(identity=identity, stream=request.stream, previous_response_id=request.previous_response_id,
+                    generate_topic_summary=request.generate_topic_summary, body={}, headers={}, model=model,
                     conversation_id=conversation_id, upstream_conversation_id=upstream_id,
                     existing=existing if forked_from is None else None, forked_from=forked_from)
         turn.body = self._upstream_body(raw, turn, tools)
+        if turn.append_to_upstream:
+            turn.appended_input = request.input
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": request.solr}).decode()
         return turn
@@ -169,12 +173,12 @@ class Pipeline:
             id=turn.conversation_id, user_id=turn.identity.user_id, upstream_id=turn.upstream_conversation_id,
             created_at=turn.started_at, last_message_at=completed_at, last_used_model=turn.model.id,
             last_used_provider=turn.model.provider_id, last_response_id=None, message_count=0, topic_summary="",
-            generate_topic_summary=turn.request.generate_topic_summary is not False and turn.existing is None)
+            generate_topic_summary=turn.generate_topic_summary is not False and turn.existing is None)
         if response.get("status") not in _RECORDED_STATUSES or not isinstance(response.get("id"), str):
             return conversation, None  # a failed turn: the conversation exists, the turn does not count
         return conversation, TurnRecord(
             conversation_id=turn.conversation_id, response_id=response["id"],
-            previous_response_id=turn.request.previous_response_id, model=turn.model.id,
+            previous_response_id=turn.previous_response_id, model=turn.model.id,
             provider=turn.model.provider_id, status=response["status"], started_at=turn.started_at,
             completed_at=completed_at)
 
@@ -182,7 +186,7 @@ class Pipeline:
         """A turn sent with previous_response_id in a conversation the upstream keeps:
         add its input and output to that conversation, as `conversation` would have."""
         assert turn.result is not None and turn.upstream_conversation_id is not None
-        items = _input_items(turn.request.input) + [
+        items = _input_items(turn.appended_input) + [
             item for item in turn.result.get("output") or [] if isinstance(item, dict)]
         items = [{key: value for key, value in item.items() if value is not None} for item in items]
         for start in range(0, len(items), _ITEMS_PER_CALL):
@@ -259,7 +263,7 @@ class Pipeline:
         last_response = turn.existing.last_response_id if turn.existing is not None else None
         if turn.forked_from is not None:
             body["previous_response_id"] = turn.forked_from
-        elif turn.upstream_conversation_id is not None and last_response and _answers_approval(turn.request.input):
+        elif turn.upstream_conversation_id is not None and last_response and _answers_approval(raw.get("input")):
             # Llama Stack finds the approval request only in the previous response, and
             # refuses previous_response_id together with conversation: chain this turn,
             # then append it to the conversation.

@@ -27,7 +27,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         quotas = await pipeline.settle(turn)
     finally:
         pipeline.finish(turn)
-    Enricher(turn.conversation, turn.request.previous_response_id).finish(result, quotas)
+    Enricher(turn.conversation, turn.previous_response_id).finish(result, quotas)
     return json_response(result)
 
 

@@ -26,7 +26,7 @@ SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Contro
 
 
 async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.StreamResponse:
-    rewriter = StreamRewriter(Enricher(turn.conversation, turn.request.previous_response_id))
+    rewriter = StreamRewriter(Enricher(turn.conversation, turn.previous_response_id))
     response = web.StreamResponse(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
 
     async def ending(frames: bytes, terminal: Event | None) -> bytes:

@@ -31,13 +31,20 @@ class ConversationRecord:
 class TurnRecord:
     conversation_id: str
     response_id: str
-    previous_response_id: str | None
+    previous_response_id: str | None   # what the client sent
     model: str | None
     provider: str | None
     status: str
     started_at: str
     completed_at: str
     turn_number: int = 0
+    prior_response_id: str | None = None  # the conversation's previous turn (set when saved)
+
+
+_CONVERSATION_COLUMNS = ("id, user_id, upstream_id, created_at, last_message_at, last_used_model, "
+                         "last_used_provider, last_response_id, message_count, topic_summary, generate_topic_summary")
+_TURN_COLUMNS = ("conversation_id, response_id, previous_response_id, model, provider, status, started_at, "
+                 "completed_at, turn_number, prior_response_id")
 
 
 def _conversation(row: dict) -> ConversationRecord:
@@ -49,63 +56,89 @@ class ConversationRepository:
         self._db = db
 
     async def get(self, conversation_id: str) -> ConversationRecord | None:
-        row = await self._db.fetchone("SELECT * FROM conversations WHERE id = :id", {"id": conversation_id})
+        row = await self._db.fetchone(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = :id",
+                                      {"id": conversation_id})
         return _conversation(row) if row else None
 
     async def find_turn(self, response_id: str) -> tuple[TurnRecord, ConversationRecord] | None:
-        row = await self._db.fetchone(
-            "SELECT t.conversation_id AS t_conversation_id, t.turn_number AS t_turn_number, "
-            "t.response_id AS t_response_id, t.previous_response_id AS t_previous_response_id, t.model AS t_model, "
-            "t.provider AS t_provider, t.status AS t_status, t.started_at AS t_started_at, "
-            "t.completed_at AS t_completed_at, c.* FROM turns t JOIN conversations c ON c.id = t.conversation_id "
-            "WHERE t.response_id = :id", {"id": response_id})
-        if row is None:
+        turn = await self._db.fetchone(f"SELECT {_TURN_COLUMNS} FROM turns WHERE response_id = :id AND NOT deleted",
+                                       {"id": response_id})
+        if turn is None:
             return None
-        turn = TurnRecord(**{key[2:]: value for key, value in row.items() if key.startswith("t_")})
-        return turn, _conversation({key: value for key, value in row.items() if not key.startswith("t_")})
+        conversation = await self.get(turn["conversation_id"])
+        return (TurnRecord(**turn), conversation) if conversation else None
 
     async def save(self, conversation: ConversationRecord, turn: TurnRecord | None) -> None:
         await self.save_many([(conversation, turn)])
 
     async def save_many(self, entries: list[tuple[ConversationRecord, TurnRecord | None]]) -> None:
-        """Create new conversations and append turns, all in one transaction (group commit:
-        a few database round trips for the whole batch instead of several per turn)."""
-        turns = [{"cid": t.conversation_id, "rid": t.response_id, "prev": t.previous_response_id,
-                  "model": t.model, "provider": t.provider, "status": t.status, "started": t.started_at,
-                  "completed": t.completed_at} for _, t in entries if t is not None]
-        # One upsert per entry: a new conversation is created with its first turn counted,
-        # an existing one gets its last-turn fields; an entry without a turn (a failed
-        # first turn) only makes sure the conversation exists.
-        conversations = [{"id": c.id, "user_id": c.user_id, "upstream_id": c.upstream_id,
-                          "created_at": c.created_at, "last_message_at": t.completed_at if t else c.last_message_at,
-                          "model": c.last_used_model, "provider": c.last_used_provider,
-                          "rid": t.response_id if t else None, "turns": 1 if t else 0,
-                          "summary": int(c.generate_topic_summary)} for c, t in entries]
+        """Create new conversations and append turns for a whole batch in one transaction,
+        with one multi-row statement per table and round: each is one step in SQLite's
+        thread instead of one per row (group commit)."""
         async with self._db.transaction() as tx:
-            await tx.executemany(
-                "INSERT INTO conversations AS c (id, user_id, upstream_id, created_at, last_message_at, "
-                "last_used_model, last_used_provider, last_response_id, message_count, topic_summary, "
-                "generate_topic_summary) VALUES (:id, :user_id, :upstream_id, :created_at, :last_message_at, "
-                ":model, :provider, :rid, :turns, '', :summary) "
-                "ON CONFLICT (id) DO UPDATE SET last_message_at = excluded.last_message_at, "
-                "last_used_model = excluded.last_used_model, last_used_provider = excluded.last_used_provider, "
-                "last_response_id = excluded.last_response_id, message_count = c.message_count + 1 "
-                "WHERE excluded.message_count > 0", conversations)
-            # Rows run in order, so turns of one conversation in one batch number up correctly.
-            await tx.executemany(
-                "INSERT INTO turns (conversation_id, turn_number, response_id, previous_response_id, model, "
-                "provider, status, started_at, completed_at) VALUES (:cid, (SELECT COALESCE(MAX(turn_number), 0) "
-                "+ 1 FROM turns WHERE conversation_id = :cid), :rid, :prev, :model, :provider, :status, "
-                ":started, :completed)", turns)
+            for round_ in _rounds(entries):
+                turns = [(t.response_id, t.conversation_id, t.conversation_id, t.conversation_id,
+                          t.previous_response_id, t.model, t.provider, t.status, t.started_at, t.completed_at)
+                         for _, t in round_ if t is not None]
+                if turns:
+                    # Numbered and linked from the conversation as it stands before this
+                    # round, hence one turn per conversation per round.
+                    await tx.execute(
+                        "INSERT INTO turns (response_id, conversation_id, turn_number, prior_response_id, "
+                        "previous_response_id, model, provider, status, started_at, completed_at) VALUES "
+                        + ", ".join(["(?, ?, COALESCE((SELECT turns_recorded FROM conversations WHERE id = ?), 0)"
+                                     " + 1, (SELECT last_response_id FROM conversations WHERE id = ?), "
+                                     "?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row])
+                # A new conversation is created with its first turn counted, an existing one
+                # gets its last-turn fields; an entry without a turn (a failed first turn)
+                # only makes sure the conversation exists.
+                counted = [(c.id, c.user_id, c.upstream_id, c.created_at,
+                            t.completed_at if t else c.last_message_at, c.last_used_model, c.last_used_provider,
+                            t.response_id if t else None, 1 if t else 0, 1 if t else 0,
+                            int(c.generate_topic_summary)) for c, t in round_]
+                await tx.execute(
+                    "INSERT INTO conversations AS c (id, user_id, upstream_id, created_at, last_message_at, "
+                    "last_used_model, last_used_provider, last_response_id, message_count, turns_recorded, "
+                    "generate_topic_summary) VALUES "
+                    + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(counted))
+                    + " ON CONFLICT (id) DO UPDATE SET last_message_at = excluded.last_message_at, "
+                    "last_used_model = excluded.last_used_model, last_used_provider = excluded.last_used_provider, "
+                    "last_response_id = excluded.last_response_id, message_count = c.message_count + 1, "
+                    "turns_recorded = c.turns_recorded + 1 WHERE excluded.message_count > 0",
+                    [v for row in counted for v in row])
 
     async def delete_turn(self, response_id: str) -> None:
-        """Forget a deleted response; the conversation then continues from its previous turn."""
+        """Forget a deleted response. If it was the conversation's latest turn, the
+        conversation continues from the turn before it (skipping deleted ones)."""
         async with self._db.transaction() as tx:
-            row = await tx.fetchone("SELECT conversation_id FROM turns WHERE response_id = :rid", {"rid": response_id})
-            if row is None:
+            turn = await tx.fetchone("SELECT conversation_id FROM turns WHERE response_id = :rid AND NOT deleted",
+                                     {"rid": response_id})
+            if turn is None:
                 return
-            await tx.execute("DELETE FROM turns WHERE response_id = :rid", {"rid": response_id})
-            await tx.execute(
-                "UPDATE conversations SET message_count = message_count - 1, last_response_id = "
-                "(SELECT response_id FROM turns WHERE conversation_id = :cid ORDER BY turn_number DESC LIMIT 1) "
-                "WHERE id = :cid", {"cid": row["conversation_id"]})
+            await tx.execute("UPDATE turns SET deleted = 1 WHERE response_id = :rid", {"rid": response_id})
+            conversation = await tx.fetchone("SELECT last_response_id FROM conversations WHERE id = :cid",
+                                             {"cid": turn["conversation_id"]})
+            last = conversation["last_response_id"] if conversation else None
+            while last is not None:
+                row = await tx.fetchone("SELECT prior_response_id, deleted FROM turns WHERE response_id = :rid",
+                                        {"rid": last})
+                if row is None or not row["deleted"]:
+                    break
+                last = row["prior_response_id"]
+            await tx.execute("UPDATE conversations SET message_count = message_count - 1, last_response_id = :last "
+                             "WHERE id = :cid", {"last": last, "cid": turn["conversation_id"]})
+
+
+def _rounds(entries: list[tuple[ConversationRecord, TurnRecord | None]]) -> list[list[tuple]]:
+    """Split a batch so no conversation appears twice in a round (usually one round: a
+    conversation's next turn waits for this one's record, unless a client sent two
+    turns of one conversation at the same time)."""
+    rounds: list[list[tuple]] = []
+    seen: dict[str, int] = {}
+    for entry in entries:
+        index = seen.get(entry[0].id, 0)
+        seen[entry[0].id] = index + 1
+        if index == len(rounds):
+            rounds.append([])
+        rounds[index].append(entry)
+    return rounds

@@ -36,6 +36,8 @@ _MCP_LIST_EVENTS = frozenset({"response.mcp_list_tools.in_progress", "response.m
                               "response.mcp_list_tools.failed"})
 _MCP_CALL_EVENTS = frozenset({"response.mcp_call.in_progress", "response.mcp_call.completed",
                               "response.mcp_call.failed"})
+_SNAPSHOT_KEYS = ("id", "object", "created_at", "model", "parallel_tool_calls", "tool_choice", "tools",
+                  "previous_response_id", "instructions", "metadata", "store")
 _ITEM_ID = re.compile(rb'"item_id":\s*"([^"\\]+)"')
 RESPONSE_ERROR_CODES = frozenset({
     "server_error", "rate_limit_exceeded", "invalid_prompt", "data_residency_mismatch", "bio_policy",
@@ -137,8 +139,9 @@ class StreamRepairer:
         if not isinstance(response, dict):
             return self.fail("The upstream sent a lifecycle event without a response object.")
         repair_response(response)
-        self._snapshot = {key: value for key, value in response.items() if key != "output"}
-        self._snapshot["output"] = []
+        # Only what a `response.failed` needs is kept for the stream's life (memory per
+        # open stream is a budget): the fields the Response type requires, and its id.
+        self._snapshot = {key: response[key] for key in _SNAPSHOT_KEYS if key in response}
         if event.type in TERMINAL_EVENTS:
             self.terminal = event
         return [event]

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping
 
 import aiohttp
+from aiohttp.payload import BytesPayload
 import orjson
+from yarl import URL
 
 from gateway.config import LlamaStackConfig
 from gateway.schema.errors import ApiError, upstream_unavailable
@@ -42,6 +44,7 @@ class UpstreamClient:
         self._config = config
         self._headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         self._session: aiohttp.ClientSession | None = None
+        self._urls: dict[str, URL] = {}  # parsed once: yarl parsing is per-request cost otherwise
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=self._config.max_connections, limit_per_host=0,
@@ -86,11 +89,16 @@ class UpstreamClient:
                    params: Mapping[str, str] | None = None,
                    timeout: float | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
         """The upstream response with its body unread (for streams)."""
-        url = self.base_url + path
-        all_headers = {**self._headers, **(headers or {})}
-        data = orjson.dumps(json) if json is not None else None
-        if data is not None:
-            all_headers.setdefault("Content-Type", "application/json")
+        url = self._urls.get(path)
+        if url is None:
+            url = URL(self.base_url + path)
+            if len(self._urls) < 64:  # the fixed endpoints, not every response id
+                self._urls[path] = url
+        all_headers = {**self._headers, **headers} if headers else self._headers
+        # A ready payload skips aiohttp's payload lookup; the compact copy matters for
+        # streams: orjson's result sits in a ~4 KiB block held for the stream's life.
+        data = BytesPayload(bytes(memoryview(orjson.dumps(json))), content_type="application/json") \
+            if json is not None else None
         client_timeout = aiohttp.ClientTimeout(total=timeout) if timeout else None
         attempt = 0
         while True:

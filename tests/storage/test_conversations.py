@@ -70,3 +70,32 @@ async def test_failed_transaction_rolls_back(tmp_path):
         pass
     assert (await repo.get("c1")).message_count == 1
     await db.close()
+
+
+async def test_deleting_turns_walks_back_over_deleted_ones(tmp_path):
+    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+    repo = ConversationRepository(db)
+    for rid in ("r1", "r2", "r3", "r4"):
+        await repo.save(conversation(), turn(rid))
+    await repo.delete_turn("r2")  # a middle turn: the conversation still ends at r4
+    assert (await repo.get("c1")).last_response_id == "r4"
+    await repo.delete_turn("r4")
+    assert (await repo.get("c1")).last_response_id == "r3"
+    await repo.delete_turn("r3")  # r2 is deleted too: back to r1
+    stored = await repo.get("c1")
+    assert (stored.last_response_id, stored.message_count) == ("r1", 1)
+    await repo.delete_turn("r1")
+    assert (await repo.get("c1")).last_response_id is None
+    await repo.save(conversation(), turn("r5"))  # numbering never reuses a deleted turn's number
+    assert (await repo.find_turn("r5"))[0].turn_number == 5
+    await db.close()
+
+
+async def test_turns_link_to_the_turn_before(tmp_path):
+    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+    repo = ConversationRepository(db)
+    await repo.save(conversation(), turn("r1"))
+    await repo.save(conversation(), turn("r2"))
+    assert (await repo.find_turn("r1"))[0].prior_response_id is None
+    assert (await repo.find_turn("r2"))[0].prior_response_id == "r1"
+    await db.close()
