@@ -21,13 +21,19 @@ from gateway.upstream.responses import StreamBroken
 
 log = logging.getLogger("gateway.http")
 
+class _EventStream(web.StreamResponse):
+    # Headers go out with the first events (aiohttp's own `Response` does the same)
+    # instead of in a write of their own: one syscall less per stream.
+    _send_headers_immediately = False
+
+
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
 
 
 async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.StreamResponse:
     rewriter = StreamRewriter(Enricher(turn.conversation, turn.previous_response_id))
-    response = web.StreamResponse(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
+    response = _EventStream(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
 
     async def ending(frames: bytes, terminal: Event | None) -> bytes:
         if terminal is None:
@@ -42,16 +48,17 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
             try:
                 async for chunk in chunks:
                     frames, terminal = rewriter.feed(chunk)
-                    frames = await ending(frames, terminal)
+                    if terminal is not None:
+                        # The last frames and the end of the chunked body in one write.
+                        await response.write_eof(await ending(frames, terminal))
+                        return response
                     if frames:
                         await response.write(frames)
-                    if terminal is not None:
-                        return response
                 frames, terminal = rewriter.close()
             except StreamBroken as exc:
                 log.warning("upstream stream for %s broke: %s", turn.conversation, exc)
                 frames, terminal = b"", rewriter.fail(str(exc))
-            await response.write(await ending(frames, terminal))
+            await response.write_eof(await ending(frames, terminal))
             return response
     except ConnectionResetError:
         # The client went away before the handler was cancelled; leaving the `async

@@ -2,9 +2,9 @@
 number and frame, in one object the relay feeds once per upstream read.
 
 Most events of a stream are text deltas the gateway passes on unchanged but for their
-`sequence_number`. They take a fast path: their type is read from the end of the
-bytes, the number is patched and the frame is built in one join, with no event
-object, no JSON parse and no repairer call. Everything else goes through
+`sequence_number`. They take a fast path: one anchored regular expression reads their
+type and finds the number's digits, and the frame is built in one formatting step,
+with no event object, no JSON parse and no repairer call. Everything else goes through
 `SSEDecoder` → `StreamRepairer` → `Enricher`. The terminal event is handed back
 unframed: its `available_quotas` needs `pipeline.settle()`, which is I/O.
 """
@@ -24,8 +24,12 @@ PASS_THROUGH = frozenset({
     b"response.reasoning_summary_text.delta", b"response.content_part.added",
     b"response.output_text.annotation.added",
 })
-_TYPE_LAST = b',"type":"'
-_SEQUENCE = re.compile(rb'"sequence_number":(\d+)')
+_KINDS = b"|".join(re.escape(kind) for kind in sorted(PASS_THROUGH))
+# One anchored match per block finds the type and the sequence number's digits. Llama
+# Stack writes `type` last, OpenAI first. Text inside a string escapes its quotes
+# (`\"`), so it can never match `"sequence_number":` or the `"type"` key.
+_TYPE_LAST = re.compile(rb'data: (\{[^\n]*"sequence_number":)\d+(,"type":"(' + _KINDS + rb')"\})')
+_TYPE_FIRST = re.compile(rb'data: (\{"type":"(' + _KINDS + rb')",[^\n]*"sequence_number":)\d+((?:,[^\n]*)?\})')
 
 
 class StreamRewriter:
@@ -50,18 +54,19 @@ class StreamRewriter:
         blocks = (self._rest + chunk if self._rest else chunk).split(b"\n\n")
         self._rest = blocks.pop()
         out: list[bytes] = []
+        type_last, type_first = _TYPE_LAST.fullmatch, _TYPE_FIRST.fullmatch
         for block in blocks:
-            if block.startswith(b"data: {") and block.endswith(b'"}'):
-                start = block.rfind(_TYPE_LAST)
-                if start > 0:
-                    kind = block[start + 9:-2]
-                    if kind in PASS_THROUGH:
-                        number = _SEQUENCE.search(block, 6, start)
-                        if number is not None:
-                            out.append(b"".join((b"event: ", kind, b"\ndata: ", block[6:number.start(1)],
-                                                 b"%d" % self._next, block[number.end(1):], b"\n\n")))
-                            self._next += 1
-                            continue
+            match = type_last(block)
+            if match is not None:
+                out.append(b"event: %s\ndata: %s%d%s\n\n" % (match[3], match[1], self._next, match[2]))
+                self._next += 1
+                continue
+            if block.startswith(b'data: {"type":"'):
+                match = type_first(block)
+                if match is not None:
+                    out.append(b"event: %s\ndata: %s%d%s\n\n" % (match[2], match[1], self._next, match[3]))
+                    self._next += 1
+                    continue
             for event in self._decoder.feed(block + b"\n\n"):
                 terminal = self._events(event, out)
                 if terminal is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import orjson
 import pytest
 
@@ -131,7 +133,9 @@ def test_nothing_after_the_terminal_event():
 @pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.sse")))
 def test_fast_path_frames_equal_the_full_path(name, monkeypatch):
     fast = rewrite_bytes(capture(name), 61)
-    monkeypatch.setattr(rewriter_module, "PASS_THROUGH", frozenset())
+    never = re.compile(rb"(?!)")
+    monkeypatch.setattr(rewriter_module, "_TYPE_LAST", never)
+    monkeypatch.setattr(rewriter_module, "_TYPE_FIRST", never)
     assert rewrite_bytes(capture(name), 61) == fast
 
 
@@ -148,3 +152,19 @@ def test_fast_path_takes_the_deltas():
     rewriter.repairer.feed = spy.__get__(rewriter.repairer)
     rewriter.feed(raw)
     assert "response.output_text.delta" not in parsed and "response.created" in parsed
+
+
+def test_openai_dialect_deltas_and_lookalike_text():
+    """Type-first events take the fast path too; text that spells the keys stays text."""
+    created = {"type": "response.created", "sequence_number": 0, "response": {
+        "id": "r", "object": "response", "created_at": 1, "model": "m", "output": [], "status": "in_progress",
+        "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}}
+    text = '","sequence_number":9,"type":"response.output_text.delta"}\n\ndata: {"sequence_number":1}'
+    delta = {"type": "response.output_text.delta", "content_index": 0, "delta": text, "item_id": "m1",
+             "logprobs": [], "output_index": 0, "sequence_number": 41}
+    raw = b"event: response.created\ndata: " + orjson.dumps(created) + b"\n\n"
+    raw += b"event: response.output_text.delta\ndata: " + orjson.dumps(delta) + b"\n\n"
+    assert rewriter_module._TYPE_FIRST.fullmatch(raw.split(b"\n\n")[1].split(b"\n")[1])  # the fast path
+    events = rewrite(raw)
+    assert [e["type"] for e in events] == ["response.created", "response.output_text.delta", "response.failed"]
+    assert events[1]["sequence_number"] == 1 and events[1]["delta"] == text
