@@ -24,6 +24,8 @@ PASS_THROUGH = frozenset({
     b"response.reasoning_summary_text.delta", b"response.content_part.added",
     b"response.output_text.annotation.added",
 })
+# Cheap first test before the regex: the endings a pass-through type can have.
+_ENDINGS = tuple({kind[kind.rfind(b".") + 1:] + b'"}' for kind in PASS_THROUGH})
 _KINDS = b"|".join(re.escape(kind) for kind in sorted(PASS_THROUGH))
 # One anchored match per block finds the type and the sequence number's digits. Llama
 # Stack writes `type` last, OpenAI first. Text inside a string escapes its quotes
@@ -56,18 +58,20 @@ class StreamRewriter:
         out: list[bytes] = []
         type_last, type_first = _TYPE_LAST.fullmatch, _TYPE_FIRST.fullmatch
         for block in blocks:
-            match = type_last(block)
-            if match is not None:
-                out.append(b"event: %s\ndata: %s%d%s\n\n" % (match[3], match[1], self._next, match[2]))
-                self._next += 1
-                continue
+            if block.endswith(_ENDINGS):
+                match = type_last(block)
+                if match is not None:
+                    out.append(b"event: %s\ndata: %s%d%s\n\n" % (match[3], match[1], self._next, match[2]))
+                    self._next += 1
+                    continue
             if block.startswith(b'data: {"type":"'):
                 match = type_first(block)
                 if match is not None:
                     out.append(b"event: %s\ndata: %s%d%s\n\n" % (match[2], match[1], self._next, match[3]))
                     self._next += 1
                     continue
-            for event in self._decoder.feed(block + b"\n\n"):
+            event = self._decoder.decode(block)
+            if event is not None:
                 terminal = self._events(event, out)
                 if terminal is not None:
                     return b"".join(out), terminal

@@ -71,6 +71,10 @@ class SSEDecoder:
         event = self._decode(rest.strip(b"\n"))
         return [event] if event is not None else []
 
+    def decode(self, block: bytes) -> Event | None:
+        """One complete block (its blank line already split off)."""
+        return self._decode(block)
+
     def _decode(self, block: bytes) -> Event | None:
         if block.startswith(b"data: ") and b"\n" not in block:
             payload = block[6:]
