@@ -30,8 +30,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=5, help="measured seconds per run (default 5)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="direct/gateway pairs per scenario; the median ratio is reported (default 3)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="direct/gateway pairs per scenario; the median ratio is reported (default 5)")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
     parser.add_argument("--streams", type=int, default=1000, help="streams held open for the memory scenario")
     parser.add_argument("--only", default="json,sse,memory",
