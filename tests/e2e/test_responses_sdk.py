@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
+from tests.support.flows import CONV, WEATHER_TOOL, conversation_of
 from tests.support.openai_shapes import replay_through_sdk, validate_event, validate_response
-
-CONV = re.compile(r"^conv_[0-9a-f]{48}$")
-WEATHER_TOOL = {"type": "function", "name": "get_weather", "description": "Get the weather for a city",
-                "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
-                               "required": ["location"]}}
-
-
-def conversation_of(response) -> str:
-    """spec 001 returns `conversation` as a string; the SDK keeps it as given."""
-    value = response.conversation
-    return value if isinstance(value, str) else value.id
-
 
 def test_create_plain(gateway):
     response = gateway.client().responses.create(input="Hello gateway")

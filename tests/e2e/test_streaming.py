@@ -9,34 +9,15 @@ import time
 
 import pytest
 
-from tests.support.gateway_proc import events_of
 from tests.support.processes import free_port
-from tests.support.openai_shapes import replay_through_sdk, validate_event
-
-WEATHER_TOOL = {"type": "function", "name": "get_weather", "parameters": {
-    "type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}
-
-
-def checked(frames):
-    """Frames are `event: <type>`/`data:`, numbered from 0, valid, and end with [DONE]."""
-    assert frames[-1] == (None, "[DONE]")
-    events = list(events_of(frames))
-    assert [name for name, _ in frames[:-1]] == [event["type"] for event in events]
-    assert [event["sequence_number"] for event in events] == list(range(len(events)))
-    for event in events:
-        validate_event(event)
-    return events
-
-
-def types(events):
-    return [event["type"].removeprefix("response.") for event in events]
-
+from tests.support.flows import WEATHER_TOOL, checked, kinds
+from tests.support.openai_shapes import replay_through_sdk
 
 def test_text_stream_gains_output_text_done(gateway):
     status, frames = gateway.stream({"input": "Tell me something"})
     assert status == 200
     events = checked(frames)
-    assert types(events)[-4:] == ["output_text.done", "content_part.done", "output_item.done", "completed"]
+    assert kinds(events)[-4:] == ["output_text.done", "content_part.done", "output_item.done", "completed"]
     done = next(e for e in events if e["type"] == "response.output_text.done")
     assert done["text"] == "Scripted reply (turn 1, 1 messages): Tell me something"
     assert replay_through_sdk(events).output_text == done["text"]
@@ -45,7 +26,7 @@ def test_text_stream_gains_output_text_done(gateway):
 def test_function_call_stream(gateway):
     status, frames = gateway.stream({"input": "Weather in Rome? Use the tool.", "tools": [WEATHER_TOOL]})
     events = checked(frames)
-    assert "function_call_arguments.delta" in types(events)
+    assert "function_call_arguments.delta" in kinds(events)
     final = replay_through_sdk(events)
     assert final.output[0].type == "function_call" and final.output[0].name == "get_weather"
 
@@ -54,13 +35,13 @@ def test_mcp_stream_arguments_mapped_and_progress_completed(gateway):
     tools = [{"type": "mcp", "server_label": "calc", "server_url": "http://127.0.0.1:9/mcp"}]
     status, frames = gateway.stream({"input": "Use the add tool to add two numbers", "tools": tools})
     events = checked(frames)
-    kinds = types(events)
+    names = kinds(events)
     # Llama Stack streams the arguments before the item, as function-call events, and
     # misnames their end; clients see OpenAI's MCP events after the item is announced.
-    assert "function_call_arguments.delta" not in kinds and "mcp_call.arguments.done" not in kinds
-    added = kinds.index("output_item.added", kinds.index("mcp_list_tools.completed"))
-    assert kinds[added + 1:added + 3] == ["mcp_call_arguments.delta", "mcp_call_arguments.done"]
-    assert kinds.index("mcp_list_tools.in_progress") > kinds.index("output_item.added")
+    assert "function_call_arguments.delta" not in names and "mcp_call.arguments.done" not in names
+    added = names.index("output_item.added", names.index("mcp_list_tools.completed"))
+    assert names[added + 1:added + 3] == ["mcp_call_arguments.delta", "mcp_call_arguments.done"]
+    assert names.index("mcp_list_tools.in_progress") > names.index("output_item.added")
     for event in events:
         if event["type"].startswith(("response.mcp_call", "response.mcp_list_tools")):
             assert event["item_id"] and isinstance(event["output_index"], int)
@@ -73,7 +54,7 @@ def test_mcp_approval_stream_drops_orphan_arguments(gateway):
               "require_approval": "always"}]
     status, frames = gateway.stream({"input": "Use the add tool to add two numbers", "tools": tools})
     events = checked(frames)
-    assert not any("arguments" in kind for kind in types(events))
+    assert not any("arguments" in kind for kind in kinds(events))
     assert replay_through_sdk(events).output[-1].type == "mcp_approval_request"
 
 
@@ -81,7 +62,7 @@ def test_file_search_stream(gateway):
     tools = [{"type": "file_search", "vector_store_ids": ["vs_handbook"]}]
     status, frames = gateway.stream({"input": "search the handbook for the launch code", "tools": tools})
     events = checked(frames)
-    assert not any("arguments" in kind for kind in types(events))
+    assert not any("arguments" in kind for kind in kinds(events))
     added = next(e for e in events if e["type"] == "response.output_item.added"
                  and e["item"]["type"] == "file_search_call")
     assert added["item"]["queries"] == ["search the handbook for the launch code"]
@@ -115,7 +96,7 @@ def test_idle_timeout_mid_stream(gateway_factory, upstream):
     status, frames = impatient.stream({"input": "please stall-stream"})
     assert status == 200 and time.monotonic() - started < 10
     events = checked(frames)
-    assert types(events) == ["created", "in_progress", "failed"]
+    assert kinds(events) == ["created", "in_progress", "failed"]
     assert "idle timeout" in events[-1]["response"]["error"]["message"]
 
 

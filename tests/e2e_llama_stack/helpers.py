@@ -2,41 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from tests.support.gateway_proc import events_of
-from tests.support.openai_shapes import validate_event
+from tests.support.flows import ADD_PROMPT, CONV, WEATHER_TOOL, checked, conversation_of, kinds
 
-CONV = re.compile(r"^conv_[0-9a-f]{48}$")
-ADD_PROMPT = "Use the add tool to add two numbers"
-WEATHER_TOOL = {"type": "function", "name": "get_weather", "description": "Get the weather for a city",
-                "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
-                               "required": ["location"]}}
-
-
-def conversation_of(response: Any) -> str:
-    """spec 001 returns `conversation` as a string; the SDK keeps it as given."""
-    value = response.conversation
-    return value if isinstance(value, str) else value.id
-
-
-def checked(frames: list[tuple[str | None, Any]]) -> list[dict[str, Any]]:
-    """Frames are `event: <type>` + `data:`, numbered from 0, valid, and end with [DONE]."""
-    assert frames, "empty stream"
-    assert frames[-1] == (None, "[DONE]"), frames[-1]
-    assert all(data != "[DONE]" for _, data in frames[:-1])
-    events = list(events_of(frames))
-    assert [name for name, _ in frames[:-1]] == [event["type"] for event in events]
-    assert [event["sequence_number"] for event in events] == list(range(len(events)))
-    for event in events:
-        validate_event(event)
-    return events
-
-
-def kinds(events: list[dict[str, Any]]) -> list[str]:
-    return [event["type"].removeprefix("response.") for event in events]
-
+__all__ = ["ADD_PROMPT", "CONV", "WEATHER_TOOL", "checked", "conversation_of", "kinds", "user_texts",
+           "assistant_texts"]
 
 def user_texts(items: list[dict[str, Any]]) -> list[str]:
     """The texts of the user messages among conversation / input items."""
