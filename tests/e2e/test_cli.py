@@ -110,3 +110,10 @@ def test_demo_serves_a_working_gateway(tmp_path):
         assert "curl" in proc.log()
     finally:
         proc.stop()
+
+
+def test_serve_refuses_the_unbuilt_chat_completions_engine(tmp_path, upstream):
+    config = gateway_config(upstream.url, tmp_path / "db.sqlite")
+    config["llama_stack"]["api"] = "chat_completions"
+    result = run("serve", "-c", write(tmp_path / "cc.yaml", config))
+    assert result.returncode != 0 and "chat_completions" in result.stderr
