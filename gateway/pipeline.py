@@ -109,9 +109,14 @@ class Pipeline:
                     generate_topic_summary=request.generate_topic_summary, body={}, headers={}, model=model,
                     conversation_id=conversation_id, upstream_conversation_id=upstream_id,
                     existing=existing if forked_from is None else None, forked_from=forked_from)
-        turn.body = self._upstream_body(raw, turn, tools)
-        if turn.append_to_upstream:
+        if upstream_id is not None and turn.existing is not None and turn.existing.last_response_id \
+                and _answers_approval(request.input):
+            # Llama Stack finds the approval request only in the previous response, and
+            # refuses previous_response_id together with conversation: chain this turn,
+            # then append it to the conversation.
+            turn.append_to_upstream = True
             turn.appended_input = request.input
+        turn.body = self._upstream_body(raw, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": request.solr}).decode()
         return turn
@@ -263,12 +268,8 @@ class Pipeline:
         last_response = turn.existing.last_response_id if turn.existing is not None else None
         if turn.forked_from is not None:
             body["previous_response_id"] = turn.forked_from
-        elif turn.upstream_conversation_id is not None and last_response and _answers_approval(raw.get("input")):
-            # Llama Stack finds the approval request only in the previous response, and
-            # refuses previous_response_id together with conversation: chain this turn,
-            # then append it to the conversation.
+        elif turn.append_to_upstream:
             body["previous_response_id"] = last_response
-            turn.append_to_upstream = True
         elif turn.upstream_conversation_id is not None:
             body["conversation"] = turn.upstream_conversation_id
         elif last_response:

@@ -21,6 +21,21 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
 
 
 @pytest.fixture(scope="session")
+def upstream_with(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Upstream]]:
+    """A scripted upstream started with flags (e.g. `--no-conversations`), one per set of flags."""
+    started: dict[tuple[str, ...], Upstream] = {}
+
+    def start(*flags: str) -> Upstream:
+        if flags not in started:
+            started[flags] = start_upstream(tmp_path_factory.mktemp("upstream"), *flags)
+        return started[flags]
+
+    yield start
+    for server in started.values():
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def gateway_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Gateway]]:
     """Start `gateway serve` with a config built from overrides; all stopped at the end."""
     started: list[Gateway] = []

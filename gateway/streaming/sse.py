@@ -52,7 +52,7 @@ class SSEDecoder:
         self._buffer = blocks.pop()
         events = []
         for block in blocks:
-            event = self._decode(block)
+            event = self.decode(block)
             if event is not None:
                 events.append(event)
         return events
@@ -68,14 +68,11 @@ class SSEDecoder:
             orjson.loads(payload)
         except orjson.JSONDecodeError:
             return []
-        event = self._decode(rest.strip(b"\n"))
+        event = self.decode(rest.strip(b"\n"))
         return [event] if event is not None else []
 
     def decode(self, block: bytes) -> Event | None:
         """One complete block (its blank line already split off)."""
-        return self._decode(block)
-
-    def _decode(self, block: bytes) -> Event | None:
         if block.startswith(b"data: ") and b"\n" not in block:
             payload = block[6:]
         else:

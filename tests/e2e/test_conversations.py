@@ -9,14 +9,11 @@ import time
 
 import pytest
 
-from tests.support.gateway_proc import start_upstream
 
 
-@pytest.fixture(scope="module")
-def plain_upstream(tmp_path_factory):
-    server = start_upstream(tmp_path_factory.mktemp("plain-upstream"), "--no-conversations")
-    yield server
-    server.stop()
+@pytest.fixture
+def plain_upstream(upstream_with):
+    return upstream_with("--no-conversations")
 
 
 def test_upstream_without_conversations_api(gateway_factory, plain_upstream):

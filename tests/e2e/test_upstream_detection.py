@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.gateway_proc import start_upstream
 
 
-@pytest.fixture(scope="module")
-def chat_only(tmp_path_factory):
-    server = start_upstream(tmp_path_factory.mktemp("chat-only"), "--no-responses")
-    yield server
-    server.stop()
+@pytest.fixture
+def chat_only(upstream_with):
+    return upstream_with("--no-responses")
 
 
 def test_upstream_without_responses_api_is_a_clear_error(gateway_factory, chat_only):
