@@ -54,6 +54,9 @@ class ServiceConfig(Strict):
     tls_config: dict[str, Any] | None = None
     # Ours: requests with a larger body get 413 before anything is parsed.
     max_request_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    # Ours: error bodies on the endpoints OpenAI SDKs call carry OpenAI's `error` object
+    # beside LCORE's `detail` (`both`), or are exactly LCORE's (`lcore`).
+    error_body: Literal["both", "lcore"] = "both"
 
     @field_validator("root_path")
     @classmethod
@@ -81,8 +84,12 @@ class LlamaStackConfig(Strict):
     # Ours. Size of the client connection pool to the upstream: concurrent streams
     # beyond it queue, so it bounds how many turns can run at once.
     max_connections: int = Field(1024, ge=1)
-    # Ours. Seconds the model catalog (`GET /v1/models`) is cached.
+    # Ours. Seconds the model catalog is cached for model selection (`GET /v1/models`
+    # always asks the upstream).
     models_cache_seconds: float = Field(60, ge=0)
+    # Ours. How errors name the upstream: `Unable to connect to <display_name>` (LCORE
+    # 0.6 says `Llama Stack`, LCORE 0.7 `OGX`).
+    display_name: str = Field("Llama Stack", min_length=1)
 
     _url_shape = field_validator("url")(lambda cls, value: _http_url(value))
 
@@ -199,6 +206,14 @@ class ByokRagConfig(Strict):
     score_multiplier: float = 1.0
 
 
+class ClientToolsConfig(Strict):
+    """Ours: what clients may ask for beyond the tools the operator configured."""
+
+    # file_search over vector stores that are not in `byok_rag` (by rag_id or vector
+    # store id). Off: a client cannot search another tenant's store on the upstream.
+    allow_unconfigured_vector_stores: bool = False
+
+
 # LCORE keys this gateway accepts but does not act on yet (warned about at start-up).
 NOT_BUILT_KEYS = (
     "config_format_version", "user_data_collection", "authorization", "customization",
@@ -217,6 +232,7 @@ class Configuration(Strict):
     database: DatabaseConfig = DatabaseConfig()
     mcp_servers: list[McpServerConfig] = []
     byok_rag: list[ByokRagConfig] = []
+    client_tools: ClientToolsConfig = ClientToolsConfig()
 
     config_format_version: Any = None
     user_data_collection: Any = None

@@ -2,7 +2,8 @@
 
 `prepare()` validates everything first (request, conversation ownership, model) and
 only then creates what the turn needs (an upstream conversation), so a refused
-request leaves nothing behind. `settle()` consumes the turn's tokens before the
+request leaves nothing behind. A `store: false` turn creates and records nothing: it
+reads the history it continues (chained by `previous_response_id`) and is forgotten. `settle()` consumes the turn's tokens before the
 terminal event is written. `finish()` records the turn in the background (group-committed
 by `TurnWriter`): it never delays the client, it still happens when the client has
 gone away, and the next request about the same conversation or response waits for it.
@@ -21,11 +22,13 @@ import orjson
 from gateway.config import Configuration
 from gateway.identity import Identity
 from gateway.quota import QuotaService
-from gateway.schema.errors import conversation_forbidden, not_found
+from gateway.schema.errors import conversation_forbidden, invalid_attribute, model_not_found, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
-from gateway.schema.responses import LCORE_EXTENSIONS, ResponsesRequest, parse_responses_request
+from gateway.schema.responses import (LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars,
+                                      parse_responses_request)
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
 from gateway.storage.writer import TurnWriter
+from gateway.streaming.enrich import Enricher
 from gateway.tools import ConfiguredTools
 from gateway.upstream.catalog import ModelCatalog, ModelInfo
 from gateway.upstream.responses import UpstreamResponses
@@ -52,10 +55,12 @@ class Turn:
     body: dict[str, Any]                 # what is sent upstream
     headers: dict[str, str]              # extra upstream headers (provider data)
     model: ModelInfo
-    conversation_id: str                 # bare stored form
+    display_model: str                   # the response's `model`: as sent, or LCORE's short form
+    conversation_id: str | None          # bare stored form; None: a `store: false` turn in none
     upstream_conversation_id: str | None  # `conv_…` when the upstream keeps the conversation
     existing: ConversationRecord | None  # None: this turn starts the conversation
     forked_from: str | None              # the response this turn forks from (a new conversation)
+    store: bool = True                   # False: nothing is created or recorded for this turn
     append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
     appended_input: Any = None           # the input to add then (kept only in that case)
     started_at: str = field(default_factory=_now)
@@ -64,9 +69,9 @@ class Turn:
     _settling: asyncio.Future | None = None
 
     @property
-    def conversation(self) -> str:
+    def conversation(self) -> str | None:
         """The id returned to clients (`conv_<48 hex>`, spec 001)."""
-        return openai_conversation_id(self.conversation_id)
+        return openai_conversation_id(self.conversation_id) if self.conversation_id else None
 
 
 class Pipeline:
@@ -79,47 +84,62 @@ class Pipeline:
         self._catalog = catalog
         self._quota = quota
         self._tools = tools
+        self.tool_labels = tools.labels
         self._pending: dict[str, asyncio.Future] = {}   # conversation / response id -> its recording
         self._background: set[asyncio.Future] = set()
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
-        request = parse_responses_request(raw)
+        request = parse_responses_request(raw, self._tools.server_urls)
+        if request.shield_ids:
+            raise invalid_attribute(f"Unknown shield IDs: {', '.join(request.shield_ids)} (this gateway has no "
+                                    "shields configured)", param="shield_ids", code="shield_not_found")
         await self._writer.admit()
-        tools = self._tools.for_request(request.tools, request.tool_choice, identity, headers)
+        tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
         await self._quota.check(identity)
         existing, forked_from = await self._resolve_conversation(identity, request)
         model = await self._select_model(request, existing)
         await self.backend.capabilities.require_responses_api()
 
         # Everything is valid: now create what the turn needs.
-        if existing is not None and forked_from is None:
-            conversation_id, upstream_id = existing.id, existing.upstream_id
-        elif forked_from is not None:
-            # A fork is continued by chaining previous_response_id, which replays the
-            # whole context upstream; Llama Stack's API cannot give a new conversation
-            # the ordered history up to the fork point.
-            conversation_id, upstream_id = new_conversation_id(), None
-        else:
-            upstream_id = await self.backend.create_conversation()
-            conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
-            assert conversation_id is not None
+        conversation_id, upstream_id = await self._conversation_for(request, existing, forked_from)
         # The turn keeps what it needs from the request, not the validated model: it lives
         # as long as the stream, and memory per open stream is a budget.
-        turn = Turn(identity=identity, stream=request.stream, previous_response_id=request.previous_response_id,
+        turn = Turn(identity=identity, stream=request.stream, previous_response_id=request.previous_id,
                     generate_topic_summary=request.generate_topic_summary, body={}, headers={}, model=model,
-                    conversation_id=conversation_id, upstream_conversation_id=upstream_id,
-                    existing=existing if forked_from is None else None, forked_from=forked_from)
-        if upstream_id is not None and turn.existing is not None and turn.existing.last_response_id \
-                and _answers_approval(request.input):
+                    display_model=request.model or model.display_id, conversation_id=conversation_id,
+                    upstream_conversation_id=upstream_id, existing=existing if forked_from is None else None,
+                    forked_from=forked_from, store=request.store)
+        if request.store and upstream_id is not None and turn.existing is not None \
+                and turn.existing.last_response_id and _answers_approval(raw["input"]):
             # Llama Stack finds the approval request only in the previous response, and
             # refuses previous_response_id together with conversation: chain this turn,
             # then append it to the conversation.
             turn.append_to_upstream = True
-            turn.appended_input = request.input
-        turn.body = self._upstream_body(raw, turn, tools)
+            turn.appended_input = raw["input"]
+        turn.body = self._upstream_body(raw, request, turn, tools)
         if request.solr is not None:
-            turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": request.solr}).decode()
+            turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": raw["solr"]}).decode()
         return turn
+
+    async def _conversation_for(self, request: ResponsesRequest, existing: ConversationRecord | None,
+                                forked_from: str | None) -> tuple[str | None, str | None]:
+        """The conversation this turn belongs to (bare id) and its upstream id."""
+        if existing is not None and forked_from is None:
+            return existing.id, existing.upstream_id
+        if not request.store:
+            return None, None  # a fork or a new conversation that would be stored: none
+        if forked_from is not None:
+            # A fork is continued by chaining previous_response_id, which replays the
+            # whole context upstream; Llama Stack's API cannot give a new conversation
+            # the ordered history up to the fork point.
+            return new_conversation_id(), None
+        upstream_id = await self.backend.create_conversation()
+        conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
+        return conversation_id, upstream_id
+
+    def enricher(self, turn: Turn) -> Enricher:
+        """What every response object of this turn gets (JSON body or stream events)."""
+        return Enricher(turn.conversation, turn.previous_response_id, turn.display_model, self._tools.labels)
 
     async def settle(self, turn: Turn) -> dict[str, int]:
         """Consume the turn's tokens once; returns the balance after it (`available_quotas`)."""
@@ -138,7 +158,7 @@ class Pipeline:
 
     def finish(self, turn: Turn) -> None:
         """Record the turn in the background (only turns that reached a terminal event)."""
-        if turn.result is None:
+        if turn.result is None or not turn.store:
             return
         if turn.quotas is not None and not turn.append_to_upstream:
             done = self._writer.submit(*self._records(turn))
@@ -172,7 +192,7 @@ class Pipeline:
 
     def _records(self, turn: Turn) -> tuple[ConversationRecord, TurnRecord | None]:
         response = turn.result
-        assert response is not None
+        assert response is not None and turn.conversation_id is not None
         completed_at = _now()
         conversation = ConversationRecord(
             id=turn.conversation_id, user_id=turn.identity.user_id, upstream_id=turn.upstream_conversation_id,
@@ -222,7 +242,7 @@ class Pipeline:
             if existing.user_id != identity.user_id:
                 raise conversation_forbidden(identity.user_id, request.conversation_id)
             return existing, None
-        previous = request.previous_response_id
+        previous = request.previous_id
         if previous is None:
             return None, None
         await self._wait_pending(previous)
@@ -242,7 +262,7 @@ class Pipeline:
         if request.model:
             model = await self._catalog.find(request.model)
             if model is None:
-                raise not_found("Model", request.model, code="model_not_found", param="model")
+                raise model_not_found(request.model)
             return model
         if existing is not None and existing.last_used_model:
             model = await self._catalog.find(existing.last_used_model)
@@ -253,24 +273,28 @@ class Pipeline:
             model = (await self._catalog.find(inference.default_model_id)
                      or await self._catalog.find(inference.default_model or ""))
             if model is None:
-                raise not_found("Model", inference.default_model_id, code="model_not_found", param="model")
+                raise model_not_found(inference.default_model_id)
             return model
         model = await self._catalog.first_llm()
         if model is None:
-            raise not_found("Model", None, code="model_not_found", param="model")
+            raise model_not_found(None)
         return model
 
-    def _upstream_body(self, raw: dict[str, Any], turn: Turn, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def _upstream_body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
+                       tools: list[dict[str, Any]] | None) -> dict[str, Any]:
         body = {key: value for key, value in raw.items() if key not in LCORE_EXTENSIONS}
+        body.update(forwarded_scalars(raw, request))
         body["model"] = turn.model.id
         body.pop("conversation", None)
         body.pop("previous_response_id", None)
         last_response = turn.existing.last_response_id if turn.existing is not None else None
         if turn.forked_from is not None:
             body["previous_response_id"] = turn.forked_from
-        elif turn.append_to_upstream:
+        elif turn.append_to_upstream or (not turn.store and last_response):
+            # Chained, not sent with `conversation`: a `store: false` turn reads the
+            # conversation's history without adding to it.
             body["previous_response_id"] = last_response
-        elif turn.upstream_conversation_id is not None:
+        elif turn.upstream_conversation_id is not None and turn.store:
             body["conversation"] = turn.upstream_conversation_id
         elif last_response:
             body["previous_response_id"] = last_response

@@ -2,9 +2,20 @@
 
 `tools` omitted or null means every configured tool: one `file_search` over all
 `byok_rag` vector stores and one `mcp` tool per `mcp_servers` entry with its headers.
-Explicit tools are used as given, except that MCP servers the operator configured
-(matched by `server_label`) get their URL and headers, and file_search `rag_id`s are
-translated to the vector store ids behind them. `tool_choice: "none"` sends no tools.
+Explicit tools are used as given, except that:
+
+- an MCP server the operator configured (matched by `server_label`) gets its URL and
+  credentials; its URL cannot be replaced by the client (request validation refuses
+  that, see `InputToolMCP`), so the operator's credentials only ever go to the
+  operator's server;
+- a `file_search` may name only configured stores, by `rag_id` (translated to the
+  vector store behind it) or by vector store id, unless
+  `client_tools.allow_unconfigured_vector_stores` says otherwise: other tenants'
+  stores on the same upstream stay out of reach.
+
+With `X-LCS-Merge-Server-Tools: true` the client's tools come first, then the
+configured ones; a client tool that would shadow a configured one is a 409 (LCORE).
+`tool_choice: "none"` sends no tools.
 """
 
 from __future__ import annotations
@@ -17,18 +28,24 @@ import orjson
 
 from gateway.config import Configuration, McpServerConfig
 from gateway.identity import Identity
-from gateway.schema.errors import validation_error
+from gateway.schema.errors import ApiError, invalid_attribute, not_found, tool_conflict
 
 log = logging.getLogger("gateway.tools")
 
 _FROM_CALLER = ("client", "oauth")
+MERGE_HEADER = "X-LCS-Merge-Server-Tools"
 
 
 class ConfiguredTools:
     def __init__(self, config: Configuration):
         self._servers = {server.name: server for server in config.mcp_servers}
-        self._rag_ids = {store.rag_id: store.vector_db_id for store in config.byok_rag}
+        self._stores = {store.rag_id: store.vector_db_id for store in config.byok_rag}
+        self._store_ids = frozenset(self._stores.values())
+        self._any_store = config.client_tools.allow_unconfigured_vector_stores
         self._secrets = {name: _read_secrets(server) for name, server in self._servers.items()}
+        # What request validation needs: which labels are configured, and at which URL.
+        self.server_urls: dict[str, str] = {name: server.url for name, server in self._servers.items()}
+        self.labels = frozenset(self._servers)
 
     def for_request(self, tools: list[dict[str, Any]] | None, tool_choice: Any, identity: Identity,
                     headers: Mapping[str, str]) -> list[dict[str, Any]] | None:
@@ -37,39 +54,59 @@ class ConfiguredTools:
             return None
         if tools is None:
             return self.defaults(identity, headers) or None
-        return [self._complete(tool, index, identity, headers) for index, tool in enumerate(tools)]
+        chosen = [self._complete(tool, identity, headers) for tool in tools]
+        if headers.get(MERGE_HEADER, "").lower() == "true":
+            chosen += self._merged_defaults(chosen, identity, headers)
+        return chosen
 
     def defaults(self, identity: Identity, headers: Mapping[str, str]) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
-        if self._rag_ids:
-            tools.append({"type": "file_search", "vector_store_ids": list(dict.fromkeys(self._rag_ids.values()))})
+        if self._stores:
+            tools.append({"type": "file_search", "vector_store_ids": list(dict.fromkeys(self._stores.values()))})
         for server in self._servers.values():
             server_headers = self._headers(server, identity, headers)
             if server_headers is not None:
                 tools.append(_mcp_tool(server, server_headers))
         return tools
 
-    def _complete(self, tool: dict[str, Any], index: int, identity: Identity,
-                  headers: Mapping[str, str]) -> dict[str, Any]:
+    def _merged_defaults(self, client: list[dict[str, Any]], identity: Identity,
+                         headers: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The configured tools to add after the client's, refusing what would clash."""
+        configured = self.defaults(identity, headers)
+        labels = {tool["server_label"] for tool in configured if tool["type"] == "mcp"}
+        for tool in client:
+            if tool.get("type") == "mcp" and tool.get("server_label") in labels:
+                raise tool_conflict(f"Client MCP tool with server_label '{tool['server_label']}' conflicts with a "
+                                    "server-configured MCP tool. Rename the client tool to avoid the conflict.")
+            if tool.get("type") == "file_search" and any(t["type"] == "file_search" for t in configured):
+                raise tool_conflict("Client file_search tool conflicts with a server-configured file_search tool. "
+                                    "Remove the client file_search to use the server's configuration.")
+        return configured
+
+    def _complete(self, tool: dict[str, Any], identity: Identity, headers: Mapping[str, str]) -> dict[str, Any]:
         if tool.get("type") == "file_search":
-            ids = [self._rag_ids.get(store_id, store_id) for store_id in tool["vector_store_ids"]]
-            return {**tool, "vector_store_ids": ids}
+            return {**tool, "vector_store_ids": [self._store(store_id) for store_id in tool["vector_store_ids"]]}
         if tool.get("type") != "mcp":
             return tool
         server = self._servers.get(tool["server_label"])
         if server is None:
-            if not tool.get("server_url") and not tool.get("connector_id"):
-                raise validation_error(f"tools[{index}].server_url: required for MCP server "
-                                       f"'{tool['server_label']}', which is not configured",
-                                       param="tools", code="missing_required_parameter")
             return _with_headers(tool, tool.get("headers") or {})
         server_headers = self._headers(server, identity, headers) or {}
-        completed = {**tool, "server_url": tool.get("server_url") or server.url}
+        completed = {**tool, "server_url": server.url}
         # The operator's headers win: a client must not replace the credentials the
         # gateway attaches to a server it configured.
         completed = _with_headers(completed, {**(tool.get("headers") or {}), **server_headers})
         completed.setdefault("require_approval", _approval(server))
         return completed
+
+    def _store(self, store_id: str) -> str:
+        """The upstream vector store a client's id names, if the client may search it."""
+        if store_id in self._stores:
+            return self._stores[store_id]
+        if store_id in self._store_ids or self._any_store:
+            return store_id
+        # Unknown and foreign stores look alike, so store ids cannot be probed.
+        raise not_found("Vector store", store_id, code="vector_store_not_found", param="tools")
 
     def _headers(self, server: McpServerConfig, identity: Identity,
                  headers: Mapping[str, str]) -> dict[str, str] | None:
@@ -143,9 +180,12 @@ def _mcp_headers(headers: Mapping[str, str]) -> dict[str, dict[str, str]]:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise validation_error("MCP-HEADERS must be a JSON object of objects", param="MCP-HEADERS",
-                               code="invalid_mcp_headers") from None
+        raise _bad_mcp_headers() from None
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-        raise validation_error("MCP-HEADERS must be a JSON object of objects", param="MCP-HEADERS",
-                               code="invalid_mcp_headers")
+        raise _bad_mcp_headers()
     return value
+
+
+def _bad_mcp_headers() -> ApiError:
+    return invalid_attribute("MCP-HEADERS must be a JSON object of objects", param="MCP-HEADERS",
+                             code="invalid_mcp_headers")

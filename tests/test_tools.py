@@ -7,9 +7,10 @@ import pytest
 from gateway.config import parse_config
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
-from gateway.tools import ConfiguredTools
+from gateway.tools import MERGE_HEADER, ConfiguredTools
 
 USER = Identity(user_id="u", username="n", token="tok")
+STORES = [{"rag_id": "handbook", "vector_db_id": "vs_handbook"}, {"rag_id": "faq", "vector_db_id": "vs_faq"}]
 
 
 def tools_for(tmp_path, **config):
@@ -44,7 +45,50 @@ def test_explicit_configured_server_gets_url_and_credentials(tmp_path):
                     "authorization": "from-file"}
 
 
-def test_unconfigured_server_needs_a_url(tmp_path):
+def test_labels_and_urls_for_request_validation(tmp_path):
+    tools = tools_for(tmp_path)
+    assert tools.labels == {"a", "b"} and tools.server_urls == {"a": "http://a", "b": "http://b"}
+
+
+@pytest.mark.parametrize("asked, sent", [(["handbook"], ["vs_handbook"]), (["vs_faq", "faq"], ["vs_faq", "vs_faq"])])
+def test_file_search_reaches_configured_stores_by_rag_id_or_store_id(tmp_path, asked, sent):
+    tool = tools_for(tmp_path, byok_rag=STORES).for_request(
+        [{"type": "file_search", "vector_store_ids": asked}], None, USER, {})[0]
+    assert tool["vector_store_ids"] == sent
+
+
+@pytest.mark.parametrize("byok", [[], STORES])
+def test_file_search_refuses_other_stores(tmp_path, byok):
     with pytest.raises(ApiError) as caught:
-        tools_for(tmp_path).for_request([{"type": "mcp", "server_label": "zzz"}], None, USER, {})
-    assert caught.value.status == 422 and "tools[0].server_url" in caught.value.cause
+        tools_for(tmp_path, byok_rag=byok).for_request(
+            [{"type": "file_search", "vector_store_ids": ["vs_handbook", "vs_other_tenant"]}], None, USER, {})
+    assert caught.value.status == 404
+    assert caught.value.cause == ("Vector store with ID vs_other_tenant does not exist" if byok
+                                  else "Vector store with ID vs_handbook does not exist")
+
+
+def test_file_search_over_any_store_when_allowed(tmp_path):
+    tools = tools_for(tmp_path, client_tools={"allow_unconfigured_vector_stores": True})
+    tool = tools.for_request([{"type": "file_search", "vector_store_ids": ["vs_x"]}], None, USER, {})[0]
+    assert tool["vector_store_ids"] == ["vs_x"]
+
+
+def test_merge_header_appends_configured_tools_after_the_clients(tmp_path):
+    function = {"type": "function", "name": "f", "parameters": {}}
+    tools = tools_for(tmp_path, byok_rag=STORES).for_request([function], None, USER, {MERGE_HEADER: "TRUE"})
+    assert [tool["type"] for tool in tools] == ["function", "file_search", "mcp"]
+    assert tools_for(tmp_path).for_request([function], None, USER, {MERGE_HEADER: "false"}) == [function]
+
+
+@pytest.mark.parametrize("client_tool, cause", [
+    ({"type": "mcp", "server_label": "a"}, "Client MCP tool with server_label 'a' conflicts with a server-configured "
+                                           "MCP tool. Rename the client tool to avoid the conflict."),
+    ({"type": "file_search", "vector_store_ids": ["faq"]},
+     "Client file_search tool conflicts with a server-configured file_search tool. Remove the client file_search "
+     "to use the server's configuration."),
+])
+def test_merge_conflicts_are_409(tmp_path, client_tool, cause):
+    with pytest.raises(ApiError) as caught:
+        tools_for(tmp_path, byok_rag=STORES).for_request([client_tool], None, USER, {MERGE_HEADER: "true"})
+    assert caught.value.status == 409 and caught.value.body(openai=False) == {
+        "detail": {"response": "Tool conflict", "cause": cause}}

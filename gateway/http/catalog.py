@@ -32,8 +32,9 @@ def _openai_model(model: ModelInfo) -> dict:
 
 
 async def list_models(request: web.Request) -> web.Response:
-    """One body for both clients: LCORE reads `models`, OpenAI SDKs read `data`."""
-    models = await request.app[SERVICES].catalog.models()
+    """One body for both clients: LCORE reads `models`, OpenAI SDKs read `data`. Always
+    asked of the upstream, so an unreachable one is a 503 here, as in LCORE."""
+    models = await request.app[SERVICES].catalog.fresh()
     wanted = request.query.get("model_type")
     if wanted:
         models = [model for model in models if model.model_type == wanted]

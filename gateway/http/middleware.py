@@ -4,41 +4,55 @@ coroutine frame on the hot path."""
 
 from __future__ import annotations
 
-import itertools
 import logging
-import secrets
+import re
+import uuid
 from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.config import CorsConfig
+from gateway.config import ServiceConfig
 from gateway.http.responses_io import json_response
 from gateway.http.services import PUBLIC, SERVICES
-from gateway.schema.errors import ApiError, body_too_large, internal_error
+from gateway.schema.errors import (ApiError, body_too_large, internal_error, method_not_allowed,
+                                   route_not_found)
 
 log = logging.getLogger("gateway.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# Request ids: a random per-process prefix and a counter, unique without a syscall each.
-_ID_PREFIX = secrets.token_hex(8)
-_ID_COUNTER = itertools.count(1)
+# A client's X-Request-ID is kept only when it is a plain token: it is echoed in
+# headers and written to logs.
+_CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+# Paths OpenAI SDKs call: their errors also carry OpenAI's `error` object (DESIGN
+# decision 6). Every other endpoint answers exactly as LCORE.
+_OPENAI_PATHS = ("/v1/responses", "/v1/models", "/v1/conversations")
+
+
+def request_id(header: str | None) -> str:
+    """The client's id when it is acceptable, else a new random one. Ids the gateway
+    makes are unguessable (uuid4): later work uses them as handles (interrupts)."""
+    if header is not None and _CLIENT_REQUEST_ID.fullmatch(header):
+        return header
+    return str(uuid.uuid4())
 
 
 def _http_error(exc: web.HTTPException, request: web.Request) -> ApiError:
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return body_too_large(request.app._client_max_size)
     if isinstance(exc, web.HTTPNotFound):
-        return ApiError(404, "Not found", f"The path {request.path} does not exist.", code="not_found")
+        return route_not_found(request.path)
     if isinstance(exc, web.HTTPMethodNotAllowed):
-        return ApiError(405, "Method not allowed", f"{request.method} is not allowed on {request.path}.",
-                        code="method_not_allowed",
-                        headers={"Allow": ",".join(sorted(exc.allowed_methods))})
-    return ApiError(exc.status, exc.reason, exc.text or exc.reason, code=exc.reason.lower().replace(" ", "_"))
+        return method_not_allowed(request.method, request.path, ",".join(sorted(exc.allowed_methods)))
+    return ApiError(exc.status, exc.reason, exc.text or exc.reason, code=exc.reason.lower().replace(" ", "_"),
+                    detail=exc.reason)
 
 
-def gateway_middleware(cors: CorsConfig):
+def gateway_middleware(service: ServiceConfig):
+    cors = service.cors
     origins = set(cors.allow_origins)
+    openai_paths = _OPENAI_PATHS + tuple(service.root_path + path for path in _OPENAI_PATHS) \
+        if service.error_body == "both" else ()
 
     def cors_headers(request: web.Request) -> dict[str, str]:
         origin = request.headers.get("Origin")
@@ -50,11 +64,15 @@ def gateway_middleware(cors: CorsConfig):
             headers["Access-Control-Allow-Credentials"] = "true"
         return headers
 
+    def error_response(error: ApiError, request: web.Request, extra: dict[str, str]) -> web.Response:
+        openai = request.path.startswith(openai_paths) if openai_paths else False
+        return json_response(error.body(openai), error.status, {**extra, **error.headers})
+
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        request_id = request.headers.get("X-Request-ID") or f"{_ID_PREFIX}{next(_ID_COUNTER):08x}"
-        request["request_id"] = request_id
-        extra = {"X-Request-ID": request_id, **cors_headers(request)}
+        rid = request_id(request.headers.get("X-Request-ID"))
+        request["request_id"] = rid
+        extra = {"X-Request-ID": rid, **cors_headers(request)}
         try:
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
                 return _preflight(request, cors, extra)
@@ -64,14 +82,12 @@ def gateway_middleware(cors: CorsConfig):
                 request["identity"] = await services.authenticator.authenticate(request.headers, request.query)
             response = await handler(request)
         except ApiError as exc:
-            return json_response(exc.body(), exc.status, {**extra, **exc.headers})
+            return error_response(exc, request, extra)
         except web.HTTPException as exc:
-            error = _http_error(exc, request)
-            return json_response(error.body(), error.status, {**extra, **error.headers})
+            return error_response(_http_error(exc, request), request, extra)
         except Exception:
-            log.exception("unhandled error on %s %s (request %s)", request.method, request.path, request_id)
-            error = internal_error()
-            return json_response(error.body(), error.status, extra)
+            log.exception("unhandled error on %s %s (request %s)", request.method, request.path, rid)
+            return error_response(internal_error(), request, extra)
         if not response.prepared:
             response.headers.update(extra)
         return response
@@ -79,7 +95,7 @@ def gateway_middleware(cors: CorsConfig):
     return middleware
 
 
-def _preflight(request: web.Request, cors: CorsConfig, headers: dict[str, str]) -> web.Response:
+def _preflight(request: web.Request, cors, headers: dict[str, str]) -> web.Response:
     if "Access-Control-Allow-Origin" not in headers:
         return web.Response(status=403, text="CORS origin not allowed")
     methods = cors.allow_methods

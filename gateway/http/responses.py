@@ -3,7 +3,10 @@ responses the caller owns (404 for any other, so ids cannot be probed)."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from aiohttp import web
+from multidict import MultiDict
 
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
@@ -27,7 +30,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         quotas = await pipeline.settle(turn)
     finally:
         pipeline.finish(turn)
-    Enricher(turn.conversation, turn.previous_response_id).finish(result, quotas)
+    pipeline.enricher(turn).finish(result, quotas)
     return json_response(result)
 
 
@@ -40,19 +43,27 @@ async def _owned_turn(request: web.Request) -> TurnRecord:
     return found
 
 
+_INPUT_ITEMS_PARAMS = frozenset({"after", "before", "include", "limit", "order"})
+
+
+def _upstream_path(turn: TurnRecord, suffix: str = "") -> str:
+    return f"/v1/responses/{quote(turn.response_id, safe='')}{suffix}"
+
+
 async def get_response(request: web.Request) -> web.Response:
     turn = await _owned_turn(request)
     services = request.app[SERVICES]
-    reply = await services.upstream.request_ok("GET", f"/v1/responses/{turn.response_id}")
+    reply = await services.upstream.request_ok("GET", _upstream_path(turn))
     response = repair_response(reply.json())
-    Enricher(openai_conversation_id(turn.conversation_id), turn.previous_response_id).annotate(response)
+    Enricher(openai_conversation_id(turn.conversation_id), turn.previous_response_id,
+             configured_labels=services.pipeline.tool_labels).annotate(response)
     return json_response(response)
 
 
 async def delete_response(request: web.Request) -> web.Response:
     turn = await _owned_turn(request)
     services = request.app[SERVICES]
-    reply = await services.upstream.request_ok("DELETE", f"/v1/responses/{turn.response_id}")
+    reply = await services.upstream.request_ok("DELETE", _upstream_path(turn))
     await services.conversations.delete_turn(turn.response_id)
     return web.Response(body=reply.body, content_type="application/json")
 
@@ -60,8 +71,9 @@ async def delete_response(request: web.Request) -> web.Response:
 async def list_input_items(request: web.Request) -> web.Response:
     turn = await _owned_turn(request)
     services = request.app[SERVICES]
-    reply = await services.upstream.request_ok("GET", f"/v1/responses/{turn.response_id}/input_items",
-                                               params=request.query)
+    # Only the listing's own parameters go upstream (not `user_id` or anything else).
+    params = MultiDict((key, value) for key, value in request.query.items() if key in _INPUT_ITEMS_PARAMS)
+    reply = await services.upstream.request_ok("GET", _upstream_path(turn, "/input_items"), params=params)
     return web.Response(body=reply.body, content_type="application/json")
 
 

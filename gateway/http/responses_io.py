@@ -8,7 +8,7 @@ import orjson
 from aiohttp import web
 
 from gateway.identity import Identity
-from gateway.schema.errors import validation_error
+from gateway.schema.validation import parse_json_body
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -17,14 +17,9 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 async def read_json(request: web.Request) -> Any:
-    """The decoded body; a body over the limit raises 413 in aiohttp's read()."""
-    body = await request.read()
-    if not body.strip():
-        raise validation_error("The request body is empty; a JSON object is required.", code="invalid_body")
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise validation_error(f"The request body is not valid JSON ({exc}).", code="invalid_json") from None
+    """The decoded body (FastAPI's 422 when it is empty or not JSON); a body over the
+    limit raises 413 in aiohttp's read()."""
+    return parse_json_body(await request.read())
 
 
 def identity(request: web.Request) -> Identity:

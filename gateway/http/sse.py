@@ -14,7 +14,6 @@ import logging
 from aiohttp import web
 
 from gateway.pipeline import Pipeline, Turn
-from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.upstream.responses import StreamBroken
@@ -32,7 +31,7 @@ SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Contro
 
 
 async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.StreamResponse:
-    rewriter = StreamRewriter(Enricher(turn.conversation, turn.previous_response_id))
+    rewriter = StreamRewriter(pipeline.enricher(turn))
     response = _EventStream(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
 
     async def ending(frames: bytes, terminal: Event | None) -> bytes:

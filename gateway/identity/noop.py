@@ -6,7 +6,7 @@ from typing import Mapping
 
 from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME
 from gateway.identity import Identity
-from gateway.schema.errors import validation_error
+from gateway.schema.errors import bad_request
 
 
 def user_from_query(query: Mapping[str, str]) -> str:
@@ -14,7 +14,7 @@ def user_from_query(query: Mapping[str, str]) -> str:
         return DEFAULT_USER_ID
     user_id = query["user_id"].strip()
     if not user_id:
-        raise validation_error("user_id cannot be empty", param="user_id", code="invalid_user_id")
+        raise bad_request("user_id cannot be empty", param="user_id", code="invalid_user_id")
     return user_id
 
 

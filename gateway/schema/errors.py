@@ -1,9 +1,11 @@
 """The one error envelope (DESIGN decision 6).
 
-Every error body is `{"detail": {"response", "cause"}, "error": {"message", "type",
-"code", "param"}}`: LCORE clients read `detail` (with LCORE's exact strings), OpenAI
-SDKs read `error`. Raise `ApiError` anywhere below the HTTP layer; the middleware
-renders it.
+An error body always carries `detail` exactly as LCORE gives it for that case: an
+object `{"response", "cause"}` (LCORE's `ErrorResponse`), FastAPI's list for request
+validation errors, or LCORE's plain string where LCORE uses one. On endpoints OpenAI
+SDKs call, it also carries OpenAI's `error` object `{"message", "type", "code",
+"param"}` (unless `service.error_body: lcore`). Raise `ApiError` anywhere below the HTTP
+layer; the middleware renders it for the route.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ _OPENAI_TYPES = {
     429: "rate_limit_error",
 }
 
+Detail = dict[str, str] | list[dict[str, Any]] | str
+
 
 class ApiError(Exception):
     def __init__(self, status: int, response: str, cause: str, *, code: str,
-                 param: str | None = None, headers: dict[str, str] | None = None):
+                 param: str | None = None, headers: dict[str, str] | None = None, detail: Detail | None = None):
         super().__init__(f"{status} {response}: {cause}")
         self.status = status
         self.response = response
@@ -32,25 +36,39 @@ class ApiError(Exception):
         self.code = code
         self.param = param
         self.headers = headers or {}
+        # LCORE's body when it is not `{response, cause}` (a string, or FastAPI's list).
+        self._detail = detail
 
     @property
     def error_type(self) -> str:
         return _OPENAI_TYPES.get(self.status, "server_error" if self.status >= 500 else "invalid_request_error")
 
-    def body(self) -> dict[str, Any]:
-        return {
-            "detail": {"response": self.response, "cause": self.cause},
-            "error": {"message": f"{self.response}: {self.cause}", "type": self.error_type,
-                      "code": self.code, "param": self.param},
-        }
+    @property
+    def detail(self) -> Detail:
+        return self._detail if self._detail is not None else {"response": self.response, "cause": self.cause}
+
+    def body(self, openai: bool = True) -> dict[str, Any]:
+        """LCORE's body, with OpenAI's `error` object beside it when `openai`."""
+        if not openai:
+            return {"detail": self.detail}
+        return {"detail": self.detail,
+                "error": {"message": f"{self.response}: {self.cause}", "type": self.error_type,
+                          "code": self.code, "param": self.param}}
 
 
-def validation_error(cause: str, *, param: str | None = None, code: str = "invalid_value") -> ApiError:
-    return ApiError(422, "Invalid request", cause, code=code, param=param)
+def invalid_attribute(cause: str, *, param: str | None = None, code: str = "invalid_value") -> ApiError:
+    """A request the handler refuses after it validated (LCORE's 422 object shape)."""
+    return ApiError(422, "Invalid attribute value", cause, code=code, param=param)
+
+
+def bad_request(message: str, *, param: str | None = None, code: str = "invalid_value") -> ApiError:
+    """400 with LCORE's plain-string `detail` (e.g. `user_id cannot be empty`)."""
+    return ApiError(400, "Bad request", message, code=code, param=param, detail=message)
 
 
 def unauthorized(cause: str, code: str = "invalid_credentials") -> ApiError:
-    return ApiError(401, "Missing or invalid credentials provided by client", cause, code=code)
+    return ApiError(401, "Missing or invalid credentials provided by client", cause, code=code,
+                    headers={"WWW-Authenticate": "Bearer"})
 
 
 def not_found(resource: str, resource_id: str | None, *, code: str, param: str | None = None) -> ApiError:
@@ -59,14 +77,25 @@ def not_found(resource: str, resource_id: str | None, *, code: str, param: str |
     return ApiError(404, f"{resource.title()} not found", cause, code=code, param=param)
 
 
+def model_not_found(model: str | None) -> ApiError:
+    """LCORE names the model without its provider: `Model with ID <part after '/'> ...`."""
+    shown = model.split("/", 1)[-1] if model is not None else None
+    return not_found("Model", shown, code="model_not_found", param="model")
+
+
 def conversation_forbidden(user_id: str, conversation_id: str, action: str = "read") -> ApiError:
     return ApiError(403, "User does not have permission to perform this action",
                     f"User {user_id} does not have permission to {action} conversation with ID "
                     f"{conversation_id}", code="conversation_forbidden", param="conversation")
 
 
-def upstream_unavailable(cause: str) -> ApiError:
-    return ApiError(503, "Unable to connect to Llama Stack", cause, code="upstream_unavailable")
+def tool_conflict(cause: str) -> ApiError:
+    return ApiError(409, "Tool conflict", cause, code="tool_conflict", param="tools")
+
+
+def upstream_unavailable(backend: str, cause: str = "Connection error.") -> ApiError:
+    """LCORE's 503: the cause is what the OpenAI client says (socket details go to the log)."""
+    return ApiError(503, f"Unable to connect to {backend}", cause, code="upstream_unavailable")
 
 
 def prompt_too_long(model: str | None) -> ApiError:
@@ -78,6 +107,16 @@ def prompt_too_long(model: str | None) -> ApiError:
 def body_too_large(limit: int) -> ApiError:
     return ApiError(413, "Request body is too large",
                     f"The request body exceeds the limit of {limit} bytes.", code="request_too_large")
+
+
+def route_not_found(path: str) -> ApiError:
+    """FastAPI's plain `{"detail": "Not Found"}` for a path no route serves."""
+    return ApiError(404, "Not found", f"The path {path} does not exist.", code="not_found", detail="Not Found")
+
+
+def method_not_allowed(method: str, path: str, allowed: str) -> ApiError:
+    return ApiError(405, "Method not allowed", f"{method} is not allowed on {path}.", code="method_not_allowed",
+                    headers={"Allow": allowed}, detail="Method Not Allowed")
 
 
 def internal_error(cause: str = "An unexpected error occurred while processing the request.",

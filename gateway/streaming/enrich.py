@@ -1,9 +1,13 @@
-"""Add what LCORE clients expect to response objects (sans-I/O).
+"""Add what LCORE clients expect to response objects, and take out what they must not
+see (sans-I/O).
 
-Every object that carries a `response` gets `conversation`; `response.in_progress`
-gets `available_quotas: {}` and `output_text: ""`; the terminal event gets the
-balance after the turn was settled and the full `output_text`. Response bodies
-(`stream: false`) get the same through `enrich_response`.
+Every response object (a JSON body, or the `response` of a lifecycle event) gets
+`conversation` (null for a `store: false` turn in no conversation); the model the
+gateway chose is shown without its provider prefix, as LCORE shows it; the `tools` echo
+loses what the gateway attached (MCP credentials and configured servers' URLs).
+`response.in_progress` gets `available_quotas: {}` and `output_text: ""`; the terminal
+event (or the JSON body) gets the balance after the turn was settled and the full
+`output_text`.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.streaming.events import RESPONSE_EVENTS, TERMINAL_EVENTS, Event
-
 
 def output_text(response: dict[str, Any]) -> str:
     """The concatenated text of the response's assistant messages, like the SDK's."""
@@ -26,10 +29,26 @@ def output_text(response: dict[str, Any]) -> str:
     return "".join(texts)
 
 
+def scrub_tool_echo(response: dict[str, Any], configured_labels: frozenset[str]) -> None:
+    """Remove from a response object's `tools` what the gateway attached: the
+    credentials of every MCP tool, and the URL of the servers the operator configured."""
+    tools = response.get("tools")
+    if not isinstance(tools, list):
+        return
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "mcp":
+            tool.pop("authorization", None)
+            tool.pop("headers", None)
+            if tool.get("server_label") in configured_labels:
+                tool.pop("server_url", None)
+
+
 @dataclass
 class Enricher:
-    conversation: str | None            # `conv_<48 hex>` as spec 001 returns it
+    conversation: str | None            # `conv_<48 hex>` as spec 001 returns it; None: null
     previous_response_id: str | None    # echoed even when the upstream drops it
+    model: str | None = None            # shown instead of the upstream's when the gateway chose it
+    configured_labels: frozenset[str] = frozenset()
 
     def apply(self, event: Event) -> Event:
         """Enrich a non-terminal event (terminal ones go through `terminal`)."""
@@ -55,7 +74,10 @@ class Enricher:
         return response
 
     def annotate(self, response: dict[str, Any]) -> None:
-        if self.conversation is not None:
-            response["conversation"] = self.conversation
+        response["conversation"] = self.conversation
         if self.previous_response_id and not response.get("previous_response_id"):
             response["previous_response_id"] = self.previous_response_id
+        if self.model is not None and "model" in response:
+            response["model"] = self.model
+        if response.get("tools"):
+            scrub_tool_echo(response, self.configured_labels)

@@ -26,18 +26,24 @@ class ModelInfo:
     provider_id: str | None
     provider_resource_id: str | None
     raw: dict[str, Any] = field(compare=False, repr=False)
+    # The id as LCORE shows a model it chose: without the `<provider>/` prefix, when the
+    # upstream names a provider (Llama Stack). Other servers' ids are names as they are
+    # (`meta-llama/Llama-3.1-8B` on vLLM has no provider prefix to strip).
+    display_id: str = ""
 
     @classmethod
     def from_upstream(cls, raw: dict[str, Any]) -> "ModelInfo":
         meta = raw.get("custom_metadata") or raw.get("metadata") or {}
         model_id = str(raw.get("id") or raw.get("identifier"))
-        provider = meta.get("provider_id") or raw.get("provider_id")
+        declared = meta.get("provider_id") or raw.get("provider_id")
+        provider = declared
         if provider is None and "/" in model_id:
             provider = model_id.split("/", 1)[0]
+        shown = model_id[len(declared) + 1:] if declared and model_id.startswith(f"{declared}/") else model_id
         return cls(id=model_id, model_type=str(meta.get("model_type") or raw.get("model_type") or "llm"),
                    provider_id=provider,
                    provider_resource_id=meta.get("provider_resource_id") or raw.get("provider_resource_id"),
-                   raw=raw)
+                   raw=raw, display_id=shown)
 
 
 class ModelCatalog:
@@ -51,6 +57,12 @@ class ModelCatalog:
     async def models(self) -> list[ModelInfo]:
         if self._models is None or time.monotonic() - self._fetched_at > self._ttl:
             await self._refresh()
+        assert self._models is not None
+        return self._models
+
+    async def fresh(self) -> list[ModelInfo]:
+        """The upstream's list now (503 when it is unreachable, whatever is cached)."""
+        await self._refresh()
         assert self._models is not None
         return self._models
 

@@ -41,6 +41,7 @@ class Reply:
 class UpstreamClient:
     def __init__(self, config: LlamaStackConfig):
         self.base_url = config.url.rstrip("/")
+        self.display_name = config.display_name
         self._config = config
         self._headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         self._session: aiohttp.ClientSession | None = None
@@ -74,7 +75,7 @@ class UpstreamClient:
             try:
                 body = await resp.read()
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                raise upstream_unavailable(_describe(exc)) from None
+                raise self._unavailable(method, path, exc) from None
             return Reply(resp.status, body)
 
     async def request_ok(self, method: str, path: str, *, model: str | None = None, **kwargs: Any) -> Reply:
@@ -108,13 +109,13 @@ class UpstreamClient:
                 break
             except aiohttp.ClientConnectorError as exc:
                 if attempt >= self._config.max_retries:
-                    raise upstream_unavailable(_describe(exc)) from None
+                    raise self._unavailable(method, path, exc) from None
                 attempt += 1
                 delay = self._config.retry_delay * 2 ** (attempt - 1)
-                log.warning("upstream %s %s: %s; retry %d in %.1fs", method, path, exc, attempt, delay)
+                log.warning("upstream %s %s: %s; retry %d in %.1fs", method, path, _describe(exc), attempt, delay)
                 await asyncio.sleep(delay)
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                raise upstream_unavailable(_describe(exc)) from None
+                raise self._unavailable(method, path, exc) from None
         try:
             yield resp
         except BaseException:
@@ -124,6 +125,14 @@ class UpstreamClient:
             resp.release()
         else:
             resp.close()
+
+
+    def _unavailable(self, method: str, path: str, exc: BaseException) -> ApiError:
+        """LCORE's 503 (`Connection error.`, or `Request timed out.` as the OpenAI client
+        says); what the socket said goes to the log, not to the client."""
+        log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
+        cause = "Request timed out." if isinstance(exc, asyncio.TimeoutError) else "Connection error."
+        return upstream_unavailable(self.display_name, cause)
 
 
 def _describe(exc: BaseException) -> str:

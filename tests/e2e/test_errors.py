@@ -1,14 +1,24 @@
-"""Every error status of spec 001's table this version can produce, with its body, and
-proof that a refused request changes nothing (no conversation, no upstream call)."""
+"""Every error status this version can produce, with its body (DESIGN decision 6): LCORE's
+`detail` exactly, OpenAI's `error` beside it on the endpoints OpenAI SDKs call (unless
+`service.error_body: lcore`), and proof that a refused request changes nothing (no
+upstream write, no row in the gateway's own database)."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import openai
 import pytest
 
+from tests.support.gateway_db import row_counts
 from tests.support.processes import free_port
 
 MISSING = "conv_" + "0" * 48
+LCORE_CASES = json.loads((Path(__file__).parents[1] / "fixtures" / "lcore" / "responses-validation.json").read_text())
+REFUSED = [name for name, case in LCORE_CASES.items() if case["status"] == 422]
+ACCEPTED = [name for name, case in LCORE_CASES.items() if case["status"] == 200]
+EMPTY = {"conversations": 0, "turns": 0}
 
 
 def writes(upstream) -> list[dict]:
@@ -23,7 +33,7 @@ def assert_envelope(reply, status: int, response: str, error_type: str, code: st
     assert data["detail"]["response"] == response
     assert isinstance(data["detail"]["cause"], str) and data["detail"]["cause"]
     if cause is not None:
-        assert cause in data["detail"]["cause"]
+        assert data["detail"]["cause"] == cause
     assert data["error"]["type"] == error_type
     assert data["error"]["code"] == code
     assert data["error"]["param"] == param
@@ -31,43 +41,89 @@ def assert_envelope(reply, status: int, response: str, error_type: str, code: st
     return data
 
 
-@pytest.mark.parametrize("body, param, code, cause", [
-    ({}, "input", "missing_required_parameter", "input: Field required"),
-    ({"input": 42}, "input", "invalid_value", "must be a string or a list"),
-    ({"input": "hi", "bogus": 1}, "bogus", "unknown_parameter", "bogus: unknown parameter"),
-    ({"input": "hi", "conversation": "nope"}, "conversation", "invalid_value", "Improper conversation ID 'nope'"),
-    ({"input": "hi", "conversation": "conv_" + "g" * 48}, "conversation", "invalid_value", "Improper"),
-    ({"input": "hi", "conversation": MISSING, "previous_response_id": "resp_x"}, "previous_response_id",
-     "conflicting_parameters", "mutually exclusive"),
-    ({"input": "hi", "tools": [{"type": "bogus"}]}, "tools", "invalid_value", "unknown tool type 'bogus'"),
-    ({"input": "hi", "tools": [{"type": "mcp", "server_label": "unknown"}]}, "tools",
-     "missing_required_parameter", "server_url"),
-    ({"input": [{"type": "message", "role": "robot", "content": "x"}]}, "input", "invalid_value", "role"),
-    ({"input": ["a bare string"]}, "input", "invalid_value", "input[0]"),
-    ({"input": "hi", "include": ["nope"]}, "include", "invalid_value", "include"),
-    ({"input": "hi", "metadata": {"n": 1}}, "metadata", "invalid_value", "metadata"),
-    ({"input": "hi", "parallel_tool_calls": "yes"}, "parallel_tool_calls", "invalid_value", "boolean"),
-    ({"input": "hi", "temperature": 3}, "temperature", "invalid_value", "temperature"),
-    ({"input": "hi", "previous_response_id": "modr-123"}, "previous_response_id", "invalid_value", "moderation"),
-    ({"input": "hi", "stream": "yes"}, "stream", "invalid_value", "boolean"),
-])
-def test_422_validation_changes_nothing(gateway, upstream, body, param, code, cause):
+@pytest.fixture(scope="module")
+def refusing(gateway_factory, upstream):
+    """One gateway per `error_body` mode that only ever sees refused requests, so its
+    database must stay empty."""
+    return {mode: gateway_factory(upstream.url, service={"error_body": mode}) for mode in ("both", "lcore")}
+
+
+def send(gateway, case: dict):
+    if "raw_request" in case:
+        return gateway.request("POST", "/v1/responses", raw=case["raw_request"].encode())
+    return gateway.post("/v1/responses", case["request"])
+
+
+@pytest.mark.parametrize("mode", ["both", "lcore"])
+@pytest.mark.parametrize("name", REFUSED)
+def test_422_exactly_as_lcore_and_nothing_changes(refusing, upstream, mode, name):
+    gateway, case = refusing[mode], LCORE_CASES[name]
     upstream.clear()
-    reply = gateway.post("/v1/responses", body)
-    assert_envelope(reply, 422, "Invalid request", "invalid_request_error", code, param, cause)
+    reply = send(gateway, case)
+    assert reply.status == 422, reply.body
+    if mode == "lcore":
+        assert reply.json() == case["body"]
+    else:
+        assert reply.json()["detail"] == case["body"]["detail"]
+        error = reply.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["message"].startswith("Invalid request: ")
     assert writes(upstream) == [], "a refused request must not create or send anything upstream"
+    assert row_counts(gateway.config_path) == EMPTY
 
 
-@pytest.mark.parametrize("raw, code", [(b'{"input": ', "invalid_json"), (b"", "invalid_body"), (b"[1]", "invalid_body")])
-def test_422_unparseable_body(gateway, raw, code):
-    assert_envelope(gateway.request("POST", "/v1/responses", raw=raw), 422, "Invalid request",
-                    "invalid_request_error", code)
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_what_lcore_accepts_is_accepted(gateway, upstream, name):
+    upstream.clear()
+    request = LCORE_CASES[name]["request"]
+    reply = send(gateway, LCORE_CASES[name])
+    if request.get("conversation"):
+        # A well-formed id of no conversation: past validation, then not found.
+        assert reply.status == 404 and reply.json()["error"]["code"] == "conversation_not_found", reply.body
+        return
+    assert reply.status == 200, reply.body
+    sent = upstream.last()["body"]
+    for key, value in LCORE_CASES[name]["request"].items():
+        if key in ("parallel_tool_calls", "stream", "temperature", "max_output_tokens"):
+            # Lax values are forwarded converted, as LCORE forwards its validated model.
+            assert sent[key] == {"yes": True, "false": False, "0.5": 0.5}.get(value, value)
+            assert type(sent[key]) is not str
 
 
-def test_422_empty_user_id(gateway):
-    reply = gateway.post("/v1/responses?user_id=", {"input": "hi"})
-    assert_envelope(reply, 422, "Invalid request", "invalid_request_error", "invalid_user_id", "user_id",
-                    "user_id cannot be empty")
+def test_422_for_a_configured_server_url_override_sends_nothing(gateway_factory, upstream, tmp_path):
+    secret = tmp_path / "token"
+    secret.write_text("operator-secret")
+    configured = gateway_factory(upstream.url, mcp_servers=[
+        {"name": "calc", "url": f"{upstream.url}/mcp", "authorization_headers": {"Authorization": str(secret)}}])
+    upstream.clear()
+    tools = [{"type": "mcp", "server_label": "calc", "server_url": "http://attacker.example/mcp"}]
+    reply = configured.post("/v1/responses", {"input": "Use the add tool", "tools": tools})
+    assert reply.status == 422, reply.body
+    assert reply.json()["detail"] == [{
+        "type": "value_error", "loc": ["body", "tools", 0, "mcp"],
+        "msg": "Value error, server_url cannot be set for MCP server 'calc': its URL is configured by the operator",
+        "input": tools[0], "ctx": {"error": {}}}]
+    assert writes(upstream) == []
+    assert row_counts(configured.config_path) == EMPTY
+    assert b"operator-secret" not in reply.body
+
+
+def test_404_for_a_vector_store_not_configured(gateway_factory, upstream):
+    rag = gateway_factory(upstream.url, byok_rag=[{"rag_id": "handbook", "vector_db_id": "vs_handbook"}])
+    upstream.clear()
+    tools = [{"type": "file_search", "vector_store_ids": ["handbook", "vs_other_tenant"]}]
+    reply = rag.post("/v1/responses", {"input": "search", "tools": tools})
+    assert_envelope(reply, 404, "Vector Store not found", "not_found_error", "vector_store_not_found", "tools",
+                    "Vector store with ID vs_other_tenant does not exist")
+    assert writes(upstream) == []
+    assert row_counts(rag.config_path) == EMPTY
+
+
+def test_400_empty_user_id_is_lcores_plain_string(refusing):
+    reply = refusing["lcore"].post("/v1/responses?user_id=", {"input": "hi"})
+    assert reply.status == 400 and reply.json() == {"detail": "user_id cannot be empty"}
+    reply = refusing["both"].post("/v1/responses?user_id=", {"input": "hi"})
+    assert reply.status == 400 and reply.json()["detail"] == "user_id cannot be empty"
+    assert reply.json()["error"]["code"] == "invalid_user_id"
 
 
 def test_404_unknown_model_before_any_upstream_call(gateway, upstream):
@@ -76,6 +132,9 @@ def test_404_unknown_model_before_any_upstream_call(gateway, upstream):
     reply = gateway.post("/v1/responses", {"input": "hi", "model": "no-such-model"})
     assert_envelope(reply, 404, "Model not found", "not_found_error", "model_not_found", "model",
                     "Model with ID no-such-model does not exist")
+    # LCORE names the part after the provider.
+    reply = gateway.post("/v1/responses", {"input": "hi", "model": "scripted/no-such-model"})
+    assert reply.json()["detail"]["cause"] == "Model with ID no-such-model does not exist"
     assert upstream.requests("/v1/responses") == [] and upstream.requests("/v1/conversations") == []
 
 
@@ -117,7 +176,7 @@ def test_413_body_too_large(gateway_factory, upstream):
     small = gateway_factory(upstream.url, service={"max_request_body_bytes": 2048})
     reply = small.post("/v1/responses", {"input": "x" * 5000})
     assert_envelope(reply, 413, "Request body is too large", "invalid_request_error", "request_too_large",
-                    cause="2048 bytes")
+                    cause="The request body exceeds the limit of 2048 bytes.")
 
 
 def test_413_context_length_from_upstream(gateway):
@@ -128,8 +187,8 @@ def test_413_context_length_from_upstream(gateway):
 
 def test_500_upstream_failure(gateway):
     reply = gateway.post("/v1/responses", {"input": "please fail-upstream"})
-    assert_envelope(reply, 500, "Internal server error", "server_error", "upstream_error",
-                    cause="scripted upstream failure")
+    assert_envelope(reply, 500, "Internal server error", "server_error", "upstream_error")
+    assert "scripted upstream failure" in reply.json()["detail"]["cause"]
 
 
 def test_upstream_4xx_keeps_status_with_upstream_message(gateway, upstream):
@@ -139,43 +198,72 @@ def test_upstream_4xx_keeps_status_with_upstream_message(gateway, upstream):
     # gets the upstream's 404, passed on with the upstream's message as the cause.
     assert upstream.delete(f"/v1/responses/{first['id']}").status == 200
     reply = gateway.post("/v1/responses", {"input": "fork", "previous_response_id": first["id"]})
-    assert_envelope(reply, 404, "Not found", "not_found_error", "upstream_not_found",
-                    cause=f"Response '{first['id']}' not found")
+    assert_envelope(reply, 404, "Not found", "not_found_error", "upstream_not_found")
+    assert f"Response '{first['id']}' not found" in reply.json()["detail"]["cause"]
     reply = gateway.get(f"/v1/responses/{first['id']}")
-    assert_envelope(reply, 404, "Not found", "not_found_error", "upstream_not_found", cause=first["id"])
+    assert_envelope(reply, 404, "Not found", "not_found_error", "upstream_not_found")
 
 
 def test_upstream_5xx_becomes_500(gateway):
     tools = [{"type": "mcp", "server_label": "gone", "server_url": "http://unreachable.invalid/mcp"}]
     reply = gateway.post("/v1/responses", {"input": "Use the add tool", "tools": tools})
-    assert_envelope(reply, 500, "Internal server error", "server_error", "upstream_error",
-                    cause="Failed to connect to MCP server")
+    assert_envelope(reply, 500, "Internal server error", "server_error", "upstream_error")
+    assert "Failed to connect to MCP server" in reply.json()["detail"]["cause"]
 
 
-def test_503_upstream_unreachable(gateway_factory):
-    dead = gateway_factory(f"http://127.0.0.1:{free_port()}")
+def test_503_upstream_unreachable_as_lcore_says_it(gateway_factory, upstream):
+    # A warm catalog does not hide an unreachable upstream from /v1/models.
+    port = free_port()
+    dead = gateway_factory(f"http://127.0.0.1:{port}")
     reply = dead.post("/v1/responses", {"input": "hi"})
     assert_envelope(reply, 503, "Unable to connect to Llama Stack", "server_error", "upstream_unavailable",
-                    cause="Connection error")
-    for path in ("/v1/models", "/v1/info"):
-        assert dead.get(path).status == 503
+                    cause="Connection error.")
+    assert f"unreachable: Connection error: Connect call failed ('127.0.0.1', {port})" in dead.log(), \
+        "the socket's reason belongs in the log"
+    assert dead.get("/v1/models").json()["detail"] == {"response": "Unable to connect to Llama Stack",
+                                                        "cause": "Connection error."}
+    # /v1/info is an LCORE-only endpoint: LCORE's body, exactly.
+    reply = dead.get("/v1/info")
+    assert reply.status == 503
+    assert reply.json() == {"detail": {"response": "Unable to connect to Llama Stack", "cause": "Connection error."}}
     with pytest.raises(openai.InternalServerError) as caught:
         dead.client().responses.create(input="hi")
     assert caught.value.status_code == 503
     assert "Unable to connect to Llama Stack" in str(caught.value)
 
 
+def test_503_names_the_configured_backend(gateway_factory):
+    ogx = gateway_factory(f"http://127.0.0.1:{free_port()}", service={"error_body": "lcore"},
+                          llama_stack={"url": f"http://127.0.0.1:{free_port()}", "max_retries": 0,
+                                       "display_name": "OGX"})
+    reply = ogx.post("/v1/responses", {"input": "hi"})
+    assert reply.status == 503
+    assert reply.json() == {"detail": {"response": "Unable to connect to OGX", "cause": "Connection error."}}
+
+
+def test_503_models_even_with_a_warm_catalog(gateway_factory, upstream_with):
+    doomed = upstream_with("--no-record")
+    gateway = gateway_factory(doomed.url)
+    assert gateway.post("/v1/responses", {"input": "warm"}).status == 200
+    doomed.stop()
+    assert gateway.get("/v1/models").status == 503
+    assert gateway.get("/v1/info").status == 503
+
+
 def test_503_upstream_idle_timeout(gateway_factory, upstream):
     impatient = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "max_retries": 0, "timeout": 1})
     reply = impatient.post("/v1/responses", {"input": "please hang-upstream"})
     assert_envelope(reply, 503, "Unable to connect to Llama Stack", "server_error", "upstream_unavailable",
-                    cause="did not answer in time")
+                    cause="Request timed out.")
 
 
-def test_404_and_405_for_unknown_routes(gateway):
-    assert_envelope(gateway.get("/v1/nope"), 404, "Not found", "not_found_error", "not_found")
+def test_404_and_405_for_unknown_routes_as_fastapi(gateway, refusing):
+    assert refusing["lcore"].get("/v1/nope").json() == {"detail": "Not Found"}
+    reply = refusing["lcore"].request("PUT", "/v1/responses")
+    assert reply.status == 405 and reply.json() == {"detail": "Method Not Allowed"}
     reply = gateway.request("PUT", "/v1/responses")
-    assert_envelope(reply, 405, "Method not allowed", "invalid_request_error", "method_not_allowed")
+    assert reply.status == 405 and reply.json()["detail"] == "Method Not Allowed"
+    assert reply.json()["error"]["code"] == "method_not_allowed" and "allow" in reply.headers
 
 
 def test_openai_sdk_exceptions_carry_the_message(gateway):

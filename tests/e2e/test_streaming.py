@@ -58,9 +58,10 @@ def test_mcp_approval_stream_drops_orphan_arguments(gateway):
     assert replay_through_sdk(events).output[-1].type == "mcp_approval_request"
 
 
-def test_file_search_stream(gateway):
+def test_file_search_stream(gateway_factory, upstream):
+    rag = gateway_factory(upstream.url, byok_rag=[{"rag_id": "handbook", "vector_db_id": "vs_handbook"}])
     tools = [{"type": "file_search", "vector_store_ids": ["vs_handbook"]}]
-    status, frames = gateway.stream({"input": "search the handbook for the launch code", "tools": tools})
+    status, frames = rag.stream({"input": "search the handbook for the launch code", "tools": tools})
     events = checked(frames)
     assert not any("arguments" in kind for kind in kinds(events))
     added = next(e for e in events if e["type"] == "response.output_item.added"

@@ -18,7 +18,9 @@ def test_create_plain(gw, stack):
     response = gw.client().responses.create(input="Hello gateway")
     assert response.status == "completed"
     assert response.output_text == "Scripted reply (turn 1, 1 messages): Hello gateway"
-    assert response.model == CHAT_MODEL  # the configured default, not Llama Stack's first LLM
+    # The configured default, not Llama Stack's first LLM, shown as LCORE shows a model
+    # it chose: without the provider prefix.
+    assert response.model == "scripted-chat"
     assert [item.type for item in response.output] == ["message"]
     conversation = conversation_of(response)
     assert CONV.match(conversation)
@@ -26,7 +28,22 @@ def test_create_plain(gw, stack):
     assert response.completed_at
     # The conversation is Llama Stack's own: the gateway created it there.
     assert stack.get(f"/v1/conversations/{conversation}")["id"] == conversation
-    assert stack.get(f"/v1/responses/{response.id}")["status"] == "completed"
+    stored = stack.get(f"/v1/responses/{response.id}")
+    assert stored["status"] == "completed" and stored["model"] == CHAT_MODEL
+
+
+def test_an_explicit_model_is_echoed_as_sent(gw):
+    response = gw.client().responses.create(input="Hello", model=CHAT_MODEL)
+    assert response.model == CHAT_MODEL
+    status, frames = gw.stream({"input": "Hello", "model": CHAT_MODEL})
+    terminal = [data for _, data in frames if isinstance(data, dict) and data["type"] == "response.completed"]
+    assert status == 200 and terminal[0]["response"]["model"] == CHAT_MODEL
+
+
+def test_a_chosen_model_is_short_on_every_event(gw):
+    status, frames = gw.stream({"input": "Hello"})
+    models = {data["response"]["model"] for _, data in frames if isinstance(data, dict) and "response" in data}
+    assert status == 200 and models == {"scripted-chat"}
 
 
 def test_raw_body_validates_against_openai_types(gw):

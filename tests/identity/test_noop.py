@@ -14,7 +14,8 @@ async def test_noop_user_from_query_or_default():
     assert (await auth.authenticate({}, {"user_id": "alice"})).user_id == "alice"
     with pytest.raises(ApiError) as caught:
         await auth.authenticate({}, {"user_id": " "})
-    assert caught.value.status == 422
+    # LCORE's exact body: a plain string.
+    assert caught.value.status == 400 and caught.value.body(openai=False) == {"detail": "user_id cannot be empty"}
 
 
 @pytest.mark.parametrize("header, cause", [
@@ -25,6 +26,7 @@ async def test_noop_with_token_refuses(header, cause):
     with pytest.raises(ApiError) as caught:
         await NoopWithTokenAuthenticator().authenticate(headers, {})
     assert caught.value.status == 401 and caught.value.cause == cause
+    assert caught.value.headers["WWW-Authenticate"] == "Bearer"
 
 
 async def test_noop_with_token_keeps_token():
