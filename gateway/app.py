@@ -10,7 +10,7 @@ from aiohttp import web
 
 from gateway.config import Configuration
 from gateway.http import catalog as catalog_routes
-from gateway.http import health, responses
+from gateway.http import health, responses, root
 from gateway.http.middleware import gateway_middleware
 from gateway.http.services import PUBLIC, SERVICES, Services
 from gateway.identity import build_authenticator
@@ -50,7 +50,8 @@ def create_app(config: Configuration) -> web.Application:
         responses.add_routes(app, prefix)
         catalog_routes.add_routes(app, prefix)
         health.add_routes(app, prefix)
-    app[PUBLIC] = health.PUBLIC_HANDLERS
+        root.add_routes(app, prefix)
+    app[PUBLIC] = health.PUBLIC_HANDLERS | root.PUBLIC_HANDLERS
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         services = await build_services(config)

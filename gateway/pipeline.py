@@ -3,10 +3,11 @@
 `prepare()` validates everything first (request, conversation ownership, model) and
 only then creates what the turn needs (an upstream conversation), so a refused
 request leaves nothing behind. A `store: false` turn creates and records nothing: it
-reads the history it continues (chained by `previous_response_id`) and is forgotten. `settle()` consumes the turn's tokens before the
-terminal event is written. `finish()` records the turn in the background (group-committed
-by `TurnWriter`): it never delays the client, it still happens when the client has
-gone away, and the next request about the same conversation or response waits for it.
+reads the history it continues (chained by `previous_response_id`) and is forgotten.
+`settle()` consumes the turn's tokens before the terminal event is written. `finish()`
+records the turn in the background (group-committed by `TurnWriter`): it never delays
+the client, it still happens when the client has gone away, and the next request about
+the same conversation or response waits for it.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from gateway.schema.responses_types import (CONFIGURED_MCP_SERVERS, InputTool, O
 from gateway.schema.validation import validate
 
 IncludeParameter = Literal[
-    "web_search_call.action.sources", "code_interpreter_call.outputs", "computer_call_output.output.image_url",
-    "file_search_call.results", "message.input_image.image_url", "message.output_text.logprobs",
+    "web_search_call.action.sources", "code_interpreter_call.outputs",
+    "computer_call_output.output.image_url", "file_search_call.results", "message.input_image.image_url", "message.output_text.logprobs",
     "reasoning.encrypted_content",
 ]
 # LCORE extensions (spec 001): consumed by the gateway, never forwarded.

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import uuid
+
+import pytest
 
 from tests.support.openai_shapes import validate_response
 from tests.support.processes import free_port
@@ -105,4 +108,14 @@ def test_cors(gateway_factory, upstream):
 def test_request_id_echoed(gateway):
     reply = gateway.post("/v1/responses", {"input": "trace me"}, headers={"X-Request-ID": "abc-123"})
     assert reply.headers["x-request-id"] == "abc-123"
-    assert gateway.get("/v1/nope").headers["x-request-id"]
+    status, _ = gateway.stream({"input": "trace me"}, headers={"X-Request-ID": "A.b_c-9"})
+    assert status == 200
+    assert gateway.get("/v1/nope", headers={"X-Request-ID": "x" * 128}).headers["x-request-id"] == "x" * 128
+
+
+@pytest.mark.parametrize("sent", ["x" * 129, "two words", "a\tb", "<script>", "", "ünïcode"])
+def test_unacceptable_request_ids_are_replaced_by_unguessable_ones(gateway, sent):
+    given = gateway.get("/v1/models", headers={"X-Request-ID": sent}).headers["x-request-id"]
+    again = gateway.get("/v1/models", headers={"X-Request-ID": sent}).headers["x-request-id"]
+    assert given != sent and again != given
+    assert uuid.UUID(given).version == 4 and uuid.UUID(again).version == 4

@@ -32,3 +32,22 @@ def test_untouched_events_stay_unparsed():
     raw = b'{"delta":"x","sequence_number":1,"type":"response.output_text.delta"}'
     event = Enricher("conv_x", None).apply(Event("response.output_text.delta", raw))
     assert not event.parsed
+
+
+def test_a_chosen_model_is_shown_and_the_conversation_may_be_null():
+    enricher = Enricher(None, None, model="scripted-chat")
+    response = {"model": "scripted/scripted-chat"}
+    enricher.annotate(response)
+    assert response == {"model": "scripted-chat", "conversation": None}
+
+
+def test_tool_echo_loses_what_the_gateway_attached():
+    tools = [{"type": "mcp", "server_label": "calc", "server_url": "http://calc", "authorization": "tok",
+              "headers": {"X-Key": "k"}, "require_approval": "never"},
+             {"type": "mcp", "server_label": "own", "server_url": "http://own", "authorization": "client-tok"},
+             {"type": "function", "name": "f"}]
+    response = {"tools": tools}
+    Enricher("conv_x", None, configured_labels=frozenset({"calc"})).annotate(response)
+    assert response["tools"] == [{"type": "mcp", "server_label": "calc", "require_approval": "never"},
+                                 {"type": "mcp", "server_label": "own", "server_url": "http://own"},
+                                 {"type": "function", "name": "f"}]

@@ -1,0 +1,135 @@
+"""`GET /openapi.json`: an OpenAPI 3.1 document of every endpoint, generated from the
+pydantic models the gateway validates and answers with.
+
+`OPERATIONS` is the one list of what the gateway serves; a test checks that every
+route the application registers is described here, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from openai.types.responses import ResponseStreamEvent
+from pydantic import TypeAdapter
+
+from gateway.schema.api import (ErrorBody, GatewayResponse, InfoResponse, InputItemList, LivenessResponse,
+                                ModelsResponse, ReadinessResponse, ResponseDeleted)
+from gateway.schema.responses import ResponsesRequest
+
+_REF = "#/components/schemas/{model}"
+_ERRORS = {400: "Bad request", 401: "Missing or invalid credentials", 403: "Not allowed",
+           404: "Not found", 409: "Conflict", 413: "Request or prompt too large",
+           422: "Request validation failed (FastAPI's list in `detail`)", 429: "Quota exceeded",
+           500: "Internal server error", 503: "The upstream is unreachable"}
+
+
+@dataclass(frozen=True)
+class Operation:
+    operation_id: str
+    method: str
+    path: str
+    summary: str
+    tag: str
+    ok: Any = None                       # the 200 body's model (JSON)
+    request: Any = None                  # the JSON request body's model
+    stream: bool = False                 # 200 may also be `text/event-stream`
+    errors: tuple[int, ...] = (401, 500)
+    public: bool = False                 # answered without authentication
+    html: bool = False                   # 200 is a text/html page
+    query: tuple[tuple[str, str], ...] = ()    # (name, description)
+    path_params: tuple[str, ...] = field(default=())
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("create_response", "post", "/v1/responses",
+              "Create a response (JSON, or SSE with `stream: true`)", "responses",
+              ok=GatewayResponse, request=ResponsesRequest, stream=True,
+              errors=(400, 401, 403, 404, 409, 413, 422, 429, 500, 503)),
+    Operation("get_response", "get", "/v1/responses/{response_id}",
+              "Retrieve one of the caller's responses", "responses",
+              ok=GatewayResponse, errors=(401, 404, 500, 503), path_params=("response_id",)),
+    Operation("delete_response", "delete", "/v1/responses/{response_id}",
+              "Delete one of the caller's responses", "responses",
+              ok=ResponseDeleted, errors=(401, 404, 500, 503), path_params=("response_id",)),
+    Operation("list_input_items", "get", "/v1/responses/{response_id}/input_items",
+              "The input items of one of the caller's responses", "responses",
+              ok=InputItemList, errors=(401, 404, 500, 503), path_params=("response_id",),
+              query=(("after", "An item id to list after"), ("before", "An item id to list before"),
+                     ("include", "Additional fields to include"), ("limit", "How many items (1-100)"),
+                     ("order", "`asc` or `desc`"))),
+    Operation("list_models", "get", "/v1/models",
+              "The upstream's models, in LCORE's and OpenAI's shapes at once", "models",
+              ok=ModelsResponse, errors=(401, 500, 503),
+              query=(("model_type", "Only models of this type (e.g. `llm`)"),)),
+    Operation("info", "get", "/v1/info", "Service name and versions", "info",
+              ok=InfoResponse, errors=(401, 500, 503)),
+    Operation("liveness", "get", "/liveness", "Liveness probe", "health",
+              ok=LivenessResponse, errors=(), public=True),
+    Operation("readiness", "get", "/readiness",
+              "Readiness probe (503 when the upstream or the database is not usable)", "health",
+              ok=ReadinessResponse, errors=(503,), public=True),
+    Operation("openapi", "get", "/openapi.json", "This document", "info", errors=(), public=True),
+    Operation("landing_page", "get", "/", "A landing page", "info", html=True, errors=(401,)),
+)
+
+
+def openapi_document(title: str, version: str, root_path: str) -> dict[str, Any]:
+    schemas = _schemas()
+    paths: dict[str, dict[str, Any]] = {}
+    for operation in OPERATIONS:
+        paths.setdefault(operation.path, {})[operation.method] = _operation(operation, schemas)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version,
+                 "description": "An OpenAI-compatible gateway in front of Llama Stack, with LCORE's extensions."},
+        "servers": [{"url": root_path or "/"}],
+        "paths": paths,
+        "components": {"schemas": schemas["$defs"],
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }
+
+
+def _schemas() -> dict[str, Any]:
+    models = {GatewayResponse, ResponseDeleted, InputItemList, ModelsResponse, InfoResponse, LivenessResponse,
+              ReadinessResponse, ErrorBody}
+    inputs = [(model.__name__, "serialization", TypeAdapter(model)) for model in models]
+    inputs.append(("ResponsesRequest", "validation", TypeAdapter(ResponsesRequest)))
+    inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(ResponseStreamEvent)))
+    refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)
+    definitions["$defs"]["ResponseStreamEvent"] = refs[("ResponseStreamEvent", "serialization")]
+    return {"$defs": definitions["$defs"], "refs": {key[0]: value for key, value in refs.items()}}
+
+
+def _operation(operation: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"summary": operation.summary, "tags": [operation.tag],
+                            "operationId": operation.operation_id,
+                            "responses": {"200": _ok(operation, schemas)}}
+    spec["security"] = [] if operation.public else [{"bearer": []}, {}]
+    parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                  for name in operation.path_params]
+    parameters += [{"name": name, "in": "query", "required": False, "description": text,
+                    "schema": {"type": "string"}} for name, text in operation.query]
+    if parameters:
+        spec["parameters"] = parameters
+    if operation.request is not None:
+        spec["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": schemas["refs"][operation.request.__name__]}}}
+    for status in operation.errors:
+        spec["responses"][str(status)] = {"description": _ERRORS[status], "content": {"application/json": {
+            "schema": schemas["refs"]["ErrorBody"]}}}
+    return spec
+
+
+def _ok(operation: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
+    if operation.html:
+        return {"description": "OK", "content": {"text/html": {"schema": {"type": "string"}}}}
+    if operation.ok is None:
+        return {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
+    content = {"application/json": {"schema": schemas["refs"][operation.ok.__name__]}}
+    if not operation.stream:
+        return {"description": "OK", "content": content}
+    content["text/event-stream"] = {"schema": {"$ref": "#/components/schemas/ResponseStreamEvent"}}
+    return {"description": "The response object; with `stream: true`, server-sent events instead: "
+                           "`event: <type>` and `data: <event JSON>` frames numbered from 0, then `data: [DONE]`",
+            "content": content}

@@ -1,0 +1,114 @@
+"""Wire models of the gateway's own bodies: what `/v1/info`, `/v1/models`, the probes and
+the error envelope return, and the response object with spec 001's additions. They
+describe the API in `/openapi.json`; the handlers build the same shapes."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Literal
+
+from openai.types.responses import Response
+from pydantic import BaseModel, Field
+
+
+with warnings.catch_warnings():
+    # The SDK computes `output_text` as a property; the gateway sends it as a field.
+    warnings.filterwarnings("ignore", message='Field name "output_text"')
+
+    class GatewayResponse(Response):
+        """OpenAI's response object with LCORE's additions (spec 001)."""
+
+        conversation: str | None = Field(None, description="`conv_<48 hex>`: the conversation the turn belongs "
+                                                           "to; null for a `store: false` turn in none")
+        available_quotas: dict[str, int] = Field(default_factory=dict,
+                                                 description="Tokens left per quota limiter after this turn")
+        output_text: str = Field("", description="The concatenated text of the assistant's messages")
+
+
+class ResponseDeleted(BaseModel):
+    id: str
+    object: Literal["response"] = "response"
+    deleted: bool
+
+
+class InputItemList(BaseModel):
+    object: Literal["list"] = "list"
+    # Items as the upstream keeps them: Llama Stack's input messages may have a null
+    # `id` and `status` and string `content`, which OpenAI's item types do not allow.
+    data: list[dict[str, Any]] = Field(description="Conversation items (`ResponseItem`-shaped)")
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool = False
+
+
+class LcoreModel(BaseModel):
+    identifier: str
+    metadata: dict[str, Any]
+    api_model_type: str
+    provider_id: str | None
+    type: Literal["model"] = "model"
+    provider_resource_id: str
+    model_type: str
+
+
+class OpenAIModel(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+
+
+class ModelsResponse(BaseModel):
+    """LCORE reads `models`, OpenAI SDKs read `object` and `data`."""
+
+    object: Literal["list"] = "list"
+    data: list[OpenAIModel]
+    models: list[LcoreModel]
+
+
+class InfoResponse(BaseModel):
+    name: str
+    service_version: str
+    llama_stack_version: str | None
+
+
+class LivenessResponse(BaseModel):
+    alive: bool
+
+
+class ReadinessResponse(BaseModel):
+    ready: bool
+    reason: str
+    overall_status: Literal["healthy", "degraded", "unhealthy"]
+    impacts: list[str] | None
+    providers: list[dict[str, Any]]
+
+
+class ErrorDetail(BaseModel):
+    response: str = Field(description="A short summary")
+    cause: str = Field(description="What exactly went wrong")
+
+
+class ValidationErrorItem(BaseModel):
+    """One entry of FastAPI's request-validation list (LCORE's 422 body)."""
+
+    type: str
+    loc: list[str | int]
+    msg: str
+    input: Any
+    ctx: dict[str, Any] | None = None
+
+
+class OpenAIErrorObject(BaseModel):
+    message: str
+    type: str
+    code: str | None
+    param: str | None
+
+
+class ErrorBody(BaseModel):
+    """LCORE's `detail` as LCORE gives it for the case; OpenAI's `error` on the endpoints
+    OpenAI SDKs call (unless `service.error_body: lcore`)."""
+
+    detail: ErrorDetail | list[ValidationErrorItem] | str
+    error: OpenAIErrorObject | None = None
