@@ -32,6 +32,7 @@ from gateway.storage.writer import TurnWriter
 from gateway.streaming.enrich import Enricher
 from gateway.tools import ConfiguredTools
 from gateway.upstream.catalog import ModelCatalog, ModelInfo
+from gateway.upstream.llama_stack_input import for_llama_stack
 from gateway.upstream.responses import UpstreamResponses
 
 log = logging.getLogger("gateway.pipeline")
@@ -312,6 +313,8 @@ class Pipeline:
             body["max_infer_iters"] = inference.max_infer_iters
         if not self.backend.capabilities.is_llama_stack:
             body.pop("max_infer_iters", None)  # a Llama Stack extension other servers refuse
+        elif isinstance(body.get("input"), list):
+            body["input"] = for_llama_stack(body["input"])
         return body
 
 

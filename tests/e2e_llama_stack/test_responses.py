@@ -178,3 +178,15 @@ def test_fork_after_a_function_tool_turn_can_be_continued(gw):
     reply = gw.post("/v1/responses", {"input": "after", "conversation": conversation_of(fork)})
     assert reply.status == 200, reply.body
     assert reply.json()["output_text"] == "Scripted reply (turn 3, 7 messages): after"
+
+
+def test_an_mcp_error_object_sent_back_as_input_is_accepted(gw):
+    # The gateway returns `mcp_call.error` as the `openai` object; clients send outputs
+    # back as input, and Llama Stack takes that error only as a string.
+    failed_call = {"type": "mcp_call", "id": "mcp_1", "name": "add", "arguments": '{"a": 1, "b": 2}',
+                   "server_label": "calc",
+                   "error": {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": "boom"}]}}
+    reply = gw.post("/v1/responses", {"input": [{"role": "user", "content": "Add 1 and 2"}, failed_call,
+                                                {"role": "user", "content": "What went wrong?"}]})
+    assert reply.status == 200, reply.body
+    assert reply.json()["status"] == "completed"
