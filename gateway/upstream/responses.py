@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Mapping
+from urllib.parse import quote
 
 import aiohttp
 
@@ -63,7 +64,8 @@ class UpstreamResponses:
         return str(reply.json()["id"])
 
     async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
-        await self._client.request_ok("POST", f"/v1/conversations/{conversation_id}/items", json={"items": items})
+        path = f"/v1/conversations/{quote(conversation_id, safe='')}/items"
+        await self._client.request_ok("POST", path, json={"items": items})
 
 
 async def _read(resp: aiohttp.ClientResponse) -> bytes:
