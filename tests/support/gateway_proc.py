@@ -32,6 +32,11 @@ class HttpReply:
     def json(self) -> Any:
         return json.loads(self.body)
 
+    def ok(self) -> Any:
+        """The JSON body of a 200 reply; anything else fails the test with the body."""
+        assert self.status == 200, (self.status, self.body[:2000])
+        return self.json()
+
 
 class Endpoint:
     """A process listening on 127.0.0.1:port with small sync HTTP helpers."""
