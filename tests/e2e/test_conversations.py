@@ -4,11 +4,11 @@ first use or forced in config; persistence; model selection order."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
 import pytest
 
+from tests.support.gateway_db import Counts, GatewayDb
 
 
 @pytest.fixture
@@ -18,6 +18,7 @@ def plain_upstream(upstream_with):
 
 def test_upstream_without_conversations_api(gateway_factory, plain_upstream):
     gateway = gateway_factory(plain_upstream.url)
+    plain_upstream.clear()
     client = gateway.client()
     first = client.responses.create(input="first")
     assert first.conversation.startswith("conv_")
@@ -50,28 +51,25 @@ def test_conversation_mode_forced_by_config(gateway_factory, upstream):
 
 def test_persistence_records_owner_turns_and_model(gateway_factory, upstream):
     gateway = gateway_factory(upstream.url)
-    first = gateway.post("/v1/responses?user_id=carol", {"input": "one", "generate_topic_summary": False}).json()
-    second = gateway.post("/v1/responses?user_id=carol", {"input": "two", "conversation": first["conversation"]}).json()
-    db = sqlite3.connect(gateway.config_path.parent / "gateway.db")
-    db.row_factory = sqlite3.Row
+    first = gateway.post("/v1/responses?user_id=carol", {"input": "one", "generate_topic_summary": False}).ok()
+    second = gateway.post("/v1/responses?user_id=carol", {"input": "two", "conversation": first["conversation"]}).ok()
+    db = GatewayDb.of(gateway)
     # Persistence runs after the response is written (it never delays the client).
-    deadline = time.monotonic() + 5
-    while db.execute("SELECT COUNT(*) FROM turns").fetchone()[0] < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    conv = dict(db.execute("SELECT * FROM conversations").fetchone())
-    assert conv["id"] == first["conversation"][5:] and conv["upstream_id"] == first["conversation"]
+    turns = [db.wait_for_turn(first["id"]), db.wait_for_turn(second["id"])]
+    assert db.counts() == Counts(conversations=1, turns=2)
+    conv = db.conversation(first["conversation"])
+    assert conv is not None and conv["id"] == first["conversation"][5:] and conv["upstream_id"] == first["conversation"]
     assert conv["user_id"] == "carol" and conv["message_count"] == 2
     assert conv["last_response_id"] == second["id"] and conv["last_used_model"] == "scripted-chat"
     assert conv["topic_summary"] == "" and conv["generate_topic_summary"] == 0
-    turns = [dict(row) for row in db.execute("SELECT * FROM turns ORDER BY turn_number")]
-    assert [(t["turn_number"], t["response_id"]) for t in turns] == [(1, first["id"]), (2, second["id"])]
+    assert [(t["turn_number"], t["conversation_id"]) for t in turns] == [(1, conv["id"]), (2, conv["id"])]
     assert all(t["model"] == "scripted-chat" and t["status"] == "completed" for t in turns)
     assert turns[0]["started_at"] <= turns[0]["completed_at"]
 
 
 def test_persistence_survives_restart(gateway_factory, upstream, tmp_path):
     gateway = gateway_factory(upstream.url)
-    first = gateway.post("/v1/responses", {"input": "before restart"}).json()
+    first = gateway.post("/v1/responses", {"input": "before restart"}).ok()
     gateway.stop()
     from tests.support.gateway_proc import start_gateway
     import yaml
@@ -84,40 +82,53 @@ def test_persistence_survives_restart(gateway_factory, upstream, tmp_path):
         restarted.stop()
 
 
+def model_sent(gateway, upstream, body: dict) -> str:
+    """The model the upstream was asked for by this (successful) request."""
+    upstream.clear()
+    gateway.post("/v1/responses", body).ok()
+    return upstream.last()["body"]["model"]
+
+
 def test_model_selection_order(gateway_factory, upstream):
     configured = gateway_factory(upstream.url, inference={"default_provider": "scripted",
                                                           "default_model": "scripted-mini"})
     # The configured default (provider/model) resolves to the upstream's model id.
-    first = configured.post("/v1/responses", {"input": "default model"}).json()
-    assert first["model"] == "scripted-mini" and upstream.last()["body"]["model"] == "scripted-mini"
-    # An explicit model wins over the default; the conversation then remembers it.
-    explicit = configured.post("/v1/responses", {"input": "x", "model": "scripted-chat",
-                                                 "conversation": first["conversation"]}).json()
-    assert explicit["model"] == "scripted-chat"
-    configured.post("/v1/responses", {"input": "y", "conversation": first["conversation"]})
-    assert upstream.last()["body"]["model"] == "scripted-chat"
-    # A new conversation falls back to the default again.
-    configured.post("/v1/responses", {"input": "z"})
+    upstream.clear()
+    first = configured.post("/v1/responses", {"input": "default model"}).ok()
     assert upstream.last()["body"]["model"] == "scripted-mini"
+    # An explicit model wins over the default; the conversation then remembers it.
+    assert model_sent(configured, upstream, {"input": "x", "model": "scripted-chat",
+                                             "conversation": first["conversation"]}) == "scripted-chat"
+    assert model_sent(configured, upstream, {"input": "y", "conversation": first["conversation"]}) == "scripted-chat"
+    # A new conversation falls back to the default again.
+    assert model_sent(configured, upstream, {"input": "z"}) == "scripted-mini"
+    # A configured default the upstream does not list is a 404 that leaves nothing behind.
     missing = gateway_factory(upstream.url, inference={"default_provider": "nowhere", "default_model": "gone"})
-    reply = missing.post("/v1/responses", {"input": "no default"})
-    assert reply.status == 404 and reply.json()["error"]["code"] == "model_not_found"
+    upstream.clear()
+    reply = missing.post("/v1/responses?user_id=no-default", {"input": "no default"})
+    assert reply.status == 404
+    assert [r["path"] for r in upstream.requests() if r["method"] != "GET"] == []
+    db = GatewayDb.of(missing)
+    db.flush(model="scripted-chat")
+    assert db.counts(user_id="no-default") == Counts(conversations=0, turns=0)
 
 
 def test_first_llm_when_nothing_configured(gateway, upstream):
-    gateway.post("/v1/responses", {"input": "pick for me"})
-    assert upstream.last()["body"]["model"] == "scripted-chat"  # first `llm` in /v1/models order
+    # The first `llm` in the upstream's /v1/models order (it lists scripted-mini last).
+    listed = [m["id"] for m in upstream.get("/v1/models").json()["data"]]
+    assert listed == ["scripted-chat", "scripted-embed", "scripted-mini"]
+    assert model_sent(gateway, upstream, {"input": "pick for me"}) == "scripted-chat"
 
 
 def test_approval_answer_is_chained_then_appended(gateway, upstream):
     tools = [{"type": "mcp", "server_label": "calc", "server_url": "http://127.0.0.1:9/mcp",
               "require_approval": "always"}]
-    first = gateway.post("/v1/responses", {"input": "Use the add tool to add two numbers", "tools": tools}).json()
+    first = gateway.post("/v1/responses", {"input": "Use the add tool to add two numbers", "tools": tools}).ok()
     request = first["output"][-1]
     assert request["type"] == "mcp_approval_request"
     upstream.clear()
     answer = [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}]
-    second = gateway.post("/v1/responses", {"previous_response_id": first["id"], "tools": tools, "input": answer}).json()
+    second = gateway.post("/v1/responses", {"previous_response_id": first["id"], "tools": tools, "input": answer}).ok()
     assert [item["type"] for item in second["output"]][-2:] == ["mcp_call", "message"]
     assert second["conversation"] == first["conversation"]
     sent = upstream.last()["body"]
@@ -130,6 +141,7 @@ def test_approval_answer_is_chained_then_appended(gateway, upstream):
     appended = [item for r in upstream.requests(path) for item in r["body"]["items"]]
     assert [item["type"] for item in appended] == ["mcp_approval_response"] + [i["type"] for i in second["output"]]
     # The next turn goes back to `conversation`, which now holds the approved call.
-    third = gateway.post("/v1/responses", {"input": "thanks", "conversation": first["conversation"]}).json()
-    assert upstream.last()["body"]["conversation"] == first["conversation"]
+    upstream.clear()
+    third = gateway.post("/v1/responses", {"input": "thanks", "conversation": first["conversation"]}).ok()
     assert third["status"] == "completed"
+    assert upstream.last()["body"]["conversation"] == first["conversation"]
