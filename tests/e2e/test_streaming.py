@@ -4,11 +4,15 @@ upstream at once while a finished turn is still recorded."""
 
 from __future__ import annotations
 
+import json
 import socket
+import struct
 import time
+from pathlib import Path
 
 import pytest
 
+from tests.support.gateway_db import GatewayDb
 from tests.support.processes import free_port
 from tests.support.flows import WEATHER_TOOL, checked, kinds
 from tests.support.openai_shapes import replay_through_sdk
@@ -112,8 +116,11 @@ def test_upstream_error_before_first_byte_is_http_error(gateway, gateway_factory
     assert reply.status == 503 and reply.json()["detail"]["response"] == "Unable to connect to Llama Stack"
 
 
-def _open_stream(gateway, body: bytes) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", gateway.port))
+def _open_stream(gateway, body: bytes, receive_buffer: int | None = None) -> socket.socket:
+    sock = socket.socket()
+    if receive_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", gateway.port))
     sock.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     return sock
@@ -131,15 +138,58 @@ def test_client_disconnect_cancels_upstream_at_once(gateway, upstream):
     assert _upstream_open_streams(upstream) < open_before, "the upstream request was not cancelled"
 
 
-def test_turn_recorded_when_client_leaves_after_upstream_finished(gateway, upstream):
-    # Slow deltas: the client leaves mid-stream, the upstream request is cancelled and
-    # nothing is recorded; a client that reads the terminal event then leaves is recorded.
-    sock = _open_stream(gateway, b'{"input": "a complete answer", "stream": true}')
-    data = _read_until(sock, b"data: [DONE]")
+def test_turn_recorded_when_client_leaves_before_the_end_of_the_stream(gateway, upstream):
+    # The gateway writes the terminal event and [DONE] in one write once the upstream's
+    # terminal event arrived. A reply larger than the sockets can buffer keeps that write
+    # pending: the client sees the terminal event begin, then goes away (a reset, unread
+    # data left behind) while the gateway is still writing, and never gets [DONE].
+    text = "x" * _bigger_than_socket_buffers()
+    sock = _open_stream(gateway, json.dumps({"input": text, "stream": True}).encode(), receive_buffer=32 * 1024)
+    head, seen = _read_until_marker(sock, b"event: response.completed")
+    _reset(sock)
+    assert seen and b"[DONE]" not in head
+    created = json.loads(head.split(b"\n\n", 1)[0].split(b"data: ", 1)[1])["response"]
+    db = GatewayDb.of(gateway)
+    turn = db.wait_for_turn(created["id"])
+    assert turn["status"] == "completed"
+    conversation = db.conversation(created["conversation"])
+    assert conversation is not None and conversation["last_response_id"] == created["id"]
+    # Recorded as the conversation's latest turn: previous_response_id continues it.
+    upstream.clear()
+    after = gateway.post("/v1/responses", {"input": "after leaving", "previous_response_id": created["id"]}).ok()
+    assert after["conversation"] == created["conversation"]
+    assert upstream.last()["body"]["conversation"] == created["conversation"]
+
+
+def _bigger_than_socket_buffers() -> int:
+    """Bytes that cannot fit in a loopback connection's buffers (Linux: tcp_wmem's maximum)."""
+    try:
+        send_max = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    except (OSError, IndexError, ValueError):
+        send_max = 4 << 20
+    return send_max + (2 << 20)
+
+
+def _read_until_marker(sock: socket.socket, marker: bytes, timeout: float = 60) -> tuple[bytes, bool]:
+    """Read until marker; return the first 64 KiB read and whether the marker came."""
+    sock.settimeout(timeout)
+    head = b""
+    window = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return head, False
+        if len(head) < 65536:
+            head += chunk[:65536 - len(head)]
+        window = window[-len(marker):] + chunk
+        if marker in window:
+            return head, True
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close at once with a reset (SO_LINGER 0), as a client that is killed does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
-    response_id = data.split(b'"id":"', 1)[1].split(b'"', 1)[0].decode()
-    reply = gateway.get(f"/v1/responses/{response_id}")
-    assert reply.status == 200 and reply.json()["id"] == response_id
 
 
 def _read_until(sock: socket.socket, marker: bytes, timeout: float = 10) -> bytes:
