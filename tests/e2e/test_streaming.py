@@ -4,16 +4,13 @@ upstream at once while a finished turn is still recorded."""
 
 from __future__ import annotations
 
-import json
-import socket
-import struct
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.support.gateway_db import GatewayDb
 from tests.support.processes import free_port
+from tests.support.raw_client import bigger_than_socket_buffers, first_event, open_stream, read_until, reset, wait_until
 from tests.support.flows import WEATHER_TOOL, checked, kinds
 from tests.support.openai_shapes import replay_through_sdk
 
@@ -116,26 +113,14 @@ def test_upstream_error_before_first_byte_is_http_error(gateway, gateway_factory
     assert reply.status == 503 and reply.json()["detail"]["response"] == "Unable to connect to Llama Stack"
 
 
-def _open_stream(gateway, body: bytes, receive_buffer: int | None = None) -> socket.socket:
-    sock = socket.socket()
-    if receive_buffer is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-    sock.connect(("127.0.0.1", gateway.port))
-    sock.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-    return sock
-
-
 def test_client_disconnect_cancels_upstream_at_once(gateway, upstream):
-    upstream.clear()
-    sock = _open_stream(gateway, b'{"input": "please stall-stream", "stream": true}')
-    assert b"response.in_progress" in _read_until(sock, b"response.in_progress")
-    open_before = _upstream_open_streams(upstream)
+    wait_until(lambda: upstream.open_streams() == 0, "earlier tests' upstream streams to end")
+    sock = open_stream(gateway.port, {"input": "please stall-stream"})
+    assert read_until(sock, b"response.in_progress")[1]
+    assert upstream.open_streams() == 1  # stalled: it ends only when its client goes away
     sock.close()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _upstream_open_streams(upstream) >= open_before:
-        time.sleep(0.05)
-    assert _upstream_open_streams(upstream) < open_before, "the upstream request was not cancelled"
+    # The gateway's idle timeout (30 s) would close it too: fail well before that.
+    wait_until(lambda: upstream.open_streams() == 0, "the upstream stream to be cancelled", timeout=10)
 
 
 def test_turn_recorded_when_client_leaves_before_the_end_of_the_stream(gateway, upstream):
@@ -143,12 +128,11 @@ def test_turn_recorded_when_client_leaves_before_the_end_of_the_stream(gateway, 
     # terminal event arrived. A reply larger than the sockets can buffer keeps that write
     # pending: the client sees the terminal event begin, then goes away (a reset, unread
     # data left behind) while the gateway is still writing, and never gets [DONE].
-    text = "x" * _bigger_than_socket_buffers()
-    sock = _open_stream(gateway, json.dumps({"input": text, "stream": True}).encode(), receive_buffer=32 * 1024)
-    head, seen = _read_until_marker(sock, b"event: response.completed")
-    _reset(sock)
+    sock = open_stream(gateway.port, {"input": "x" * bigger_than_socket_buffers()}, receive_buffer=32 * 1024)
+    head, seen = read_until(sock, b"event: response.completed")
+    reset(sock)
     assert seen and b"[DONE]" not in head
-    created = json.loads(head.split(b"\n\n", 1)[0].split(b"data: ", 1)[1])["response"]
+    created = first_event(head)["response"]
     db = GatewayDb.of(gateway)
     turn = db.wait_for_turn(created["id"])
     assert turn["status"] == "completed"
@@ -159,49 +143,3 @@ def test_turn_recorded_when_client_leaves_before_the_end_of_the_stream(gateway, 
     after = gateway.post("/v1/responses", {"input": "after leaving", "previous_response_id": created["id"]}).ok()
     assert after["conversation"] == created["conversation"]
     assert upstream.last()["body"]["conversation"] == created["conversation"]
-
-
-def _bigger_than_socket_buffers() -> int:
-    """Bytes that cannot fit in a loopback connection's buffers (Linux: tcp_wmem's maximum)."""
-    try:
-        send_max = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
-    except (OSError, IndexError, ValueError):
-        send_max = 4 << 20
-    return send_max + (2 << 20)
-
-
-def _read_until_marker(sock: socket.socket, marker: bytes, timeout: float = 60) -> tuple[bytes, bool]:
-    """Read until marker; return the first 64 KiB read and whether the marker came."""
-    sock.settimeout(timeout)
-    head = b""
-    window = b""
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return head, False
-        if len(head) < 65536:
-            head += chunk[:65536 - len(head)]
-        window = window[-len(marker):] + chunk
-        if marker in window:
-            return head, True
-
-
-def _reset(sock: socket.socket) -> None:
-    """Close at once with a reset (SO_LINGER 0), as a client that is killed does."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
-
-
-def _read_until(sock: socket.socket, marker: bytes, timeout: float = 10) -> bytes:
-    sock.settimeout(timeout)
-    data = b""
-    while marker not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def _upstream_open_streams(upstream) -> int:
-    return int(upstream.get("/_scripted/open").json()["open_streams"])

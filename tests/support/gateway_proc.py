@@ -87,6 +87,10 @@ class Upstream(Endpoint):
         assert matching, f"the upstream received no {method} {path}"
         return matching[-1]
 
+    def open_streams(self) -> int:
+        """SSE streams the upstream is serving right now (GET /_scripted/open)."""
+        return int(self.get("/_scripted/open").json()["open_streams"])
+
 
 def start_upstream(log_dir: Path, *flags: str) -> Upstream:
     port = free_port()
