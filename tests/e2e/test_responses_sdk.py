@@ -50,7 +50,7 @@ def test_conversation_continues(gateway, upstream):
     # The bare LCORE form and the OpenAI object form name the same conversation.
     third = client.responses.create(input="third turn", conversation={"id": conversation})
     assert third.output_text.startswith("Scripted reply (turn 3, 5 messages)")
-    bare = gateway.post("/v1/responses", {"input": "fourth turn", "conversation": conversation[5:]}).json()
+    bare = gateway.post("/v1/responses", {"input": "fourth turn", "conversation": conversation[5:]}).ok()
     assert bare["conversation"] == conversation
     assert bare["output_text"].startswith("Scripted reply (turn 4, 7 messages)")
     assert upstream.last()["body"]["conversation"] == conversation
