@@ -123,12 +123,14 @@ def test_client_disconnect_cancels_upstream_at_once(gateway, upstream):
     wait_until(lambda: upstream.open_streams() == 0, "the upstream stream to be cancelled", timeout=10)
 
 
-def test_turn_recorded_when_client_leaves_before_the_end_of_the_stream(gateway, upstream):
+def test_turn_recorded_when_client_leaves_before_the_end_of_the_stream(gateway_factory, upstream):
     # The gateway writes the terminal event and [DONE] in one write once the upstream's
     # terminal event arrived. A reply larger than the sockets can buffer keeps that write
     # pending: the client sees the terminal event begin, then goes away (a reset, unread
     # data left behind) while the gateway is still writing, and never gets [DONE].
-    sock = open_stream(gateway.port, {"input": "x" * bigger_than_socket_buffers()}, receive_buffer=32 * 1024)
+    size = bigger_than_socket_buffers()  # the scripted reply repeats the input
+    gateway = gateway_factory(upstream.url, service={"max_request_body_bytes": size + (1 << 20)})
+    sock = open_stream(gateway.port, {"input": "x" * size}, receive_buffer=32 * 1024)
     head, seen = read_until(sock, b"event: response.completed")
     reset(sock)
     assert seen and b"[DONE]" not in head
