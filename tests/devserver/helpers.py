@@ -10,7 +10,7 @@ from typing import Any
 
 from openai.types.responses import Response, ResponseStreamEvent
 
-FIXTURES = Path("/work/shared/fixtures/llama-stack-0.7.3")
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "llama-stack-0.7.3"
 CHAT = "scripted/scripted-chat"
 
 _union = typing.get_args(ResponseStreamEvent)[0]

@@ -6,10 +6,14 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 
+import pytest
+
+from gateway.devserver import chat as devserver_chat
 from gateway.devserver import create_app
+from gateway.devserver import responses as devserver_responses
+from gateway.devserver import sse as devserver_sse
 
 from .helpers import CHAT, check_sequence, fixture_text, sse_events
 
@@ -34,34 +38,77 @@ async def test_scripted_deltas_knob(client):
     assert len(text.split()) == 50
 
 
-async def test_scripted_delay_ms_knob(client):
-    started = time.monotonic()
+class HeldPauses:
+    """Stands in for `asyncio.sleep` inside the scripted upstream: every pause is recorded
+    and held until the test releases it, so pacing is checked by the order of events
+    (a frame arrives while the pause after it is still held), not by the clock."""
+
+    def __init__(self) -> None:
+        self._pending: asyncio.Queue[tuple[float, asyncio.Event]] = asyncio.Queue()
+
+    async def sleep(self, seconds: float) -> None:
+        released = asyncio.Event()
+        self._pending.put_nowait((seconds, released))
+        await released.wait()
+
+    async def next(self) -> tuple[float, asyncio.Event]:
+        """The next pause the server is held in: (seconds asked for, event releasing it)."""
+        return await asyncio.wait_for(self._pending.get(), 10)
+
+    def __getattr__(self, name: str):
+        return getattr(asyncio, name)  # everything else is the real asyncio
+
+
+@pytest.fixture
+def held_pauses(monkeypatch) -> HeldPauses:
+    held = HeldPauses()
+    for module in (devserver_sse, devserver_responses, devserver_chat):
+        monkeypatch.setattr(module, "asyncio", held)
+    return held
+
+
+async def read_paced(resp, held: HeldPauses, last: bytes) -> tuple[list[bytes], list[float]]:
+    """Read the SSE frames one by one; after each frame but the one ending with `last`,
+    the server must be held in a pause (released here). Returns the frames and pauses."""
+    frames, pauses = [], []
+    while True:
+        frame = await asyncio.wait_for(resp.content.readuntil(b"\n\n"), 10)
+        frames.append(frame)
+        if frame.endswith(last):
+            break
+        seconds, release = await held.next()  # frame arrived before the pause ended
+        pauses.append(seconds)
+        release.set()
+    assert await resp.content.read() == b""  # nothing after the last frame
+    return frames, pauses
+
+
+async def test_scripted_delay_ms_knob(client, held_pauses):
     resp = await client.post("/v1/responses", json={
         "model": CHAT, "input": "Hi", "stream": True,
         "metadata": {"scripted_deltas": "3", "scripted_delay_ms": "40"}})
     assert resp.status == 200
-    arrivals = []
-    async for line in resp.content:
-        if line.startswith(b"data: "):
-            arrivals.append(time.monotonic())
-    elapsed = arrivals[-1] - started
-    assert len(arrivals) == 10  # created, in_progress, added, part, 3 deltas, done x2, completed
-    assert elapsed >= 9 * 0.04 * 0.9
-    assert arrivals[-1] - arrivals[-2] >= 0.03  # paced, not one burst
-    started = time.monotonic()
-    await client.post("/v1/responses", json={"model": CHAT, "input": "Hi",
-                                             "metadata": {"scripted_delay_ms": "100"}})
-    assert time.monotonic() - started >= 0.09
+    frames, pauses = await read_paced(resp, held_pauses, b'"type":"response.completed"}\n\n')
+    # created, in_progress, added, part, 3 deltas, done x2, completed: a pause between each.
+    events = sse_events(b"".join(frames).decode())
+    assert [e["type"] for e in events][-1] == "response.completed" and len(events) == 10
+    assert pauses == [0.04] * 9
+    pending = asyncio.ensure_future(client.post("/v1/responses", json={
+        "model": CHAT, "input": "Hi", "metadata": {"scripted_delay_ms": "100"}}))
+    seconds, release = await held_pauses.next()
+    assert seconds == 0.1 and not pending.done()  # no answer while the pause is held
+    release.set()
+    assert (await pending).status == 200
 
 
-async def test_server_wide_delay(aiohttp_client):
+async def test_server_wide_delay(aiohttp_client, held_pauses):
     client = await aiohttp_client(create_app(delay_ms=30))
-    started = time.monotonic()
     resp = await client.post("/v1/chat/completions", json={
         "model": "scripted-chat", "stream": True,
         "messages": [{"role": "user", "content": "one two"}]})
-    await resp.text()
-    assert time.monotonic() - started >= 0.03 * 6 * 0.9  # role, 6 words, finish, [DONE]
+    frames, pauses = await read_paced(resp, held_pauses, b"data: [DONE]\n\n")
+    assert len(frames) == 11  # role, 8 words ("Scripted reply (turn 1, 1 messages): one two"), finish, [DONE]
+    assert pauses == [0.03] * 10
 
 
 async def test_no_responses_mode(aiohttp_client):

@@ -86,8 +86,19 @@ def test_python_dash_m_entry_point(tmp_path, upstream):
     proc = spawn("serve-m", [sys.executable, "-m", "gateway", "serve", "-c", path], tmp_path)
     try:
         wait_http(proc, f"http://127.0.0.1:{port}/liveness")
+        reply = Gateway(proc, port).post("/v1/responses", {"input": "via python -m"})
+        assert reply.ok()["output_text"] == "Scripted reply (turn 1, 1 messages): via python -m"
     finally:
         proc.stop()
+
+
+def test_serve_warns_at_start_up_about_accepted_but_unbuilt_keys(gateway_factory, upstream):
+    gateway = gateway_factory(upstream.url, quota_handlers={"limiters": []}, service={"workers": 2})
+    log = gateway.log()  # start-up is over once it answers: the warnings come before
+    for key in ("quota_handlers", "service.workers"):
+        assert f"{key}: accepted but not implemented by this version (ignored)" in log, log
+    assert log.count("accepted but not implemented") == 2, log  # only what this config asks for
+    assert gateway.post("/v1/responses", {"input": "still serving"}).status == 200
 
 
 def test_serve_refuses_bad_config(tmp_path):

@@ -11,14 +11,14 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.support.gateway_db import row_counts
+from tests.support.gateway_db import Counts, GatewayDb
 from tests.support.processes import free_port
 
 MISSING = "conv_" + "0" * 48
 LCORE_CASES = json.loads((Path(__file__).parents[1] / "fixtures" / "lcore" / "responses-validation.json").read_text())
 REFUSED = [name for name, case in LCORE_CASES.items() if case["status"] == 422]
 ACCEPTED = [name for name, case in LCORE_CASES.items() if case["status"] == 200]
-EMPTY = {"conversations": 0, "turns": 0}
+EMPTY = Counts(conversations=0, turns=0)
 
 
 def writes(upstream) -> list[dict]:
@@ -68,7 +68,7 @@ def test_422_exactly_as_lcore_and_nothing_changes(refusing, upstream, mode, name
         error = reply.json()["error"]
         assert error["type"] == "invalid_request_error" and error["message"].startswith("Invalid request: ")
     assert writes(upstream) == [], "a refused request must not create or send anything upstream"
-    assert row_counts(gateway.config_path) == EMPTY
+    assert GatewayDb.of(gateway).counts() == EMPTY
 
 
 @pytest.mark.parametrize("name", ACCEPTED)
@@ -103,7 +103,7 @@ def test_422_for_a_configured_server_url_override_sends_nothing(gateway_factory,
         "msg": "Value error, server_url cannot be set for MCP server 'calc': its URL is configured by the operator",
         "input": tools[0], "ctx": {"error": {}}}]
     assert writes(upstream) == []
-    assert row_counts(configured.config_path) == EMPTY
+    assert GatewayDb.of(configured).counts() == EMPTY
     assert b"operator-secret" not in reply.body
 
 
@@ -115,7 +115,7 @@ def test_404_for_a_vector_store_not_configured(gateway_factory, upstream):
     assert_envelope(reply, 404, "Vector Store not found", "not_found_error", "vector_store_not_found", "tools",
                     "Vector store with ID vs_other_tenant does not exist")
     assert writes(upstream) == []
-    assert row_counts(rag.config_path) == EMPTY
+    assert GatewayDb.of(rag).counts() == EMPTY
 
 
 def test_400_empty_user_id_is_lcores_plain_string(refusing):

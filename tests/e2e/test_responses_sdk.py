@@ -50,7 +50,7 @@ def test_conversation_continues(gateway, upstream):
     # The bare LCORE form and the OpenAI object form name the same conversation.
     third = client.responses.create(input="third turn", conversation={"id": conversation})
     assert third.output_text.startswith("Scripted reply (turn 3, 5 messages)")
-    bare = gateway.post("/v1/responses", {"input": "fourth turn", "conversation": conversation[5:]}).json()
+    bare = gateway.post("/v1/responses", {"input": "fourth turn", "conversation": conversation[5:]}).ok()
     assert bare["conversation"] == conversation
     assert bare["output_text"].startswith("Scripted reply (turn 4, 7 messages)")
     assert upstream.last()["body"]["conversation"] == conversation
@@ -69,6 +69,7 @@ def test_previous_response_id_of_older_turn_forks(gateway, upstream):
     client = gateway.client()
     first = client.responses.create(input="root")
     second = client.responses.create(input="branch a", previous_response_id=first.id)
+    upstream.clear()
     fork = client.responses.create(input="branch b", previous_response_id=first.id)
     conversation = conversation_of(first)
     assert conversation_of(second) == conversation
@@ -79,9 +80,14 @@ def test_previous_response_id_of_older_turn_forks(gateway, upstream):
     assert fork.output_text == "Scripted reply (turn 2, 3 messages): branch b"
     sent = upstream.last()["body"]
     assert sent["previous_response_id"] == first.id and "conversation" not in sent
-    # Continuing the fork by its conversation sees the forked history, not branch a.
+    # The gateway keeps the fork: no upstream conversation was created for it.
+    assert upstream.requests("/v1/conversations") == []
+    # Continuing the fork by its conversation sees the forked history, not branch a:
+    # chained from the fork's latest response.
     after = client.responses.create(input="after fork", conversation=conversation_of(fork))
     assert after.output_text == "Scripted reply (turn 3, 5 messages): after fork"
+    sent = upstream.last()["body"]
+    assert sent["previous_response_id"] == fork.id and "conversation" not in sent
 
 
 @pytest.mark.parametrize("helper", [False, True])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.flows import checked
-from tests.support.gateway_db import row_counts
+from tests.support.gateway_db import Counts, GatewayDb
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +16,7 @@ def forgetful(gateway_factory, upstream):
 
 
 def test_nothing_is_created_or_recorded(forgetful, upstream):
-    before = row_counts(forgetful.config_path)
+    before = GatewayDb.of(forgetful).counts()
     upstream.clear()
     reply = forgetful.post("/v1/responses", {"input": "off the record", "store": False})
     assert reply.status == 200, reply.body
@@ -29,8 +29,8 @@ def test_nothing_is_created_or_recorded(forgetful, upstream):
     # for its record), exactly that turn and its conversation are new.
     stored = forgetful.post("/v1/responses", {"input": "on the record"}).json()
     assert forgetful.get(f"/v1/responses/{stored['id']}").status == 200
-    assert row_counts(forgetful.config_path) == {"conversations": before["conversations"] + 1,
-                                                 "turns": before["turns"] + 1}
+    assert GatewayDb.of(forgetful).counts() == Counts(conversations=before.conversations + 1,
+                                                      turns=before.turns + 1)
     # Like OpenAI: what was not stored cannot be read or continued.
     assert forgetful.get(f"/v1/responses/{response['id']}").status == 404
     reply = forgetful.post("/v1/responses", {"input": "and then?", "previous_response_id": response["id"]})

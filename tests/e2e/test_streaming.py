@@ -4,12 +4,13 @@ upstream at once while a finished turn is still recorded."""
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
 
+from tests.support.gateway_db import GatewayDb
 from tests.support.processes import free_port
+from tests.support.raw_client import bigger_than_socket_buffers, first_event, open_stream, read_until, reset, wait_until
 from tests.support.flows import WEATHER_TOOL, checked, kinds
 from tests.support.openai_shapes import replay_through_sdk
 
@@ -113,46 +114,35 @@ def test_upstream_error_before_first_byte_is_http_error(gateway, gateway_factory
     assert reply.status == 503 and reply.json()["detail"]["response"] == "Unable to connect to Llama Stack"
 
 
-def _open_stream(gateway, body: bytes) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", gateway.port))
-    sock.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-    return sock
-
-
 def test_client_disconnect_cancels_upstream_at_once(gateway, upstream):
+    wait_until(lambda: upstream.open_streams() == 0, "earlier tests' upstream streams to end")
+    sock = open_stream(gateway.port, {"input": "please stall-stream"})
+    assert read_until(sock, b"response.in_progress")[1]
+    assert upstream.open_streams() == 1  # stalled: it ends only when its client goes away
+    sock.close()
+    # The gateway's idle timeout (30 s) would close it too: fail well before that.
+    wait_until(lambda: upstream.open_streams() == 0, "the upstream stream to be cancelled", timeout=10)
+
+
+def test_turn_recorded_when_client_leaves_before_the_end_of_the_stream(gateway_factory, upstream):
+    # The gateway writes the terminal event and [DONE] in one write once the upstream's
+    # terminal event arrived. A reply larger than the sockets can buffer keeps that write
+    # pending: the client sees the terminal event begin, then goes away (a reset, unread
+    # data left behind) while the gateway is still writing, and never gets [DONE].
+    size = bigger_than_socket_buffers()  # the scripted reply repeats the input
+    gateway = gateway_factory(upstream.url, service={"max_request_body_bytes": size + (1 << 20)})
+    sock = open_stream(gateway.port, {"input": "x" * size}, receive_buffer=32 * 1024)
+    head, seen = read_until(sock, b"event: response.completed")
+    reset(sock)
+    assert seen and b"[DONE]" not in head
+    created = first_event(head)["response"]
+    db = GatewayDb.of(gateway)
+    turn = db.wait_for_turn(created["id"])
+    assert turn["status"] == "completed"
+    conversation = db.conversation(created["conversation"])
+    assert conversation is not None and conversation["last_response_id"] == created["id"]
+    # Recorded as the conversation's latest turn: previous_response_id continues it.
     upstream.clear()
-    sock = _open_stream(gateway, b'{"input": "please stall-stream", "stream": true}')
-    assert b"response.in_progress" in _read_until(sock, b"response.in_progress")
-    open_before = _upstream_open_streams(upstream)
-    sock.close()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _upstream_open_streams(upstream) >= open_before:
-        time.sleep(0.05)
-    assert _upstream_open_streams(upstream) < open_before, "the upstream request was not cancelled"
-
-
-def test_turn_recorded_when_client_leaves_after_upstream_finished(gateway, upstream):
-    # Slow deltas: the client leaves mid-stream, the upstream request is cancelled and
-    # nothing is recorded; a client that reads the terminal event then leaves is recorded.
-    sock = _open_stream(gateway, b'{"input": "a complete answer", "stream": true}')
-    data = _read_until(sock, b"data: [DONE]")
-    sock.close()
-    response_id = data.split(b'"id":"', 1)[1].split(b'"', 1)[0].decode()
-    reply = gateway.get(f"/v1/responses/{response_id}")
-    assert reply.status == 200 and reply.json()["id"] == response_id
-
-
-def _read_until(sock: socket.socket, marker: bytes, timeout: float = 10) -> bytes:
-    sock.settimeout(timeout)
-    data = b""
-    while marker not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def _upstream_open_streams(upstream) -> int:
-    return int(upstream.get("/_scripted/open").json()["open_streams"])
+    after = gateway.post("/v1/responses", {"input": "after leaving", "previous_response_id": created["id"]}).ok()
+    assert after["conversation"] == created["conversation"]
+    assert upstream.last()["body"]["conversation"] == created["conversation"]

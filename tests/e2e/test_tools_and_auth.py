@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from tests.support.gateway_db import Counts, GatewayDb
+
 MCP_URL = "http://127.0.0.1:9/mcp"
 
 
@@ -33,13 +35,23 @@ def tooled(gateway_factory, upstream, tmp_path_factory):
 AUTH = {"Authorization": "Bearer user-token-1"}
 
 
-def sent(upstream) -> dict:
+def sent(tooled, upstream, body: dict, headers: dict[str, str]) -> dict:
+    """POST a turn that must succeed; return the body the upstream received for it."""
+    upstream.clear()
+    tooled.post("/v1/responses", body, headers=headers).ok()
     return upstream.last()["body"]
 
 
+def assert_left_nothing(tooled, upstream, user_id: str) -> None:
+    """A refused request sent nothing upstream and recorded nothing in the gateway."""
+    assert [r["path"] for r in upstream.requests() if r["method"] != "GET"] == []
+    db = GatewayDb.of(tooled)
+    db.flush(headers=AUTH)
+    assert db.counts(user_id=user_id) == Counts(conversations=0, turns=0)
+
+
 def test_all_configured_tools_when_tools_omitted(tooled, upstream):
-    assert tooled.post("/v1/responses", {"input": "hello"}, headers={**AUTH, "X-Tenant": "acme"}).status == 200
-    body = sent(upstream)
+    body = sent(tooled, upstream, {"input": "hello"}, {**AUTH, "X-Tenant": "acme"})
     tools = {tool.get("server_label", tool["type"]): tool for tool in body["tools"]}
     assert tools["file_search"] == {"type": "file_search", "vector_store_ids": ["vs_handbook", "vs_faq"]}
     # Llama Stack takes the bearer credential in `authorization` (bare), never in headers.
@@ -54,25 +66,25 @@ def test_all_configured_tools_when_tools_omitted(tooled, upstream):
 
 def test_client_mcp_headers(tooled, upstream):
     headers = {**AUTH, "MCP-HEADERS": json.dumps({"byclient": {"X-Api-Key": "k-123"}})}
-    tooled.post("/v1/responses", {"input": "hello"}, headers=headers)
-    tools = {tool.get("server_label"): tool for tool in sent(upstream)["tools"]}
+    tools = {tool.get("server_label"): tool for tool in sent(tooled, upstream, {"input": "hello"}, headers)["tools"]}
     assert tools["byclient"]["headers"] == {"X-Api-Key": "k-123"}
-    reply = tooled.post("/v1/responses", {"input": "hello"}, headers={**AUTH, "MCP-HEADERS": "not json"})
+    upstream.clear()
+    reply = tooled.post("/v1/responses?user_id=bad-mcp-headers", {"input": "hello"},
+                        headers={**AUTH, "MCP-HEADERS": "not json"})
     assert reply.status == 422 and reply.json()["error"]["param"] == "MCP-HEADERS"
+    assert_left_nothing(tooled, upstream, "bad-mcp-headers")
 
 
 def test_tool_choice_none_sends_no_tools(tooled, upstream):
-    tooled.post("/v1/responses", {"input": "plain", "tool_choice": "none"}, headers=AUTH)
-    body = sent(upstream)
+    body = sent(tooled, upstream, {"input": "plain", "tool_choice": "none"}, AUTH)
     assert "tools" not in body and "tool_choice" not in body
 
 
 def test_explicit_tools_used_as_given_with_configured_headers(tooled, upstream):
     tools = [{"type": "mcp", "server_label": "calc"}, {"type": "file_search", "vector_store_ids": ["faq", "vs_handbook"]},
              {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}]
-    tooled.post("/v1/responses", {"input": "explicit", "tools": tools, "max_infer_iters": 2, "max_tool_calls": 1},
-                headers=AUTH)
-    body = sent(upstream)
+    body = sent(tooled, upstream, {"input": "explicit", "tools": tools, "max_infer_iters": 2, "max_tool_calls": 1},
+                AUTH)
     assert body["tools"][0] == {"type": "mcp", "server_label": "calc", "server_url": MCP_URL,
                                 "require_approval": "never", "authorization": "s3cret-from-file"}
     assert body["tools"][1]["vector_store_ids"] == ["vs_faq", "vs_handbook"]  # rag_id -> vector store id
@@ -83,16 +95,15 @@ def test_explicit_tools_used_as_given_with_configured_headers(tooled, upstream):
 def test_client_authorization_header_moved_for_unconfigured_server(tooled, upstream):
     tools = [{"type": "mcp", "server_label": "own", "server_url": "http://127.0.0.1:9/own",
               "headers": {"authorization": "Bearer client-tok", "X-Trace": "1"}}]
-    tooled.post("/v1/responses", {"input": "own server", "tools": tools}, headers=AUTH)
-    assert sent(upstream)["tools"][0] == {"type": "mcp", "server_label": "own", "server_url": "http://127.0.0.1:9/own",
-                                          "headers": {"X-Trace": "1"}, "authorization": "client-tok"}
+    body = sent(tooled, upstream, {"input": "own server", "tools": tools}, AUTH)
+    assert body["tools"][0] == {"type": "mcp", "server_label": "own", "server_url": "http://127.0.0.1:9/own",
+                                "headers": {"X-Trace": "1"}, "authorization": "client-tok"}
 
 
 def test_lcore_extensions_not_forwarded(tooled, upstream):
-    reply = tooled.post("/v1/responses", {"input": "solr please", "generate_topic_summary": True,
-                                          "solr": {"mode": "hybrid", "filters": {"fq": ["product:x"]}}},
-                        headers=AUTH)
-    assert reply.status == 200
+    upstream.clear()
+    tooled.post("/v1/responses", {"input": "solr please", "generate_topic_summary": True,
+                                  "solr": {"mode": "hybrid", "filters": {"fq": ["product:x"]}}}, headers=AUTH).ok()
     request = upstream.last()
     assert "solr" not in request["body"] and "generate_topic_summary" not in request["body"]
     provider_data = {k.lower(): v for k, v in request["headers"].items()}["x-llamastack-provider-data"]
@@ -104,9 +115,11 @@ def test_lcore_extensions_not_forwarded(tooled, upstream):
     ({"Authorization": "Basic abc"}, "No token found in Authorization header", "invalid_credentials"),
     ({"Authorization": "Bearer "}, "No token found in Authorization header", "invalid_credentials"),
 ])
-def test_noop_with_token_requires_bearer(tooled, headers, cause, code):
+def test_noop_with_token_requires_bearer(tooled, upstream, headers, cause, code):
+    upstream.clear()
     for method, path in (("POST", "/v1/responses"), ("GET", "/v1/models"), ("GET", "/v1/info")):
-        reply = tooled.request(method, path, {"input": "x"} if method == "POST" else None, headers=headers)
+        reply = tooled.request(method, path + "?user_id=no-bearer", {"input": "x"} if method == "POST" else None,
+                               headers=headers)
         assert reply.status == 401 and reply.headers["www-authenticate"] == "Bearer"
         data = reply.json()
         assert data["detail"] == {"response": "Missing or invalid credentials provided by client", "cause": cause}
@@ -114,6 +127,8 @@ def test_noop_with_token_requires_bearer(tooled, headers, cause, code):
             assert set(data) == {"detail"}  # an endpoint only LCORE clients call: LCORE's body
         else:
             assert data["error"]["type"] == "authentication_error" and data["error"]["code"] == code
+    assert upstream.requests() == []
+    assert_left_nothing(tooled, upstream, "no-bearer")
     assert tooled.get("/liveness", headers=headers).status == 200
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.openai_shapes import replay_through_sdk
+from tests.support.raw_client import open_stream, read_until, reset, wait_until
 
 from .conftest import CHAT_MODEL
 from .helpers import CONV, WEATHER_TOOL, checked, conversation_of, kinds
@@ -100,3 +101,16 @@ def test_streamed_fork_gets_its_own_conversation(gw):
     assert completed["output_text"] == "Scripted reply (turn 2, 3 messages): streamed branch"
     after = client.responses.create(input="after streamed fork", conversation=forked)
     assert after.output_text == "Scripted reply (turn 3, 5 messages): after streamed fork"
+
+
+def test_client_disconnect_cancels_llama_stacks_backend_stream(gw, chain):
+    scripted = chain.scripted  # Llama Stack's inference backend
+    wait_until(lambda: scripted.open_streams() == 0, "earlier streams to end")
+    sock = open_stream(gw.port, {"input": "please stall-stream"})
+    assert read_until(sock, b"response.in_progress")[1]
+    # Llama Stack opens its inference stream after in_progress; stalled, it ends only
+    # when its client (Llama Stack) goes away.
+    wait_until(lambda: scripted.open_streams() == 1, "Llama Stack's stream to its backend")
+    reset(sock)
+    # The gateway's idle timeout (30 s) would end it too: fail well before that.
+    wait_until(lambda: scripted.open_streams() == 0, "the backend stream to be cancelled", timeout=10)

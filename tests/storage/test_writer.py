@@ -4,6 +4,7 @@ lose the others, and close() writes everything queued."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 import pytest
 
@@ -65,14 +66,25 @@ async def test_full_queue_makes_new_turns_wait(repository):
 
 async def test_one_bad_entry_does_not_lose_the_batch(repository):
     await repository.save(conversation(), turn("taken"))
+    batches = []
+    original = repository.save_many
+
+    async def counting(entries):
+        batches.append([entry[1].response_id for entry in entries])
+        await original(entries)
+
+    repository.save_many = counting
     writer = TurnWriter(repository, linger=0.01)
     writer.start()
     good = writer.submit(conversation(), turn("fresh"))
     bad = writer.submit(conversation(), turn("taken"))  # duplicate response id
     await good
-    with pytest.raises(Exception):
+    with pytest.raises(sqlite3.IntegrityError, match="turns.response_id"):
         await bad
+    # One batch failed as a whole, then each entry was written on its own.
+    assert batches == [["fresh", "taken"], ["fresh"], ["taken"]]
     assert (await repository.find_turn("fresh")) is not None
+    assert (await repository.get("c1")).message_count == 2
     await writer.close()
 
 

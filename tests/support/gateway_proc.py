@@ -32,6 +32,11 @@ class HttpReply:
     def json(self) -> Any:
         return json.loads(self.body)
 
+    def ok(self) -> Any:
+        """The JSON body of a 200 reply; anything else fails the test with the body."""
+        assert self.status == 200, (self.status, self.body[:2000])
+        return self.json()
+
 
 class Endpoint:
     """A process listening on 127.0.0.1:port with small sync HTTP helpers."""
@@ -81,6 +86,10 @@ class Upstream(Endpoint):
         matching = [r for r in self.requests(path) if r["method"] == method]
         assert matching, f"the upstream received no {method} {path}"
         return matching[-1]
+
+    def open_streams(self) -> int:
+        """SSE streams the upstream is serving right now (GET /_scripted/open)."""
+        return int(self.get("/_scripted/open").json()["open_streams"])
 
 
 def start_upstream(log_dir: Path, *flags: str) -> Upstream:

@@ -46,9 +46,14 @@ def llama_stack_installed() -> bool:
     return MARKER.is_file() and LLAMA_STACK_BIN.is_file() and TIKTOKEN_CACHE_DIR.is_dir()
 
 
-def run_config(workdir: Path, upstream_url: str, port: int) -> dict:
-    """The run config as a dict (see docs: reference llama-stack-0.7.3.md, section 3)."""
+def run_config(workdir: Path, upstream_url: str, port: int, ghost_model: bool = True) -> dict:
+    """The run config as a dict (see docs: reference llama-stack-0.7.3.md, section 3).
+
+    ghost_model: register `scripted/ghost-model`, which Llama Stack then lists as its
+    first LLM; without it the first LLM is the upstream's first, `scripted/scripted-chat`."""
     state = str(Path(workdir).resolve())
+    ghost = [{"model_id": "ghost", "provider_id": PROVIDER_ID,
+              "provider_model_id": "ghost-model", "model_type": "llm"}] if ghost_model else []
     return {
         "version": 2,
         "distro_name": "gateway-upstream",
@@ -109,8 +114,7 @@ def run_config(workdir: Path, upstream_url: str, port: int) -> dict:
                  "metadata": {"embedding_dimension": 384}},
                 # Unknown to the upstream (-> upstream-error cases); Llama Stack names it
                 # scripted/ghost-model, ignoring model_id.
-                {"model_id": "ghost", "provider_id": PROVIDER_ID,
-                 "provider_model_id": "ghost-model", "model_type": "llm"},
+                *ghost,
             ],
         },
         "server": {"host": "127.0.0.1", "port": port},
@@ -122,12 +126,12 @@ def run_config(workdir: Path, upstream_url: str, port: int) -> dict:
     }
 
 
-def write_run_config(workdir: Path, upstream_url: str, port: int) -> Path:
+def write_run_config(workdir: Path, upstream_url: str, port: int, ghost_model: bool = True) -> Path:
     """Write workdir/run.yaml (sqlite state and files under workdir) and return its path."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "run.yaml"
-    path.write_text(yaml.safe_dump(run_config(workdir, upstream_url, port), sort_keys=False))
+    path.write_text(yaml.safe_dump(run_config(workdir, upstream_url, port, ghost_model), sort_keys=False))
     return path
 
 
@@ -145,20 +149,21 @@ def llama_stack_env() -> dict[str, str]:
 
 
 def start_llama_stack(workdir: Path, upstream_url: str, log_dir: Path,
-                      port: int | None = None, timeout: float = START_TIMEOUT) -> Proc:
+                      port: int | None = None, timeout: float = START_TIMEOUT,
+                      ghost_model: bool = True) -> Proc:
     """Start `llama stack run` on 127.0.0.1 and wait for GET /v1/health == 200.
 
     upstream_url: root URL of the scripted upstream (``http://127.0.0.1:N``, no /v1); it
     must already be up, since Llama Stack lists its models at start-up.
     Returns a Proc with ``.url == "http://127.0.0.1:PORT"``; ``.extra`` has ``port``,
     ``workdir`` and ``run_config``. Output goes to ``log_dir/llama-stack.log``.
-    Call ``.stop()`` when done.
+    Call ``.stop()`` when done. ``ghost_model``: see :func:`run_config`.
     """
     if not llama_stack_installed():
         raise RuntimeError(LLAMA_STACK_SKIP_REASON)
     workdir = Path(workdir)
     port = port or free_port()
-    config = write_run_config(workdir, upstream_url, port)
+    config = write_run_config(workdir, upstream_url, port, ghost_model)
     proc = spawn("llama-stack",
                  [str(LLAMA_STACK_BIN), "stack", "run", str(config), "--port", str(port)],
                  Path(log_dir), env=llama_stack_env(), cwd=workdir)
