@@ -2,8 +2,8 @@
 
 Conversation ids are accepted in three forms (spec 001 and LCORE's `suid`): OpenAI's
 `conv_<48 hex>`, LCORE's bare `<48 hex>`, and an RFC 4122 UUID (LCORE's older ids).
-The gateway stores the bare form, returns `conv_<48 hex>` from `/v1/responses` and
-talks to Llama Stack with the `conv_` form.
+The gateway stores the bare form, returns `conv_<48 hex>` from `/v1/responses` (a UUID
+as it is: LCORE refuses `conv_<uuid>`) and talks to Llama Stack with the `conv_` form.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ def normalize_conversation_id(value: str) -> str | None:
 
 
 def openai_conversation_id(bare: str) -> str:
-    """The `conv_` form spec 001 returns (and Llama Stack expects)."""
-    return f"conv_{bare}"
+    """The form spec 001 returns: `conv_<48 hex>` (as Llama Stack names them); an older
+    UUID id stays a UUID, the only form of it that is accepted back."""
+    return f"conv_{bare}" if _HEX48.match(bare) else bare
 
 
 def new_conversation_id() -> str:

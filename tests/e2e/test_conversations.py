@@ -113,13 +113,12 @@ def test_uuid_conversation_ids(gateway_factory, upstream):
     assert [r for r in upstream.requests() if r["method"] != "GET"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="gateway bug: a UUID conversation is returned as conv_<uuid>, which "
-                   "the request validation refuses (422) although LCORE's check_suid accepts it")
 def test_uuid_conversation_id_returned_is_accepted_back(gateway_factory, upstream):
     gateway = gateway_factory(upstream.url)
     legacy = str(uuid.uuid4())
     seed_lcore_conversation(gateway, legacy, "dave", upstream.post("/v1/conversations", {"metadata": {}}).ok()["id"])
     first = gateway.post("/v1/responses?user_id=dave", {"input": "one", "conversation": legacy}).ok()
+    assert first["conversation"] == legacy  # not conv_<uuid>, which LCORE itself refuses
     again = gateway.post("/v1/responses?user_id=dave", {"input": "two", "conversation": first["conversation"]})
     assert again.status == 200, again.body
 

@@ -20,3 +20,8 @@ def test_normalize(value, expected):
 def test_new_ids_round_trip():
     bare = new_conversation_id()
     assert len(bare) == 48 and normalize_conversation_id(openai_conversation_id(bare)) == bare
+
+
+def test_a_uuid_id_is_returned_as_it_is():
+    legacy = "123e4567-e89b-12d3-a456-426614174000"
+    assert openai_conversation_id(legacy) == legacy and normalize_conversation_id(legacy) == legacy
