@@ -49,6 +49,10 @@ def gateway_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
     yield start
     for gateway in started:
         gateway.stop()
+    # No response of any end-to-end test may carry a credential the gateway was given.
+    leaks = {str(gateway.config_path): sorted(f"{secret[:3]}…" for secret in gateway.leaked_secrets())
+             for gateway in started}
+    assert not any(leaks.values()), f"configured secrets sent to clients: { {k: v for k, v in leaks.items() if v} }"
 
 
 @pytest.fixture(scope="session")

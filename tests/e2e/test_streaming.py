@@ -116,7 +116,7 @@ def test_upstream_error_before_first_byte_is_http_error(gateway, gateway_factory
 
 def test_client_disconnect_cancels_upstream_at_once(gateway, upstream):
     wait_until(lambda: upstream.open_streams() == 0, "earlier tests' upstream streams to end")
-    sock = open_stream(gateway.port, {"input": "please stall-stream"})
+    sock = open_stream(gateway.direct_port, {"input": "please stall-stream"})
     assert read_until(sock, b"response.in_progress")[1]
     assert upstream.open_streams() == 1  # stalled: it ends only when its client goes away
     sock.close()
@@ -131,7 +131,7 @@ def test_turn_recorded_when_client_leaves_before_the_end_of_the_stream(gateway_f
     # data left behind) while the gateway is still writing, and never gets [DONE].
     size = bigger_than_socket_buffers()  # the scripted reply repeats the input
     gateway = gateway_factory(upstream.url, service={"max_request_body_bytes": size + (1 << 20)})
-    sock = open_stream(gateway.port, {"input": "x" * size}, receive_buffer=32 * 1024)
+    sock = open_stream(gateway.direct_port, {"input": "x" * size}, receive_buffer=32 * 1024)
     head, seen = read_until(sock, b"event: response.completed")
     reset(sock)
     assert seen and b"[DONE]" not in head

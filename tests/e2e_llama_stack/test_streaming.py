@@ -106,7 +106,7 @@ def test_streamed_fork_gets_its_own_conversation(gw):
 def test_client_disconnect_cancels_llama_stacks_backend_stream(gw, chain):
     scripted = chain.scripted  # Llama Stack's inference backend
     wait_until(lambda: scripted.open_streams() == 0, "earlier streams to end")
-    sock = open_stream(gw.port, {"input": "please stall-stream"})
+    sock = open_stream(gw.direct_port, {"input": "please stall-stream"})
     assert read_until(sock, b"response.in_progress")[1]
     # Llama Stack opens its inference stream after in_progress; stalled, it ends only
     # when its client (Llama Stack) goes away.

@@ -100,7 +100,39 @@ def start_upstream(log_dir: Path, *flags: str) -> Upstream:
 
 
 class Gateway(Endpoint):
+    """`gateway serve`, reached through a recording relay (`recording_proxy.py`): every
+    byte it sends to clients is kept, so the session can scan it for secrets. Raw-socket
+    tests that depend on kernel buffering talk to `direct_port` instead."""
+
     config_path: Path
+    direct_port: int
+    relay: Proc | None = None
+    recording: Path | None = None
+
+    def stop(self) -> None:
+        if self.relay is not None:
+            self.relay.stop()
+        self.proc.stop()
+
+    def secrets(self) -> set[str]:
+        """Credentials in the gateway's configuration: the upstream API key and every
+        value of an MCP header read from a file (and its bare token)."""
+        config = yaml.safe_load(self.config_path.read_text())
+        found = {config.get("llama_stack", {}).get("api_key") or ""}
+        for server in config.get("mcp_servers") or []:
+            for source in (server.get("authorization_headers") or {}).values():
+                path = Path(source)
+                if path.is_absolute() and path.is_file():
+                    value = path.read_text().strip()
+                    found |= {value, value.split(" ", 1)[-1]}
+        return {secret for secret in found if len(secret) >= 6}
+
+    def leaked_secrets(self) -> set[str]:
+        """The configured secrets found in anything the gateway sent to a client."""
+        if self.recording is None or not self.recording.exists():
+            return set()
+        sent = self.recording.read_bytes()
+        return {secret for secret in self.secrets() if secret.encode() in sent}
 
     @property
     def base_url(self) -> str:
@@ -156,7 +188,8 @@ def gateway_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[s
 
 
 def start_gateway(workdir: Path, config: dict[str, Any], env: dict[str, str] | None = None) -> Gateway:
-    """Write the config and run `gateway serve -c FILE` on a free port."""
+    """Write the config, run `gateway serve -c FILE` on a free port and put a recording
+    relay in front of it."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     config = {**config, "service": {**config.get("service", {}), "port": port}}
@@ -165,8 +198,14 @@ def start_gateway(workdir: Path, config: dict[str, Any], env: dict[str, str] | N
     argv = [str(GATEWAY_BIN if GATEWAY_BIN.exists() else shutil.which("gateway")), "serve", "-c", str(config_path)]
     proc = spawn(f"gateway-{port}", argv, workdir, env={"GATEWAY_LOG_LEVEL": "INFO", **(env or {})})
     wait_http(proc, f"http://127.0.0.1:{port}/liveness")
-    gateway = Gateway(proc, port)
-    gateway.config_path = config_path
+    relay_port = free_port()
+    recording = workdir / "sent-to-clients.bin"
+    relay = spawn(f"relay-{relay_port}", python_module("tests.support.recording_proxy", "--listen", str(relay_port),
+                                                       "--target", str(port), "--record", str(recording)), workdir)
+    wait_http(relay, f"http://127.0.0.1:{relay_port}/liveness")
+    gateway = Gateway(proc, relay_port)
+    gateway.config_path, gateway.direct_port = config_path, port
+    gateway.relay, gateway.recording = relay, recording
     return gateway
 
 

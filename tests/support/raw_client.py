@@ -1,7 +1,7 @@
 """A raw HTTP/1.1 client socket, for what client libraries do not do on purpose: stop
 reading in the middle of a stream, and go away abruptly.
 
-    sock = open_stream(gateway.port, {"input": "please stall-stream"})
+    sock = open_stream(gateway.direct_port, {"input": "please stall-stream"})
     head, seen = read_until(sock, b"response.in_progress")
     reset(sock)
     wait_until(lambda: upstream.open_streams() == 0, "the upstream stream to be cancelled")
