@@ -102,13 +102,17 @@ def test_stream_carries_the_error_object(gateway, tool):
 
 @pytest.mark.xfail(strict=True, reason="GET …/input_items returns the upstream body raw until the handler "
                                        "passes it through gateway.streaming.repair.repair_input_items")
-def test_input_items_replaying_a_failed_call_carry_the_error_object(gateway):
-    first = gateway.post("/v1/responses", {"input": "Use the explode tool", "tools": FAULTY}).json()
-    second = gateway.post("/v1/responses", {"input": "What went wrong?", "previous_response_id": first["id"]})
+def test_input_items_replaying_a_failed_call_carry_the_error_object(gateway_factory, upstream):
+    # Chained by previous_response_id (the gateway keeps the conversation), as with a
+    # real Llama Stack, whose input_items then replay the earlier turn's output.
+    chaining = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "conversations": "gateway"})
+    first = chaining.post("/v1/responses", {"input": "Use the explode tool", "tools": FAULTY}).json()
+    second = chaining.post("/v1/responses", {"input": "What went wrong?", "previous_response_id": first["id"]})
     assert second.status == 200, second.body
-    listing = gateway.get(f"/v1/responses/{second.json()['id']}/input_items").json()
+    listing = chaining.get(f"/v1/responses/{second.json()['id']}/input_items").json()
     calls = [item for item in listing["data"] if item["type"] == "mcp_call"]
-    assert calls and all(McpCall.model_validate(call).error.type == "mcp_tool_execution_error" for call in calls)
+    assert [call["error"] for call in calls] == [TOOL_ERROR]
+    McpCall.model_validate(calls[0])
 
 
 @pytest.fixture(scope="module")
