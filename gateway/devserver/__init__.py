@@ -39,6 +39,12 @@ Triggers (words in the last user text of the current turn):
   chat -> a ``data: {"error": {...}}`` chunk after the role chunk, then [DONE].
 * an MCP tool whose ``server_url`` contains ``unreachable``: 502 like Llama Stack when it
   cannot reach an MCP server (response.failed in a stream).
+* an MCP tool whose ``server_url`` contains ``faulty`` also lists ``explode``, ``reject``
+  and ``vanish`` (tests/support/mcp_server.py ``--faulty``), which fail as recorded: the
+  ``mcp_call`` item's ``error`` is ``"Error (code 1): None"`` (the tool raised) or
+  ``"reject refused: <text>"`` (a JSON-RPC error), ``response.mcp_call.failed`` in a
+  stream; ``vanish`` (the server gone mid-call) never answers: nothing after
+  ``mcp_call.in_progress`` in a stream, no status line for JSON, until the client goes.
 
 Knobs (string values in the request's ``metadata``; chat completions read them too):
 

@@ -29,6 +29,7 @@ class Step:
     pieces: list[str] | None = None  # text deltas of a message (None: one per word)
     arguments: str | None = None  # raw tool-call arguments (streamed as deltas)
     args_item_id: str | None = None  # the fc_ id the argument deltas of an approval carry
+    hangs: bool = False  # an MCP call whose server vanished: nothing follows its in_progress
 
 
 @dataclass(slots=True)
@@ -40,6 +41,11 @@ class Turn:
     @property
     def output(self) -> list[dict[str, Any]]:
         return [step.item for step in self.steps]
+
+    @property
+    def hangs(self) -> bool:
+        """Llama Stack never finishes the turn (an MCP server gone mid-call)."""
+        return bool(self.steps) and self.steps[-1].hangs
 
 
 def _item_id(prefix: str) -> str:
@@ -125,10 +131,13 @@ def run_turn(messages: list[dict[str, Any]], toolset: Toolset, *,
                 break
             if not verdict:
                 break  # Llama Stack drops a denied call and ends the turn without a message
-        output, error = run_mcp_tool(name, args)
+        result = run_mcp_tool(name, args)
         steps.append(Step("mcp_call", {"id": fc_id, "type": "mcp_call", "arguments": args,
                                        "name": name, "server_label": server.server_label,
-                                       "error": error, "output": output}, arguments=args))
+                                       "error": result.error, "output": result.output},
+                          arguments=args, hangs=result.hangs))
+        if result.hangs:
+            break
         messages = messages + _tool_messages(call_id, name, args,
-                                             [{"type": "text", "text": output or error or ""}])
+                                             [{"type": "text", "text": result.model_text}])
     return turn

@@ -184,6 +184,9 @@ async def _json(request: web.Request, state: ServerState,
         return json_response({"error": {"message": f"Failed to connect to MCP server at "
                                                    f"{url}: Connection refused"}}, 502)
     turn = req.run()
+    if turn.hangs:  # an MCP server gone mid-call: Llama Stack never answers
+        await sse.wait_for_disconnect(request)
+        return web.Response(status=504)
     response = req.response("completed", turn.output, usage(turn.input_tokens, turn.output_tokens))
     req.persist(state, response, turn)
     if req.echo.background:
@@ -248,6 +251,10 @@ async def _stream(request: web.Request, state: ServerState,
         await sse.finish(resp)
         return resp
     writer.steps(turn.steps)
+    if turn.hangs:  # events up to the call's in_progress, then nothing
+        await sse.write_frames(resp, frames, delay)
+        await sse.wait_for_disconnect(request)
+        return resp
     final = req.response("completed", turn.output, usage(turn.input_tokens, turn.output_tokens))
     writer.response_event(orjson.dumps(final), "response.completed")
     return await _finish(request, resp, frames, delay, lambda: req.persist(state, final, turn))

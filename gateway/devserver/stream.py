@@ -9,7 +9,8 @@ Quirks reproduced (reference §7 "Streaming"):
 * `output_text.delta` has no `response_id`; content_part/output_item events do;
 * file_search: a skipped sequence number, then `function_call_arguments.delta/done`
   BEFORE `output_item.added(file_search_call)` whose `queries` holds the raw argument JSON;
-* MCP: `mcp_list_tools.*` and `mcp_call.completed` carry only sequence_number and type;
+* MCP: `mcp_list_tools.*` and `mcp_call.completed`/`.failed` carry only sequence_number
+  and type; a failed call's item has its `error` as a string;
   a skipped sequence number; argument deltas typed `response.function_call_arguments.delta`;
   the misnamed `response.mcp_call.arguments.done`;
 * errors: `response.failed` with `{"code":"server_error","message":...}`, or the untyped
@@ -152,7 +153,9 @@ class EventWriter:
         self._mcp_arguments(index, item["id"], item["arguments"])
         self.item_added(index, {**item, "arguments": "", "error": None, "output": None})
         self.emit({"item_id": item["id"], "output_index": index}, "response.mcp_call.in_progress")
-        self.emit({}, "response.mcp_call.completed")
+        if step.hangs:
+            return  # the server vanished: Llama Stack sends nothing more
+        self.emit({}, "response.mcp_call.failed" if item["error"] else "response.mcp_call.completed")
         self.item_done(index, item)
 
     def approval(self, index: int, step: Step) -> None:

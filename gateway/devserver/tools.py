@@ -2,7 +2,11 @@
 
 Function tools are executed by the client. file_search and MCP tools are "executed"
 here without any I/O: file_search returns made-up deterministic chunks and every MCP
-server offers the two tools of the recorded FastMCP server (`add`, `echo`).
+server offers the two tools of the recorded FastMCP server (`add`, `echo`). A server
+whose `server_url` contains `faulty` also offers the failing tools of the test MCP
+server's `--faulty` mode (tests/support/mcp_server.py), and their calls fail the way
+Llama Stack 0.7.3 was recorded reporting them (fixtures `responses-mcp-call-error*`,
+`responses-mcp-protocol-error*`, `err-mcp-call-unreachable-stream.sse`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,21 @@ MCP_TOOLS: tuple[dict[str, Any], ...] = (
     {"input_schema": {"properties": {"text": {"title": "Text", "type": "string"}},
                       "required": ["text"], "title": "echoArguments", "type": "object"},
      "name": "echo", "description": "Echo text back."},
+)
+
+FAULTY_MARKER = "faulty"
+
+
+def _text_tool(name: str, description: str) -> dict[str, Any]:
+    return {"input_schema": {"properties": {"text": {"title": "Text", "type": "string"}},
+                             "required": ["text"], "title": f"{name}Arguments", "type": "object"},
+            "name": name, "description": description}
+
+
+FAULTY_MCP_TOOLS: tuple[dict[str, Any], ...] = (
+    _text_tool("explode", "Always fails: the tool raises an error."),
+    _text_tool("reject", "Always fails: the server answers a JSON-RPC error."),
+    _text_tool("vanish", "The server exits while answering."),
 )
 
 FILE_SEARCH_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}},
@@ -97,7 +116,8 @@ def build_toolset(tools: list[dict[str, Any]] | None) -> Toolset:
                             "allowed_tools": tool.get("allowed_tools")})
             ts.mcp_definitions.append(tool)
             allowed = _allowed(tool)
-            listed = [dict(t) for t in MCP_TOOLS if allowed is None or t["name"] in allowed]
+            offered = MCP_TOOLS + FAULTY_MCP_TOOLS if _is_faulty(tool.get("server_url")) else MCP_TOOLS
+            listed = [dict(t) for t in offered if allowed is None or t["name"] in allowed]
             server = McpServer(tool.get("server_label") or "", tool.get("server_url"), listed,
                                tool.get("require_approval"))
             ts.mcp_servers.append(server)
@@ -109,27 +129,56 @@ def build_toolset(tools: list[dict[str, Any]] | None) -> Toolset:
     return ts
 
 
+def _is_faulty(server_url: Any) -> bool:
+    return isinstance(server_url, str) and FAULTY_MARKER in server_url
+
+
 def _add_spec(ts: Toolset, spec: ToolSpec, kind: tuple[str, Any]) -> None:
     if spec.name not in ts.kinds:  # first definition of a name wins
         ts.kinds[spec.name] = kind
         ts.specs.append(spec)
 
 
-def run_mcp_tool(name: str, arguments: str) -> tuple[str | None, str | None]:
-    """(output, error) of a simulated MCP call."""
+@dataclass(slots=True)
+class McpResult:
+    """A simulated MCP call: the item's `output`/`error` as Llama Stack reports them, the
+    text the model is shown, and whether the call never returns (the server vanished)."""
+
+    output: str | None = None
+    error: str | None = None
+    model_text: str = ""
+    hangs: bool = False
+
+
+def run_mcp_tool(name: str, arguments: str) -> McpResult:
     try:
         args = json.loads(arguments) if arguments else {}
     except ValueError:
-        return None, f"invalid arguments: {arguments}"
+        return _failed(f"invalid arguments: {arguments}")
     if name == "add":
         try:
             total = args.get("a", 0) + args.get("b", 0)
         except TypeError:
-            return None, "add needs two numbers"
-        return str(total), None
+            return _failed("add needs two numbers")
+        return McpResult(output=str(total), model_text=str(total))
     if name == "echo":
-        return str(args.get("text", "")), None
-    return None, f"unknown tool {name}"
+        text = str(args.get("text", ""))
+        return McpResult(output=text, model_text=text)
+    if name == "explode":
+        # An MCP result with isError: Llama Stack renders it from error_code/error_message
+        # (1 and None for MCP), so the tool's text reaches only the model.
+        return McpResult(error="Error (code 1): None",
+                         model_text=f"Error executing tool explode: explode refused: {args.get('text', '')}")
+    if name == "reject":
+        # A JSON-RPC error answer: Llama Stack keeps str(McpError), the message alone.
+        return _failed(f"reject refused: {args.get('text', '')}")
+    if name == "vanish":
+        return McpResult(hangs=True)  # Llama Stack waits for the answer forever
+    return _failed(f"unknown tool {name}")
+
+
+def _failed(error: str) -> McpResult:
+    return McpResult(error=error, model_text=error)
 
 
 def file_search_results(query: str, vector_store_ids: list[str]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from gateway.schema.errors import not_found
 from gateway.schema.ids import openai_conversation_id
 from gateway.storage.conversations import TurnRecord
 from gateway.streaming.enrich import Enricher
-from gateway.streaming.repair import repair_response
+from gateway.streaming.repair import repair_input_items, repair_response
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
@@ -74,7 +74,7 @@ async def list_input_items(request: web.Request) -> web.Response:
     # Only the listing's own parameters go upstream (not `user_id` or anything else).
     params = MultiDict((key, value) for key, value in request.query.items() if key in _INPUT_ITEMS_PARAMS)
     reply = await services.upstream.request_ok("GET", _upstream_path(turn, "/input_items"), params=params)
-    return web.Response(body=reply.body, content_type="application/json")
+    return web.Response(body=repair_input_items(reply.body), content_type="application/json")
 
 
 def add_routes(app: web.Application, prefix: str) -> None:

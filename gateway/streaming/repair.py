@@ -18,6 +18,18 @@ seen in Llama Stack 0.7.3's captures:
   which comes before its item, is held until the item is announced.
 - Response objects get the fields the `openai` types require but the upstream omits
   (usage details, a valid error code).
+- A failed MCP call's `error` is a string where the `openai` types have an object
+  (McpToolCallError), wherever an `mcp_call` item appears: a response's `output`,
+  `output_item.added`/`.done`, and `input_items` (which replay earlier turns' output).
+  Llama Stack renders an MCP result with `isError` (the tool raised) as
+  `"Error (code 1): None"` (the tool's own message reaches only the model), and an
+  exception from its MCP client (a JSON-RPC error answer) as the exception's text:
+  `"Error (code …): …"` becomes `{"type": "mcp_tool_execution_error", "content":
+  [{"type": "text", "text": <string>}]}` (MCP's CallToolResult content), any other
+  string `{"type": "mcp_protocol_error", "code": 0, "message": <string>}` (Llama Stack
+  drops the JSON-RPC code; 0 is no JSON-RPC code, so it cannot pass for a real one).
+  The text is kept as sent. Any other value but null and a valid error object is read
+  as its `message` (or its JSON) and mapped the same way.
 """
 
 from __future__ import annotations
@@ -39,6 +51,9 @@ _MCP_CALL_EVENTS = frozenset({"response.mcp_call.in_progress", "response.mcp_cal
 _SNAPSHOT_KEYS = ("id", "object", "created_at", "model", "parallel_tool_calls", "tool_choice", "tools",
                   "previous_response_id", "instructions", "metadata", "store")
 _ITEM_ID = re.compile(rb'"item_id":\s*"([^"\\]+)"')
+# How Llama Stack 0.7.3 renders an MCP result with isError (tool_executor.py).
+_TOOL_RESULT_ERROR = re.compile(r"Error \(code [^)]*\): ")
+UNREPORTED_PROTOCOL_ERROR_CODE = 0
 RESPONSE_ERROR_CODES = frozenset({
     "server_error", "rate_limit_exceeded", "invalid_prompt", "data_residency_mismatch", "bio_policy",
     "misalignment_policy_violation", "vector_store_timeout", "invalid_image", "invalid_image_format",
@@ -69,6 +84,7 @@ def repair_response(response: dict[str, Any]) -> dict[str, Any]:
         error["code"] = "server_error"
     if isinstance(error, dict) and not isinstance(error.get("message"), str):
         error["message"] = str(error.get("message") or "the upstream failed")
+    repair_items(response.get("output"))
     return response
 
 
@@ -81,6 +97,67 @@ def failed_response(snapshot: dict[str, Any] | None, message: str, code: str = "
     response["error"] = {"code": code if code in RESPONSE_ERROR_CODES else "server_error", "message": message}
     response.setdefault("output", [])
     return response
+
+
+def repair_items(items: Any) -> Any:
+    """Repair the items of an `output` or `input_items` list in place (see repair_item)."""
+    if isinstance(items, list):
+        for item in items:
+            repair_item(item)
+    return items
+
+
+def repair_item(item: Any) -> Any:
+    """An output item as the `openai` types have it: today, an `mcp_call`'s error object."""
+    if isinstance(item, dict) and item.get("type") == "mcp_call" and item.get("error") is not None:
+        item["error"] = mcp_call_error(item["error"])
+    return item
+
+
+def repair_input_items(body: bytes) -> bytes:
+    """`GET /v1/responses/{id}/input_items` with its items repaired. A turn's input items
+    replay the earlier turns' output, failed MCP calls included. Bodies without an MCP
+    call (nearly all) are returned as they came, unparsed."""
+    if b'"mcp_call"' not in body:
+        return body
+    try:
+        listing = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    if not isinstance(listing, dict):
+        return body
+    repair_items(listing.get("data"))
+    return orjson.dumps(listing)
+
+
+def mcp_call_error(error: Any) -> Any:
+    """An `mcp_call` item's `error` as the `openai` McpToolCallError (mapping: module docstring)."""
+    if error is None or _is_mcp_call_error(error):
+        return error
+    text = _error_text(error)
+    if _TOOL_RESULT_ERROR.match(text):
+        return {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": text}]}
+    return {"type": "mcp_protocol_error", "code": UNREPORTED_PROTOCOL_ERROR_CODE, "message": text}
+
+
+def _is_mcp_call_error(error: Any) -> bool:
+    if not isinstance(error, dict):
+        return False
+    kind = error.get("type")
+    if kind == "mcp_tool_execution_error":
+        return "content" in error
+    if kind in ("mcp_protocol_error", "http_error"):
+        code = error.get("code")
+        return isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)
+    return False
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    return orjson.dumps(error).decode()
 
 
 class StreamRepairer:
@@ -198,6 +275,7 @@ class StreamRepairer:
             self._open[item_type] = item_id
         if item_type == "file_search_call":
             item["queries"] = _parse_queries(item.get("queries"))
+        repair_item(item)
         out = [event]
         if item_type == "mcp_list_tools" and self._held_list_start is not None:
             held, self._held_list_start = self._held_list_start, None
@@ -218,6 +296,7 @@ class StreamRepairer:
         if isinstance(item, dict):
             if item.get("type") == "file_search_call":
                 item["queries"] = _parse_queries(item.get("queries"))
+            repair_item(item)
             item_id = item.get("id")
             self._pending_args.pop(item_id, None)
             if self._open.get(item.get("type")) == item_id:

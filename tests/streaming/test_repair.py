@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+
+import orjson
+import pytest
+from openai.types.responses import Response
+from openai.types.responses.response_output_item import McpCall
+
 from gateway.streaming.events import Event
-from gateway.streaming.repair import StreamRepairer, repair_response
+from gateway.streaming.repair import (StreamRepairer, mcp_call_error, repair_input_items, repair_item,
+                                      repair_response)
 
 RESPONSE = {"id": "resp_1", "object": "response", "created_at": 1, "model": "m", "output": [],
             "status": "in_progress", "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
@@ -97,3 +105,95 @@ def test_repair_response_fills_usage_and_error_code():
                                  "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                                  "output_tokens_details": {"reasoning_tokens": 0}}
     assert response["error"]["code"] == "server_error"
+
+
+# -- an mcp_call's `error`: Llama Stack's string -> the openai McpToolCallError object ------
+
+def tool_error(text: str) -> dict:
+    return {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": text}]}
+
+
+def protocol_error(message: str) -> dict:
+    return {"type": "mcp_protocol_error", "code": 0, "message": message}
+
+
+@pytest.mark.parametrize("given, expected", [
+    (None, None),
+    # Llama Stack's rendering of an MCP result with isError (recorded: a tool that raised).
+    ("Error (code 1): None", tool_error("Error (code 1): None")),
+    ("Error (code None): quota exceeded", tool_error("Error (code None): quota exceeded")),
+    # The text of an exception from its MCP client (recorded: a JSON-RPC error answer).
+    ("reject refused: Use the reject tool", protocol_error("reject refused: Use the reject tool")),
+    ("Session terminated", protocol_error("Session terminated")),
+    ("Tool failed. Error (code 1): x", protocol_error("Tool failed. Error (code 1): x")),
+    ("", protocol_error("")),
+    # Already the openai shape: kept as it is.
+    ({"type": "mcp_protocol_error", "code": -32602, "message": "bad"},
+     {"type": "mcp_protocol_error", "code": -32602, "message": "bad"}),
+    ({"type": "http_error", "code": 503, "message": "down"}, {"type": "http_error", "code": 503, "message": "down"}),
+    (tool_error("boom"), tool_error("boom")),
+    # Anything else: its message, or its JSON, mapped like a string.
+    ({"type": "mcp_protocol_error", "message": "no code"}, protocol_error("no code")),
+    ({"type": "http_error", "code": True, "message": "a bool is no code"}, protocol_error("a bool is no code")),
+    ({"message": "Error (code 2): disk full"}, tool_error("Error (code 2): disk full")),
+    ({"detail": "x"}, protocol_error('{"detail":"x"}')),
+    (42, protocol_error("42")),
+    (False, protocol_error("false")),
+    (["a"], protocol_error('["a"]')),
+])
+def test_mcp_call_error_mapping(given, expected):
+    assert mcp_call_error(given) == expected
+    McpCall.model_validate({**MCP_CALL, "error": mcp_call_error(given)})
+
+
+MCP_CALL = {"id": "fc_1", "type": "mcp_call", "arguments": "{}", "name": "explode", "server_label": "s",
+            "output": None}
+
+
+@pytest.mark.parametrize("item, expected", [
+    ({**MCP_CALL, "error": "Error (code 1): None"}, {**MCP_CALL, "error": tool_error("Error (code 1): None")}),
+    ({**MCP_CALL, "error": None}, {**MCP_CALL, "error": None}),
+    (MCP_CALL, MCP_CALL),  # no `error` key: none is added
+    # mcp_list_tools' error is a string in the openai types too.
+    ({"id": "l", "type": "mcp_list_tools", "server_label": "s", "tools": [], "error": "unreachable"},
+     {"id": "l", "type": "mcp_list_tools", "server_label": "s", "tools": [], "error": "unreachable"}),
+    ({"type": "message", "role": "user", "content": "Error (code 1): None"},
+     {"type": "message", "role": "user", "content": "Error (code 1): None"}),
+    ("not an item", "not an item"),
+])
+def test_repair_item_changes_only_mcp_call_errors(item, expected):
+    assert repair_item(copy.deepcopy(item)) == expected
+
+
+def test_repair_response_repairs_its_output():
+    response = repair_response({**RESPONSE, "status": "completed", "output": [
+        {**MCP_CALL, "error": "reject refused"}, {**MCP_CALL, "id": "fc_2", "error": None, "output": "5"}]})
+    assert [item["error"] for item in response["output"]] == [protocol_error("reject refused"), None]
+    Response.model_validate(response)
+
+
+def test_item_events_carry_the_error_object():
+    failed = {**MCP_CALL, "error": "Error (code 1): None"}
+    out = run(created(),
+              ev(type="response.output_item.added", output_index=0, item={**MCP_CALL, "error": None}, sequence_number=1),
+              ev(type="response.mcp_call.failed", sequence_number=2),
+              ev(type="response.output_item.done", output_index=0, item=failed, sequence_number=3), close=False)
+    assert types(out) == ["response.created", "response.output_item.added", "response.mcp_call.failed",
+                          "response.output_item.done"]
+    assert out[1]["item"]["error"] is None
+    assert (out[2]["item_id"], out[2]["output_index"]) == ("fc_1", 0)
+    assert out[3]["item"]["error"] == tool_error("Error (code 1): None")
+
+
+def test_input_items_repaired_and_others_passed_through_unparsed():
+    listing = {"data": [{"type": "message", "role": "user", "content": "hi", "id": None, "status": None},
+                        {**MCP_CALL, "error": "Error (code 1): None"}], "object": "list"}
+    repaired = orjson.loads(repair_input_items(orjson.dumps(listing)))
+    assert repaired["data"][0] == listing["data"][0]
+    assert repaired["data"][1]["error"] == tool_error("Error (code 1): None")
+    without_call = b'{"data":[{"type":"message","role":"user","content":"no MCP call"}],"object":"list"}'
+    assert repair_input_items(without_call) is without_call
+    lookalike = b'{"data":[{"type":"message","role":"user","content":"mcp_call"}],"object":"list"}'
+    assert repair_input_items(lookalike) == lookalike  # parsed, nothing to change
+    for odd in (b'{"data": ["mcp_call"', b'["mcp_call"]'):
+        assert repair_input_items(odd) is odd

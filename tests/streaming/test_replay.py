@@ -10,10 +10,13 @@ import re
 import orjson
 import pytest
 
+from openai.types.responses.response_output_item import McpCall
+
 from gateway.streaming import rewriter as rewriter_module
 from gateway.streaming.enrich import Enricher
+from gateway.streaming.repair import repair_input_items, repair_response
 from gateway.streaming.rewriter import StreamRewriter
-from tests.support.openai_shapes import replay_through_sdk, validate_event
+from tests.support.openai_shapes import replay_through_sdk, validate_event, validate_response
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "llama-stack-0.7.3"
 CONVERSATION = "conv_" + "ab" * 24
@@ -107,6 +110,66 @@ def test_file_search_arguments_dropped_and_queries_parsed():
     assert kinds(events)[:7] == ["created", "in_progress", "output_item.added", "file_search_call.in_progress",
                                  "file_search_call.searching", "file_search_call.completed", "output_item.done"]
     assert events[2]["item"]["queries"] == ["search the handbook for the Falcon launch code"]
+
+
+# What Llama Stack 0.7.3 put in the failed mcp_call's `error`, and what the client gets.
+TOOL_ERROR = "Error (code 1): None"
+TOOL_ERROR_OBJECT = {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": TOOL_ERROR}]}
+PROTOCOL_ERROR = "reject refused: Use the reject tool"
+PROTOCOL_ERROR_OBJECT = {"type": "mcp_protocol_error", "code": 0, "message": PROTOCOL_ERROR}
+MCP_ERRORS = {"mcp-call-error": (TOOL_ERROR, TOOL_ERROR_OBJECT),
+              "mcp-protocol-error": (PROTOCOL_ERROR, PROTOCOL_ERROR_OBJECT)}
+
+
+@pytest.mark.parametrize("name", ["responses-mcp-call-error.json", "responses-get-mcp-call-error.json",
+                                  "responses-mcp-protocol-error.json", "responses-get-mcp-protocol-error.json"])
+def test_failed_mcp_call_body_gets_the_error_object(name):
+    recorded, expected = MCP_ERRORS[name.removesuffix(".json").removeprefix("responses-").removeprefix("get-")]
+    body = orjson.loads(capture(name))
+    call = body["output"][1]
+    assert call["type"] == "mcp_call" and call["error"] == recorded  # the quirk is in the capture
+    response = validate_response(repair_response(body))
+    assert body["output"][1]["error"] == expected
+    assert response.output[1].error.type == expected["type"] and response.output[1].output is None
+    assert response.status == "completed" and response.output_text.startswith("Tool said: ")
+
+
+@pytest.mark.parametrize("name", ["mcp-call-error", "mcp-protocol-error"])
+def test_failed_mcp_call_stream_gets_the_error_object(name):
+    recorded, expected = MCP_ERRORS[name]
+    assert capture(f"responses-{name}-stream.sse").count(b'"error":' + orjson.dumps(recorded)) == 2
+    events = rewrite(capture(f"responses-{name}-stream.sse"))
+    call_added = next(i for i, e in enumerate(events) if e["type"] == "response.output_item.added"
+                      and e["item"]["type"] == "mcp_call")
+    call_id = events[call_added]["item"]["id"]
+    assert kinds(events)[call_added:call_added + 6] == [
+        "output_item.added", "mcp_call_arguments.delta", "mcp_call_arguments.delta", "mcp_call_arguments.done",
+        "mcp_call.in_progress", "mcp_call.failed"]
+    failed, done = events[call_added + 5], events[call_added + 6]
+    assert (failed["item_id"], failed["output_index"]) == (call_id, 1)
+    assert done["type"] == "response.output_item.done" and done["item"]["error"] == expected
+    assert events[-1]["type"] == "response.completed"
+    assert events[-1]["response"]["output"][1]["error"] == expected
+    final = replay_through_sdk(events)
+    assert final.output[1].type == "mcp_call" and final.output[1].error.type == expected["type"]
+
+
+def test_mcp_server_gone_mid_call_ends_failed():
+    """Llama Stack sends nothing after mcp_call.in_progress; the gateway ends the stream."""
+    events = rewrite(capture("err-mcp-call-unreachable-stream.sse"))
+    assert kinds(events)[-3:] == ["mcp_call_arguments.done", "mcp_call.in_progress", "failed"]
+    assert "without a terminal event" in events[-1]["response"]["error"]["message"]
+
+
+def test_input_items_replaying_a_failed_mcp_call_get_the_error_object():
+    raw = capture("responses-input-items-mcp-call-error.json")
+    listing = orjson.loads(repair_input_items(raw))
+    assert listing == {**orjson.loads(raw), "data": listing["data"]}
+    calls = [item for item in listing["data"] if item["type"] == "mcp_call"]
+    assert [call["error"] for call in calls] == [TOOL_ERROR_OBJECT]
+    McpCall.model_validate(calls[0])
+    others = [item for item in orjson.loads(raw)["data"] if item["type"] != "mcp_call"]
+    assert [item for item in listing["data"] if item["type"] != "mcp_call"] == others
 
 
 def test_untyped_error_event_becomes_response_failed():

@@ -7,6 +7,17 @@ Tools:
   * ``add(a: int, b: int) -> int``  "Add two integers."
   * ``echo(text: str) -> str``      "Echo text back."
 
+With ``--faulty`` the endpoint is ``/faulty/mcp`` (the scripted upstream simulates the
+same tools for any MCP ``server_url`` containing ``faulty``) and three tools that fail
+are listed after those two, one per way an MCP call can fail:
+  * ``explode(text: str) -> str``  raises ``ToolError``: the call answers
+    ``CallToolResult(isError=True, content=[TextContent("Error executing tool explode:
+    explode refused: <text>")])``, a tool execution error;
+  * ``reject(text: str) -> str``   raises ``MCPError(-32602, "reject refused: <text>")``:
+    the call answers a JSON-RPC error, a protocol error;
+  * ``vanish(text: str) -> str``   the server process exits while answering: the MCP
+    server becomes unreachable in the middle of the call.
+
 Every HTTP request the server receives (except the inspection endpoint itself) is
 recorded with its headers, so a test can prove that the gateway or Llama Stack forwarded
 configured headers (Authorization, X-Api-Key, ...) to the MCP server:
@@ -26,16 +37,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 RECORD_PATH = "/_mcp/requests"
+MCP_PATH = "/mcp"
+FAULTY_PATH = "/faulty/mcp"
 MAX_BODY = 4096
 
 
-def build_mcp_server():
+def build_mcp_server(faulty: bool = False):
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("gateway-test-mcp", log_level="WARNING")
@@ -50,7 +65,27 @@ def build_mcp_server():
         """Echo text back."""
         return text
 
+    if faulty:
+        add_faulty_tools(server)
     return server
+
+
+def add_faulty_tools(server) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
+
+    @server.tool(description="Always fails: the tool raises an error.")
+    def explode(text: str) -> str:
+        raise ToolError(f"explode refused: {text}")
+
+    @server.tool(description="Always fails: the server answers a JSON-RPC error.")
+    def reject(text: str) -> str:
+        raise MCPError(code=-32602, message=f"reject refused: {text}")  # -32602: invalid params
+
+    @server.tool(description="The server exits while answering.")
+    def vanish(text: str) -> str:
+        # No response, no clean shutdown: the connection drops as if the host went away.
+        os._exit(3)
 
 
 class RecordingMiddleware:
@@ -59,6 +94,9 @@ class RecordingMiddleware:
     def __init__(self, app: Any) -> None:
         self.app = app
         self.records: list[dict[str, Any]] = []
+        # /_mcp/requests answers 503 until the ready line is printed, so a caller that
+        # waits for it (start_mcp_server) always finds the line in the log.
+        self.ready = False
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -88,7 +126,9 @@ class RecordingMiddleware:
 
     async def _serve_records(self, scope, send) -> None:
         method = scope["method"]
-        if method == "GET":
+        if not self.ready:
+            status, payload = 503, {"error": "starting"}
+        elif method == "GET":
             status, payload = 200, list(self.records)
         elif method == "DELETE":
             status, payload = 200, {"cleared": len(self.records)}
@@ -102,16 +142,17 @@ class RecordingMiddleware:
         await send({"type": "http.response.body", "body": data})
 
 
-def build_app(host: str = "127.0.0.1") -> RecordingMiddleware:
-    server = build_mcp_server()
-    return RecordingMiddleware(server.streamable_http_app(streamable_http_path="/mcp", host=host))
+def build_app(host: str = "127.0.0.1", faulty: bool = False) -> RecordingMiddleware:
+    server = build_mcp_server(faulty)
+    path = FAULTY_PATH if faulty else MCP_PATH
+    return RecordingMiddleware(server.streamable_http_app(streamable_http_path=path, host=host))
 
 
-async def serve(host: str, port: int) -> None:
+async def serve(host: str, port: int, faulty: bool = False) -> None:
     import uvicorn
 
-    config = uvicorn.Config(build_app(host), host=host, port=port, log_level="warning",
-                            lifespan="on")
+    app = build_app(host, faulty)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -119,7 +160,9 @@ async def serve(host: str, port: int) -> None:
             await task  # re-raises the start-up error
             raise SystemExit(f"mcp server stopped before it started listening on {host}:{port}")
         await asyncio.sleep(0.01)
-    print(f"mcp server listening on http://{host}:{port}/mcp", flush=True)
+    path = FAULTY_PATH if faulty else MCP_PATH
+    print(f"mcp server listening on http://{host}:{port}{path}", flush=True)
+    app.ready = True
     await task
 
 
@@ -127,9 +170,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=18001)
+    parser.add_argument("--faulty", action="store_true",
+                        help=f"also list the failing tools, at {FAULTY_PATH}")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(args.host, args.port))
+        asyncio.run(serve(args.host, args.port, args.faulty))
     except KeyboardInterrupt:
         pass
 
@@ -138,8 +183,10 @@ def main(argv: list[str] | None = None) -> None:
 # Helpers for tests (run in the test process, not in the server).
 
 
-def start_mcp_server(log_dir: Path, port: int | None = None, timeout: float = 30.0):
-    """Spawn the MCP server and wait until it answers; ``.url`` is ``http://127.0.0.1:N/mcp``.
+def start_mcp_server(log_dir: Path, port: int | None = None, timeout: float = 30.0,
+                     faulty: bool = False):
+    """Spawn the MCP server and wait until it answers; ``.url`` is ``http://127.0.0.1:N/mcp``
+    (``…/faulty/mcp`` with ``faulty``: the failing tools too, see the module docstring).
 
     ``proc.extra["base_url"]`` is ``http://127.0.0.1:N`` (for the /_mcp/requests endpoint).
     """
@@ -147,21 +194,19 @@ def start_mcp_server(log_dir: Path, port: int | None = None, timeout: float = 30
 
     port = port or free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = spawn("mcp-server", python_module("tests.support.mcp_server", "--port", str(port)),
-                 log_dir)
+    args = ["--port", str(port)] + (["--faulty"] if faulty else [])
+    proc = spawn("mcp-server-faulty" if faulty else "mcp-server",
+                 python_module("tests.support.mcp_server", *args), log_dir)
     wait_http(proc, base + RECORD_PATH, timeout=timeout, ok=lambda status: status == 200)
-    proc.url = base + "/mcp"
+    proc.url = base + (FAULTY_PATH if faulty else MCP_PATH)
     proc.extra["base_url"] = base
     return proc
 
 
 def _records_url(server: Any) -> str:
     """Accept a Proc from start_mcp_server, its MCP url or its base url."""
-    url = getattr(server, "url", server)
-    url = url.rstrip("/")
-    if url.endswith("/mcp"):
-        url = url[: -len("/mcp")]
-    return url + RECORD_PATH
+    parts = urllib.parse.urlsplit(getattr(server, "url", server))
+    return f"{parts.scheme}://{parts.netloc}{RECORD_PATH}"
 
 
 def recorded_requests(server: Any) -> list[dict[str, Any]]:
