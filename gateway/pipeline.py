@@ -86,7 +86,6 @@ class Pipeline:
         self._catalog = catalog
         self._quota = quota
         self._tools = tools
-        self.tool_labels = tools.labels
         self._pending: dict[str, asyncio.Future] = {}   # conversation / response id -> its recording
         self._background: set[asyncio.Future] = set()
 
@@ -142,6 +141,11 @@ class Pipeline:
     def enricher(self, turn: Turn) -> Enricher:
         """What every response object of this turn gets (JSON body or stream events)."""
         return Enricher(turn.conversation, turn.previous_response_id, turn.display_model, self._tools.labels)
+
+    def stored_enricher(self, record: TurnRecord) -> Enricher:
+        """What a stored response gets when it is read back (`GET /v1/responses/{id}`)."""
+        return Enricher(openai_conversation_id(record.conversation_id), record.previous_response_id,
+                        configured_labels=self._tools.labels)
 
     async def settle(self, turn: Turn) -> dict[str, int]:
         """Consume the turn's tokens once; returns the balance after it (`available_quotas`)."""

@@ -12,9 +12,7 @@ from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
 from gateway.http.sse import relay
 from gateway.schema.errors import not_found
-from gateway.schema.ids import openai_conversation_id
 from gateway.storage.conversations import TurnRecord
-from gateway.streaming.enrich import Enricher
 from gateway.streaming.repair import repair_input_items, repair_response
 
 
@@ -55,8 +53,7 @@ async def get_response(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     reply = await services.upstream.request_ok("GET", _upstream_path(turn))
     response = repair_response(reply.json())
-    Enricher(openai_conversation_id(turn.conversation_id), turn.previous_response_id,
-             configured_labels=services.pipeline.tool_labels).annotate(response)
+    services.pipeline.stored_enricher(turn).annotate(response)
     return json_response(response)
 
 
