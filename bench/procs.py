@@ -173,6 +173,15 @@ def start_upstream(workdir: Path, plain: bool = False) -> Proc:
     return proc
 
 
+def start_relay(workdir: Path, upstream_url: str) -> Proc:
+    """The naive relay (`bench.relay`) on the gateway's core: the baseline it must beat."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.relay", "--upstream", upstream_url, "--port", str(port)]
+    proc = _spawn("relay", argv, GATEWAY_CORE, workdir, {}, port)
+    _wait_http(proc, "/liveness")
+    return proc
+
+
 def gateway_config(upstream_url: str, db_path: Path, port: int) -> dict:
     return {
         "name": "gateway benchmark",
