@@ -16,7 +16,7 @@ from bench.scenarios import PATH, sse_body
 
 # Slow streams: an event every 200 ms for far longer than the scenario holds them.
 HELD_DELAY_MS = 200
-SETTLE_S = 3.0  # after the streams close: time for the gateway to give memory back
+SETTLE_S = 8.0  # after the streams close: time for the gateway to notice it is idle and give memory back
 
 
 @dataclass

@@ -24,6 +24,11 @@ from gateway.upstream.errors import map_upstream_error
 
 log = logging.getLogger("gateway.upstream")
 
+# Idle upstream connections are closed after this long. Each costs ~10 KiB in the
+# process; after a burst of 1,000 streams, 30 s kept the peak resident for 30 s more.
+# Under steady load a connection is reused well within it.
+KEEPALIVE_S = 3.0
+
 
 @dataclass
 class Reply:
@@ -48,7 +53,7 @@ class UpstreamClient:
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=self._config.max_connections, limit_per_host=0,
-                                         keepalive_timeout=30, ttl_dns_cache=300)
+                                         keepalive_timeout=KEEPALIVE_S, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(self._config.timeout, 10),
                                         sock_read=self._config.timeout)
         # No cookie jar (the upstream API is stateless) and no compression (bodies are

@@ -19,7 +19,6 @@ class StreamBroken(Exception):
     """The upstream stream failed after it started (timeout, reset): end it as failed."""
 
 
-Chunks = AsyncIterator[bytes]
 
 
 class UpstreamResponses:
@@ -41,12 +40,12 @@ class UpstreamResponses:
 
     @asynccontextmanager
     async def stream(self, body: dict[str, Any], headers: Mapping[str, str],
-                     model: str) -> AsyncIterator[Chunks]:
+                     model: str) -> AsyncIterator["Chunks"]:
         """Open the upstream stream; errors before its first byte raise `ApiError`."""
         async with self._client.open("POST", "/v1/responses", json=body, headers=headers) as resp:
             if resp.status != 200:
                 raise map_upstream_error(resp.status, await _read(resp), model)
-            yield _chunks(resp)
+            yield Chunks(resp)
 
     async def create_conversation(self) -> str | None:
         """A new upstream conversation id, or None when the upstream keeps none."""
@@ -73,12 +72,27 @@ async def _read(resp: aiohttp.ClientResponse) -> bytes:
         return b""
 
 
-async def _chunks(resp: aiohttp.ClientResponse) -> Chunks:
-    """The body as each read delivers it (one client write per read)."""
-    try:
-        async for chunk in resp.content.iter_any():
-            yield chunk
-    except asyncio.TimeoutError:
-        raise StreamBroken("The upstream stopped sending events (idle timeout).") from None
-    except aiohttp.ClientError as exc:
-        raise StreamBroken(f"The upstream stream broke: {exc or type(exc).__name__}.") from None
+class Chunks:
+    """The body as each read delivers it (one client write per read). One awaitable per
+    read: this iterator calls `readany()` itself, where an async generator over aiohttp's
+    `iter_any()` would add two more layers of coroutine calls to every event of a paced
+    stream."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, resp: aiohttp.ClientResponse):
+        self._read = resp.content.readany
+
+    def __aiter__(self) -> "Chunks":
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk = await self._read()
+        except asyncio.TimeoutError:
+            raise StreamBroken("The upstream stopped sending events (idle timeout).") from None
+        except aiohttp.ClientError as exc:
+            raise StreamBroken(f"The upstream stream broke: {exc or type(exc).__name__}.") from None
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
