@@ -56,7 +56,7 @@ class StreamRewriter:
     def feed(self, chunk: bytes) -> tuple[bytes, Event | None]:
         """The frames this read completes, and the terminal event if it arrived (unframed;
         pass it to `terminal()` once settled). Nothing after the terminal event counts."""
-        if self.done:
+        if self.repairer.terminal is not None:  # `done`, without a property call per read
             return b"", None
         if self._cr or b"\r" in chunk:
             chunk = self._line_ends(chunk)
