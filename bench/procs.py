@@ -208,6 +208,6 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
     if gc_stats is not None:
         command = [sys.executable, "-m", "bench.gcstats", str(gc_stats)]
     proc = _spawn(name, [*command, "serve", "-c", str(config_path)], GATEWAY_CORE, workdir,
-                  {"GATEWAY_LOG_LEVEL": "WARNING"}, port)
+                  {"GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "WARNING")}, port)
     _wait_http(proc, "/liveness")
     return proc

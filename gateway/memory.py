@@ -16,6 +16,7 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -37,10 +38,20 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 def release() -> None:
+    before = _rss_kib()
     gc.collect()
     trim = _TRIM
     if trim is not None:
         trim(0)
+    log.debug("a load has passed: resident memory %s -> %s KiB", before, _rss_kib())
+
+
+def _rss_kib() -> int | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 _TRIM = _malloc_trim()
