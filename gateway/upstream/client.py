@@ -74,13 +74,19 @@ class UpstreamClient:
     async def request(self, method: str, path: str, *, json: Any = None,
                       headers: Mapping[str, str] | None = None, params: Mapping[str, str] | None = None,
                       timeout: float | None = None) -> Reply:
-        """Send a request and read the whole answer; any status is returned, not raised."""
-        async with self.open(method, path, json=json, headers=headers, params=params, timeout=timeout) as resp:
-            try:
-                body = await resp.read()
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        """Send a request and read the whole answer; any status is returned, not raised.
+        (Without `open()`'s context manager: two upstream calls per new-conversation turn
+        make its generator machinery a measurable share of a JSON turn.)"""
+        resp = await self._send(method, path, json, headers, params, timeout)
+        try:
+            body = await resp.read()
+        except BaseException as exc:
+            resp.close()
+            if isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError)):
                 raise upstream_unavailable(_describe(exc)) from None
-            return Reply(resp.status, body)
+            raise
+        resp.release()
+        return Reply(resp.status, body)
 
     async def request_ok(self, method: str, path: str, *, model: str | None = None, **kwargs: Any) -> Reply:
         """Like `request`, but a non-2xx answer raises the mapped `ApiError`."""
@@ -94,6 +100,20 @@ class UpstreamClient:
                    params: Mapping[str, str] | None = None,
                    timeout: float | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
         """The upstream response with its body unread (for streams)."""
+        resp = await self._send(method, path, json, headers, params, timeout)
+        try:
+            yield resp
+        except BaseException:
+            resp.close()  # drops the connection: the upstream sees the client go away at once
+            raise
+        if resp.content.at_eof():
+            resp.release()
+        else:
+            resp.close()
+
+    async def _send(self, method: str, path: str, json: Any, headers: Mapping[str, str] | None,
+                    params: Mapping[str, str] | None, timeout: float | None) -> aiohttp.ClientResponse:
+        """The response once its head arrived; connection failures retried, then mapped."""
         url = self._urls.get(path)
         if url is None:
             url = URL(self.base_url + path)
@@ -108,9 +128,8 @@ class UpstreamClient:
         attempt = 0
         while True:
             try:
-                resp = await self.session.request(method, url, data=data, headers=all_headers, params=params,
+                return await self.session.request(method, url, data=data, headers=all_headers, params=params,
                                                   **({"timeout": client_timeout} if client_timeout else {}))
-                break
             except aiohttp.ClientConnectorError as exc:
                 if attempt >= self._config.max_retries:
                     raise upstream_unavailable(_describe(exc)) from None
@@ -120,15 +139,6 @@ class UpstreamClient:
                 await asyncio.sleep(delay)
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 raise upstream_unavailable(_describe(exc)) from None
-        try:
-            yield resp
-        except BaseException:
-            resp.close()  # drops the connection: the upstream sees the client go away at once
-            raise
-        if resp.content.at_eof():
-            resp.release()
-        else:
-            resp.close()
 
 
 def _describe(exc: BaseException) -> str:
