@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, Awaitable, Mapping
 
 import aiohttp
 from aiohttp.payload import BytesPayload
@@ -95,21 +94,11 @@ class UpstreamClient:
             raise map_upstream_error(reply.status, reply.body, model)
         return reply
 
-    @asynccontextmanager
-    async def open(self, method: str, path: str, *, json: Any = None, headers: Mapping[str, str] | None = None,
-                   params: Mapping[str, str] | None = None,
-                   timeout: float | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
-        """The upstream response with its body unread (for streams)."""
-        resp = await self._send(method, path, json, headers, params, timeout)
-        try:
-            yield resp
-        except BaseException:
-            resp.close()  # drops the connection: the upstream sees the client go away at once
-            raise
-        if resp.content.at_eof():
-            resp.release()
-        else:
-            resp.close()
+    def open(self, method: str, path: str, *, json: Any = None, headers: Mapping[str, str] | None = None,
+             params: Mapping[str, str] | None = None, timeout: float | None = None) -> "Opened":
+        """`async with client.open(...) as resp`: the upstream response with its body unread
+        (for streams)."""
+        return Opened(self._send(method, path, json, headers, params, timeout))
 
     async def _send(self, method: str, path: str, json: Any, headers: Mapping[str, str] | None,
                     params: Mapping[str, str] | None, timeout: float | None) -> aiohttp.ClientResponse:
@@ -141,6 +130,31 @@ class UpstreamClient:
                 raise upstream_unavailable(_describe(exc)) from None
 
 
+class Opened:
+    """The context manager `open()` returns. A plain object, not `@asynccontextmanager`:
+    a generator's frame would be held for a stream's whole life (memory per open stream
+    is a budget)."""
+
+    __slots__ = ("_sending", "_resp")
+
+    def __init__(self, sending: Awaitable[aiohttp.ClientResponse]):
+        self._sending = sending
+        self._resp: aiohttp.ClientResponse | None = None
+
+    async def __aenter__(self) -> aiohttp.ClientResponse:
+        sending, self._sending = self._sending, None
+        self._resp = await sending
+        return self._resp
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        resp = self._resp
+        assert resp is not None
+        if exc_type is None and resp.content.at_eof():
+            resp.release()
+        else:
+            resp.close()  # drops the connection: the upstream sees the client go away at once
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, asyncio.TimeoutError):
         return "The upstream did not answer in time."
@@ -149,4 +163,4 @@ def _describe(exc: BaseException) -> str:
     return f"Connection error: {exc or type(exc).__name__}."
 
 
-__all__ = ["ApiError", "Reply", "UpstreamClient"]
+__all__ = ["ApiError", "Opened", "Reply", "UpstreamClient"]
