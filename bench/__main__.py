@@ -45,6 +45,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dialects", default=",".join(DIALECTS), help="upstream dialects for the SSE scenarios")
     parser.add_argument("--profile", choices=("bulk", "paced"), action="append", default=[],
                         help="also profile a gateway with py-spy during an extra SSE run (repeatable)")
+    parser.add_argument("--nginx", action="store_true",
+                        help="also measure nginx as a plain proxy (installs Debian's nginx-light if missing)")
     parser.add_argument("--plain-upstream", action="store_true",
                         help="run `python -m gateway.devserver` as is (with its generation-2 GC pauses)")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "latest.md")
@@ -73,7 +75,7 @@ def _header(settings: Settings, args: argparse.Namespace) -> dict[str, str]:
         "machine": f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}; {wrk_version}",
         "setup": f"the target (naive relay or gateway) pinned to core {procs.GATEWAY_CORE}; upstream ({upstream}, "
                  f"zero delay, --no-record), load generators and this orchestrator pinned to core {procs.LOAD_CORE}",
-        "runs": f"{args.rounds} rounds of direct, relay, gateway per scenario; {settings.warmup} s warm-up + "
+        "runs": f"{args.rounds} rounds of direct, {'nginx, ' if args.nginx else ''}relay, gateway per scenario; {settings.warmup} s warm-up + "
                 f"{settings.seconds} s measured per run. JSON and SSE bulk: wrk, {settings.connections} connections; "
                 f"SSE bulk streams have {scenarios.SSE_DELTAS} deltas written in one go. SSE paced: waves of "
                 f"{settings.paced_streams} streams started at once, an event every {scenarios.PACED_DELAY_MS} ms "
@@ -89,13 +91,16 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
     results = Results(header=_header(settings, args))
     print("bench: starting the scripted upstream (core 1), the naive relay and the gateway (core 0)", flush=True)
     upstream = procs.start_upstream(workdir, plain=args.plain_upstream)
-    relay = gateway = None
+    relay = gateway = nginx = None
     try:
         relay = procs.start_relay(workdir, upstream.url)
         gateway = procs.start_gateway(workdir, upstream.url)
         await wait_idle([gateway])
         rss_idle = gateway.rss_kib()
         targets = [Target("direct", upstream), Target("relay", relay), Target("gateway", gateway)]
+        if args.nginx:
+            nginx = procs.start_nginx(workdir, upstream.url)
+            targets.insert(1, Target("nginx", nginx))
         plan = []
         if "json" in wanted:
             plan.append(("JSON, new conversation", lambda t: scenarios.json_new(settings, t, upstream)))
@@ -119,8 +124,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
             await asyncio.sleep(2)
             await wait_idle([gateway])
             results.rss_after_load = (rss_idle, gateway.rss_kib())
-        gateway.stop()  # the profiles and the memory scenario get fresh gateways
-        relay.stop()
+        for proc in (gateway, relay, nginx):  # the profiles and the memory scenario get fresh gateways
+            if proc is not None:
+                proc.stop()
         for workload in args.profile:
             print(f"bench: profiling a gateway with py-spy during SSE {workload}", flush=True)
             from bench.profile import profile_sse
@@ -130,12 +136,12 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
             print(f"bench: memory, {settings.memory_streams} streams held open on a fresh gateway", flush=True)
             results.memory = await memory(settings.memory_streams, workdir, upstream, dialects[-1])
     except Exception:
-        for proc in (gateway, relay, upstream):
+        for proc in (gateway, relay, nginx, upstream):
             if proc is not None:
                 print(f"--- {proc.name} log (tail) ---\n{proc.log_tail()}", file=sys.stderr)
         raise
     finally:
-        for proc in (gateway, relay, upstream):
+        for proc in (gateway, relay, nginx, upstream):
             if proc is not None:
                 proc.stop()
     return report.render(results)

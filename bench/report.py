@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from bench.memory import MemoryRun
 from bench.scenarios import Run
 
-TARGETS = ("direct", "relay", "gateway")
+TARGETS = ("direct", "nginx", "relay", "gateway")  # nginx only with --nginx
 # The targets, on the gateway's figure over the naive relay's in the same run.
 CPU_MAX_RATIO = {"JSON, new conversation": 1.5, "JSON, continuing": 1.0,
                  "SSE bulk, llama-stack": 0.75, "SSE bulk, openai": 0.75,
@@ -53,12 +53,17 @@ def _pass(ok: bool) -> str:
     return "**PASS**" if ok else "**FAIL**"
 
 
-def _scenario_rows(name: str, runs: dict[str, list[Run]], verdicts: list[Verdict]) -> list[str]:
+def _targets(results: Results) -> list[str]:
+    present = {target for runs in results.runs.values() for target in runs}
+    return [target for target in TARGETS if target in present or target != "nginx"]
+
+
+def _scenario_rows(name: str, runs: dict[str, list[Run]], verdicts: list[Verdict], targets: list[str]) -> list[str]:
     unit = "request" if name.startswith("JSON") else "event"
     rows = []
 
     def row(metric: str, value, digits: int, suffix: str = "", check: tuple[str, float] | None = None) -> None:
-        cells = [_num(_median([value(run) for run in runs.get(t, [])]), digits, suffix) for t in TARGETS]
+        cells = [_num(_median([value(run) for run in runs.get(t, [])]), digits, suffix) for t in targets]
         ratios = _ratios(runs, value)
         ratio = _median(ratios)
         target = result = ""
@@ -81,13 +86,13 @@ def _scenario_rows(name: str, runs: dict[str, list[Run]], verdicts: list[Verdict
         row("time to first event p90, ms", lambda run: run.p90_ms, 1)
     else:
         row("time to first event p50 (probe), ms", lambda run: run.p50_ms, 1)
-    errors = [f"{sum(r.errors for r in runs.get(t, []))} of {sum(r.checked for r in runs.get(t, []))}" for t in TARGETS]
+    errors = [f"{sum(r.errors for r in runs.get(t, []))} of {sum(r.checked for r in runs.get(t, []))}" for t in targets]
     rows.append(f"| | errors (of checked {'requests' if unit == 'request' else 'streams'}) | {' | '.join(errors)} "
                 f"| | | |")
     return rows
 
 
-def _memory_rows(run: MemoryRun, verdicts: list[Verdict]) -> list[str]:
+def _memory_rows(run: MemoryRun, verdicts: list[Verdict], blank: str) -> list[str]:
     ok = run.kib_per_stream <= MEMORY_MAX_KIB and run.opened == run.streams and run.still_open == run.streams
     verdicts.append(Verdict(f"≤ {MEMORY_MAX_KIB:g} KiB per open stream ({run.streams} on a fresh gateway)", ok,
                             f"{run.kib_per_stream:.1f} KiB ({run.opened}/{run.streams} open)"))
@@ -97,12 +102,12 @@ def _memory_rows(run: MemoryRun, verdicts: list[Verdict]) -> list[str]:
                             f"{returned:+.1f} MiB"))
     mib = lambda kib: f"{kib / 1024:.1f}"  # noqa: E731
     return [
-        f"| Memory, {run.streams} slow streams held | KiB per open stream | | | {run.kib_per_stream:.1f} | | "
+        f"| Memory, {run.streams} slow streams held | KiB per open stream | {blank}{run.kib_per_stream:.1f} | | "
         f"≤ {MEMORY_MAX_KIB:g} | {_pass(ok)} |",
-        f"| | RSS MiB: fresh → warmed up → all open → {run.streams} closed | | | {mib(run.rss_fresh_kib)} → "
+        f"| | RSS MiB: fresh → warmed up → all open → {run.streams} closed | {blank}{mib(run.rss_fresh_kib)} → "
         f"{mib(run.rss_before_kib)} → {mib(run.rss_open_kib)} → {mib(run.rss_after_kib)} | | "
         f"back ≤ +{MEMORY_RETURN_MAX_MIB:g} | {_pass(back)} |",
-        f"| | streams open / failed / ended early | | | {run.opened} / {run.failed} / "
+        f"| | streams open / failed / ended early | {blank}{run.opened} / {run.failed} / "
         f"{run.streams - run.still_open} (opened in {run.open_seconds:.1f} s) | | | |",
     ]
 
@@ -111,7 +116,7 @@ def _cpu_table(results: Results) -> list[str]:
     rows = ["| scenario, target | target (core 0) | upstream (core 1) | load generator (core 1) | "
             "bench (core 1) |", "|---|--:|--:|--:|--:|"]
     for name, runs in results.runs.items():
-        for target in TARGETS:
+        for target in _targets(results):
             for index, run in enumerate(runs.get(target, [])):
                 pct = run.cpu_pct
                 own = "—" if target == "direct" else f"{pct['target']:.0f} %"
@@ -124,19 +129,22 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
     verdicts: list[Verdict] = []
     lines = ["# Gateway benchmark", ""]
     lines += [f"- **{key}**: {value}" for key, value in results.header.items()]
+    targets = _targets(results)
+    names = {"direct": "direct", "nginx": "nginx", "relay": "naive relay", "gateway": "gateway"}
+    blank = "| " * (len(targets) - 1)
     lines += ["", "Medians over the rounds; *gateway / relay* is the median of each round's ratio (the "
               "two ran back to back). CPU is the target's own (the upstream's for *direct*), from "
               "`/proc/<pid>/stat`, including the work it finished after the run.", "",
-              "| scenario | metric | direct | naive relay | gateway | gateway / relay | target | result |",
-              "|---|---|--:|--:|--:|--:|---|---|"]
+              f"| scenario | metric | {' | '.join(names[t] for t in targets)} | gateway / relay | target | result |",
+              "|---|---|" + "--:|" * len(targets) + "--:|---|---|"]
     for name, runs in results.runs.items():
-        lines += _scenario_rows(name, runs, verdicts)
+        lines += _scenario_rows(name, runs, verdicts, targets)
     if results.memory:
-        lines += _memory_rows(results.memory, verdicts)
+        lines += _memory_rows(results.memory, verdicts, blank)
     if results.rss_after_load:
         idle, after = results.rss_after_load
         lines += [f"| Memory after the load | gateway RSS MiB: idle at start → idle after every scenario above "
-                  f"| | | {idle / 1024:.1f} → {after / 1024:.1f} | | | |"]
+                  f"| {blank}{idle / 1024:.1f} → {after / 1024:.1f} | | | |"]
     lines += ["", "## Targets", ""] + [f"- {_pass(v.ok)} {v.name}: {v.detail}" for v in verdicts]
     lines += ["", f"{sum(v.ok for v in verdicts)} of {len(verdicts)} targets pass.", ""]
     disturbed = [f"{name}, {run.target}: {problem}" for name, runs in results.runs.items()
