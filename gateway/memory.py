@@ -1,12 +1,13 @@
 """Give memory back to the operating system once a load has passed.
 
 CPython returns an arena to the OS only when every object in it is gone, and glibc's
-malloc keeps freed chunks for reuse: after a burst of open streams the process would
-stay at its peak (the benchmark's 1,000 streams left ~30 MiB behind for good). When the
-gateway goes idle after being busy, one full collection and `malloc_trim(0)` (glibc:
-release the free pages of every heap, not only its top) bring it back near its idle
-size. Under load nothing runs: trimming then would only make the next allocations fault
-the pages back in.
+malloc keeps freed chunks for reuse, so after a burst the process stays near its peak.
+When the gateway goes idle after being busy, one full collection and `malloc_trim(0)`
+(glibc: release the free pages of every heap, not only its top) return what is free:
+~5 MiB of the ~30 MiB that 1,000 held streams added in the benchmark. Most of the rest
+is live, not free: SQLite's cache of prepared statements, one per distinct size of the
+turn writer's multi-row INSERTs (bench/README.md). Under load nothing runs: trimming then
+would only make the next allocations fault the pages back in.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from gateway.upstream.errors import map_upstream_error
 
 log = logging.getLogger("gateway.upstream")
 
-# Idle upstream connections are closed after this long. Each costs ~10 KiB in the
-# process; after a burst of 1,000 streams, 30 s kept the peak resident for 30 s more.
-# Under steady load a connection is reused well within it.
+# Idle upstream connections are closed after this long: each holds aiohttp's
+# per-connection state (protocol, parser, buffers, several KiB), and after a burst 30 s
+# kept them all. Under steady load a connection is reused well within it.
 KEEPALIVE_S = 3.0
 
 
