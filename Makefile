@@ -21,11 +21,13 @@ demo: install
 
 ## The whole suite: unit, end-to-end through `gateway serve`, and against a real Llama Stack.
 test: install
+	scripts/ensure-valgrind.sh
 	scripts/llama-stack/setup.sh
 	GATEWAY_REQUIRE_LLAMA_STACK=1 $(BIN)/python -m pytest
 
 ## Everything except the real-Llama-Stack tests (no 1-minute install).
 test-fast: install
+	scripts/ensure-valgrind.sh
 	$(BIN)/python -m pytest -m "not llama_stack"
 
 ## Gateway vs direct upstream (see bench/README.md).

@@ -1,13 +1,13 @@
-"""`python -m bench`: the gateway against a direct connection to the scripted upstream.
+"""`python -m bench`: the gateway against a naive relay and a direct connection to the scripted upstream.
 
-Starts the scripted upstream (core 1) and the gateway (core 0), runs the JSON, SSE and
-memory scenarios with wrk (core 1), prints a markdown table and writes it to
+Starts the scripted upstream (core 1), the naive relay and the gateway (core 0, one at
+a time under load), and runs every scenario against each target, in both upstream
+dialects for the streams: JSON (new and continuing conversations), SSE bulk, SSE paced,
+then the memory scenario on a fresh gateway. Prints a markdown report and writes it to
 bench/results/latest.md. Exit status 0 when every target passes, 1 otherwise.
 """
 
 from __future__ import annotations
-
-from typing import Awaitable, Callable, TypeVar
 
 import argparse
 import asyncio
@@ -20,24 +20,33 @@ import tempfile
 from pathlib import Path
 
 from bench import procs, report, scenarios
+from bench.cpu import wait_idle
+from bench.memory import memory
 from bench.report import Results
-from bench.scenarios import Settings, Target
+from bench.scenarios import DIALECTS, Settings, Target
 
 RESULTS_DIR = Path(__file__).parent / "results"
+
+
+WORKLOADS = ("json", "bulk", "paced", "memory")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=5, help="measured seconds per run (default 5)")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="direct/gateway pairs per scenario; the median ratio is reported (default 5)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of direct, relay, gateway per scenario; medians are reported (default 3)")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
     parser.add_argument("--streams", type=int, default=1000, help="streams held open for the memory scenario")
-    parser.add_argument("--only", default="json,sse,memory",
-                        help="comma-separated subset of json,sse,memory (default: all)")
-    parser.add_argument("--profile", action="store_true",
-                        help="also profile the gateway with py-spy during an extra SSE run")
+    parser.add_argument("--paced-streams", type=int, default=256, help="streams per wave in the paced scenario")
+    parser.add_argument("--only", default=",".join(WORKLOADS),
+                        help=f"comma-separated subset of {','.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--dialects", default=",".join(DIALECTS), help="upstream dialects for the SSE scenarios")
+    parser.add_argument("--profile", choices=("bulk", "paced"), action="append", default=[],
+                        help="also profile a gateway with py-spy during an extra SSE run (repeatable)")
+    parser.add_argument("--nginx", action="store_true",
+                        help="also measure nginx as a plain proxy (installs Debian's nginx-light if missing)")
     parser.add_argument("--plain-upstream", action="store_true",
                         help="run `python -m gateway.devserver` as is (with its generation-2 GC pauses)")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "latest.md")
@@ -54,7 +63,7 @@ def _command_output(argv: list[str]) -> str:
 
 def _header(settings: Settings, args: argparse.Namespace) -> dict[str, str]:
     commit = _command_output(["git", "rev-parse", "--short", "HEAD"])
-    dirty = _command_output(["git", "status", "--porcelain", "--untracked-files=no", "--", "gateway"])
+    dirty = _command_output(["git", "status", "--porcelain", "--untracked-files=no", "--", "gateway", "bench"])
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.machine())
     wrk_version = _command_output([settings.wrk, "-v"]).splitlines()[0].split(" [")[0]
@@ -62,84 +71,86 @@ def _header(settings: Settings, args: argparse.Namespace) -> dict[str, str]:
                                                   " via `bench.upstream` (generation-2 GC off)")
     return {
         "when": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        "commit": commit + (" (gateway/ has uncommitted changes)" if dirty else ""),
+        "commit": commit + (" (uncommitted changes)" if dirty else ""),
         "machine": f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}; {wrk_version}",
-        "setup": f"gateway pinned to core {procs.GATEWAY_CORE}; upstream ({upstream}, zero delay, --no-record), "
-                 f"wrk (1 thread) and the probe client pinned to core {procs.LOAD_CORE}",
-        "runs": f"{settings.connections} connections, {settings.warmup} s warm-up + {settings.seconds} s measured "
-                f"per run; direct = the same requests straight to the upstream",
+        "setup": f"the target (naive relay or gateway) pinned to core {procs.GATEWAY_CORE}; upstream ({upstream}, "
+                 f"zero delay, --no-record), load generators and this orchestrator pinned to core {procs.LOAD_CORE}",
+        "runs": f"{args.rounds} rounds of direct, {'nginx, ' if args.nginx else ''}relay, gateway per scenario; {settings.warmup} s warm-up + "
+                f"{settings.seconds} s measured per run. JSON and SSE bulk: wrk, {settings.connections} connections; "
+                f"SSE bulk streams have {scenarios.SSE_DELTAS} deltas written in one go. SSE paced: waves of "
+                f"{settings.paced_streams} streams started at once, an event every {scenarios.PACED_DELAY_MS} ms "
+                f"(each its own read)",
     }
-
-
-Run = TypeVar("Run")
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report.Verdict]]:
     wanted = {name.strip() for name in args.only.split(",") if name.strip()}
-    settings = Settings(wrk=procs.ensure_debian_package("wrk", "wrk"), seconds=args.seconds,
-                        warmup=args.warmup, memory_streams=args.streams)
+    dialects = [name.strip() for name in args.dialects.split(",") if name.strip()]
+    settings = Settings(wrk=procs.ensure_debian_package("wrk", "wrk"), seconds=args.seconds, warmup=args.warmup,
+                        memory_streams=args.streams, paced_streams=args.paced_streams)
     results = Results(header=_header(settings, args))
-    print("bench: starting the scripted upstream (core 1) and the gateway (core 0)", flush=True)
+    print("bench: starting the scripted upstream (core 1), the naive relay and the gateway (core 0)", flush=True)
     upstream = procs.start_upstream(workdir, plain=args.plain_upstream)
-    gateway = None
+    relay = gateway = nginx = None
     try:
+        relay = procs.start_relay(workdir, upstream.url)
         gateway = procs.start_gateway(workdir, upstream.url)
-        watched = {"gateway": gateway, "upstream": upstream}
-        direct, through = Target("direct", upstream), Target("gateway", gateway)
+        await wait_idle([gateway])
+        rss_idle = gateway.rss_kib()
+        targets = [Target("direct", upstream), Target("relay", relay), Target("gateway", gateway)]
+        if args.nginx:
+            nginx = procs.start_nginx(workdir, upstream.url)
+            targets.insert(1, Target("nginx", nginx))
+        plan = []
         if "json" in wanted:
-            print("bench: scenario 1, JSON, new conversation per request", flush=True)
-            results.json_new = await _paired(
-                args.rounds, lambda: scenarios.json_new(settings, direct, watched),
-                lambda: scenarios.json_new(settings, through, watched),
-                lambda run: run.sustained_rps, results.rounds, "JSON, new conversation")
-            print("bench: scenario 1, JSON, continuing conversations", flush=True)
-            # The new-conversation rates size the pools of pre-started conversations.
-            results.json_continue = await _paired(
-                args.rounds,
-                lambda: scenarios.json_continue(settings, direct, watched, workdir, results.json_new[0].rps),
-                lambda: scenarios.json_continue(settings, through, watched, workdir, results.json_new[1].rps),
-                lambda run: run.sustained_rps, results.rounds, "JSON, continuing conversations")
-        if "sse" in wanted:
-            print("bench: scenario 2, SSE", flush=True)
-            results.sse = await _paired(
-                args.rounds, lambda: scenarios.sse(settings, direct, watched),
-                lambda: scenarios.sse(settings, through, watched),
-                lambda run: run.sustained_events_per_s, results.rounds, "SSE")
-        gateway.stop()  # the profile and the memory scenario get fresh gateways
-        if args.profile:
-            print("bench: profiling a gateway with py-spy during an extra SSE run", flush=True)
+            plan.append(("JSON, new conversation", lambda t: scenarios.json_new(settings, t, upstream)))
+            plan.append(("JSON, continuing", lambda t: scenarios.json_continue(
+                settings, t, upstream, workdir, _rate(results, "JSON, new conversation", t.name))))
+        for dialect in dialects:
+            if "bulk" in wanted:
+                plan.append((f"SSE bulk, {dialect}",
+                             lambda t, d=dialect: scenarios.sse_bulk(settings, t, upstream, d)))
+        for dialect in dialects:
+            if "paced" in wanted:
+                plan.append((f"SSE paced, {dialect}",
+                             lambda t, d=dialect: scenarios.sse_paced(settings, t, upstream, d, workdir)))
+        for name, scenario in plan:
+            runs = results.runs.setdefault(name, {})
+            for round_ in range(args.rounds):
+                for target in targets:
+                    print(f"bench: {name}, {target.name}, round {round_ + 1}/{args.rounds}", flush=True)
+                    runs.setdefault(target.name, []).append(await scenario(target))
+        if plan:
+            await asyncio.sleep(2)
+            await wait_idle([gateway])
+            results.rss_after_load = (rss_idle, gateway.rss_kib())
+        for proc in (gateway, relay, nginx):  # the profiles and the memory scenario get fresh gateways
+            if proc is not None:
+                proc.stop()
+        for workload in args.profile:
+            print(f"bench: profiling a gateway with py-spy during SSE {workload}", flush=True)
             from bench.profile import profile_sse
-            results.profile = await profile_sse(settings, upstream, workdir, 10, args.output.parent)
+            profile = await profile_sse(settings, upstream, workdir, 10, args.output.parent, workload, dialects[-1])
+            results.profile = (results.profile or "") + profile
         if "memory" in wanted:
-            print(f"bench: scenario 3, {settings.memory_streams} streams held open", flush=True)
-            results.memory = await scenarios.memory(settings, workdir, upstream)
+            print(f"bench: memory, {settings.memory_streams} streams held open on a fresh gateway", flush=True)
+            results.memory = await memory(settings.memory_streams, workdir, upstream, dialects[-1])
     except Exception:
-        for proc in (gateway, upstream):
+        for proc in (gateway, relay, nginx, upstream):
             if proc is not None:
                 print(f"--- {proc.name} log (tail) ---\n{proc.log_tail()}", file=sys.stderr)
         raise
     finally:
-        if gateway is not None:
-            gateway.stop()
-        upstream.stop()
+        for proc in (gateway, relay, nginx, upstream):
+            if proc is not None:
+                proc.stop()
     return report.render(results)
 
 
-async def _paired(rounds: int, direct: Callable[[], Awaitable[Run]], gateway: Callable[[], Awaitable[Run]],
-                  rate: Callable[[Run], float], log: dict[str, list[float]], name: str) -> tuple[Run, Run]:
-    """Alternate direct and gateway runs and keep the pair with the median ratio.
-
-    This machine's speed drifts by tens of percent from one minute to the next, and
-    it moves both sides; a direct run and a gateway run measured back to back see the
-    same machine, so their ratio is what is compared, and the median of several such
-    pairs is what is reported."""
-    pairs = []
-    for _ in range(rounds):
-        pairs.append((await direct(), await gateway()))
-    ratios = [rate(g) / rate(d) if rate(d) else 0.0 for d, g in pairs]
-    log[name] = ratios
-    middle = sorted(range(len(pairs)), key=lambda index: ratios[index])[len(pairs) // 2]
-    return pairs[middle]
+def _rate(results: Results, name: str, target: str) -> float:
+    """The new-conversation rate sizes the pools of pre-started conversations."""
+    runs = results.runs.get(name, {}).get(target) or []
+    return max((run.rate for run in runs), default=2000.0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -173,6 +173,56 @@ def start_upstream(workdir: Path, plain: bool = False) -> Proc:
     return proc
 
 
+def start_relay(workdir: Path, upstream_url: str) -> Proc:
+    """The naive relay (`bench.relay`) on the gateway's core: the baseline it must beat."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.relay", "--upstream", upstream_url, "--port", str(port)]
+    proc = _spawn("relay", argv, GATEWAY_CORE, workdir, {}, port)
+    _wait_http(proc, "/liveness")
+    return proc
+
+
+NGINX_CONF = """daemon off;
+master_process off;
+worker_processes 1;
+pid {home}/nginx.pid;
+error_log {home}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    client_body_temp_path {home}/body;
+    proxy_temp_path {home}/proxy;
+    fastcgi_temp_path {home}/fastcgi;
+    uwsgi_temp_path {home}/uwsgi;
+    scgi_temp_path {home}/scgi;
+    upstream scripted {{ server {upstream}; keepalive 512; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://scripted;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+def start_nginx(workdir: Path, upstream_url: str) -> Proc:
+    """nginx as a plain reverse proxy (`bench/run --nginx`): one process, no worker
+    children, so its CPU is one pid's; response buffering off, as SSE needs."""
+    binary = ensure_debian_package("nginx", "nginx-light")
+    port = free_port()
+    home = workdir / "nginx"
+    home.mkdir(parents=True, exist_ok=True)
+    conf = home / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(home=home, upstream=upstream_url.removeprefix("http://"), port=port))
+    proc = _spawn("nginx", [binary, "-c", str(conf), "-p", str(home)], GATEWAY_CORE, workdir, {}, port)
+    _wait_http(proc, "/health")
+    return proc
+
+
 def gateway_config(upstream_url: str, db_path: Path, port: int) -> dict:
     return {
         "name": "gateway benchmark",
@@ -199,6 +249,6 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
     if gc_stats is not None:
         command = [sys.executable, "-m", "bench.gcstats", str(gc_stats)]
     proc = _spawn(name, [*command, "serve", "-c", str(config_path)], GATEWAY_CORE, workdir,
-                  {"GATEWAY_LOG_LEVEL": "WARNING"}, port)
+                  {"GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "WARNING")}, port)
     _wait_http(proc, "/liveness")
     return proc

@@ -1,8 +1,8 @@
 """`bench/run --profile`: where the gateway's CPU goes while it relays SSE.
 
 After the measured runs, a gateway of its own (through `bench.gcstats`, which times its
-garbage collections) gets a warm-up and then the SSE scenario again, with py-spy
-attached for 10 s. py-spy samples only the thread holding the GIL (`--gil`): the
+garbage collections) gets a warm-up and then an SSE workload again (bulk, or paced:
+256 streams starting at once, an event every 20 ms), with py-spy attached for 10 s. py-spy samples only the thread holding the GIL (`--gil`): the
 aiosqlite worker thread blocks in `queue.get()` in a way py-spy does not recognise as
 idle, and would otherwise show up as a large false hot spot. Python 3.11 has no frame
 for the cyclic garbage collector: its time is charged to whichever function was
@@ -24,8 +24,9 @@ from pathlib import Path
 import orjson
 
 from bench import loadgen
+from bench.cpu import wait_idle
 from bench.procs import LOAD_CORE, ROOT, Proc, start_gateway
-from bench.scenarios import PATH, SSE_BODY, Settings, Target, check_stream, wait_idle
+from bench.scenarios import (PACED_DELAY_MS, PATH, Settings, Target, check_stream, paced_client, sse_body)
 
 RATE = 100  # samples per second
 
@@ -91,29 +92,37 @@ async def _gc_snapshot(proc: Proc, stats: Path) -> dict:
     raise RuntimeError("the profiled gateway did not write its GC statistics")
 
 
-async def profile_sse(settings: Settings, upstream: Proc, workdir: Path, seconds: int, out_dir: Path) -> str:
+async def profile_sse(settings: Settings, upstream: Proc, workdir: Path, seconds: int, out_dir: Path,
+                      workload: str = "bulk", dialect: str = "openai") -> str:
     pyspy = ensure_pyspy()
     stats = workdir / "gc-stats.json"
-    gateway = start_gateway(workdir, upstream.url, name="gateway-profile", gc_stats=stats)
+    gateway = start_gateway(workdir, upstream.url, name=f"gateway-profile-{workload}", gc_stats=stats)
     try:
         target = Target("gateway", gateway)
-        shape = await check_stream(target)
-        script = loadgen.render("sse", {"PATH": PATH, "BODY": orjson.dumps(SSE_BODY).decode(),
-                                        "EXPECTED": shape.events, "EXPECT_DONE": shape.done})
-        await loadgen.run_wrk(settings.wrk, target.url, script, connections=settings.connections,
-                              seconds=settings.warmup)
+        events = await check_stream(target, sse_body(dialect))
+        script = loadgen.render("sse", {"PATH": PATH, "BODY": orjson.dumps(sse_body(dialect)).decode(),
+                                        "EXPECTED": events, "EXPECT_DONE": True})
+        body_file = workdir / "profile-paced.json"
+        body_file.write_bytes(orjson.dumps(sse_body(dialect, PACED_DELAY_MS)))
+
+        def load(duration: float):
+            if workload == "paced":
+                return paced_client(settings, target, body_file, duration, events)
+            return loadgen.run_wrk(settings.wrk, target.url, script, connections=settings.connections,
+                                   seconds=int(duration))
+
+        await load(settings.warmup)
         await wait_idle([gateway])
-        raw_path = out_dir / "profile-sse.txt"
+        raw_path = out_dir / f"profile-sse-{workload}.txt"
         gc_before, cpu_before = await _gc_snapshot(gateway, stats), gateway.cpu_seconds()
-        load = asyncio.create_task(loadgen.run_wrk(settings.wrk, target.url, script,
-                                                   connections=settings.connections, seconds=seconds + 2))
+        running = asyncio.create_task(load(seconds + 2))
         await asyncio.sleep(1)
         spy = await asyncio.create_subprocess_exec(
             "taskset", "-c", str(LOAD_CORE), pyspy, "record", "-p", str(gateway.pid), "-d", str(seconds),
             "-r", str(RATE), "--gil", "-f", "raw", "-o", str(raw_path),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
         _, err = await spy.communicate()
-        result = await load
+        await running
         gc_after, cpu_after = await _gc_snapshot(gateway, stats), gateway.cpu_seconds()
     finally:
         gateway.stop()
@@ -123,9 +132,9 @@ async def profile_sse(settings: Settings, upstream: Proc, workdir: Path, seconds
     gc_seconds = [after - before for after, before in zip(gc_after["seconds"], gc_before["seconds"])]
     gc_counts = [after - before for after, before in zip(gc_after["counts"], gc_before["counts"])]
     total, own, inclusive = summarize(raw_path.read_text())
-    lines = ["## py-spy profile of the gateway, SSE scenario", "",
-             f"A separate gateway, warmed up, then {seconds} s of py-spy at {RATE} Hz while wrk ran the SSE "
-             f"scenario ({result.rps:,.0f} streams/s with the sampler attached); {total} samples with the GIL "
+    lines = [f"## py-spy profile of the gateway, SSE {workload} ({dialect} dialect)", "",
+             f"A separate gateway, warmed up, then {seconds} s of py-spy at {RATE} Hz during the SSE {workload} "
+             f"workload; {total} samples with the GIL "
              f"held ({total / (RATE * seconds):.0%} of the time). Raw stacks: `{_shown(raw_path)}`.", "",
              f"**Garbage collection: {sum(gc_seconds):.2f} s of the gateway's {cpu:.2f} CPU seconds "
              f"({sum(gc_seconds) / cpu:.0%})** over the {seconds + 2} s run: " + ", ".join(

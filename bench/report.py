@@ -1,27 +1,30 @@
-"""Turn the runs into the markdown table (printed and written to bench/results/latest.md)."""
+"""Turn the runs into the markdown report (printed and written to bench/results/latest.md)."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
-from bench.scenarios import SSE_DELTAS, JsonRun, MemoryRun, SseRun
+from bench.memory import MemoryRun
+from bench.scenarios import Run
 
-# The targets from the benchmark's issue.
-SSE_MIN_RATIO = 0.40
-JSON_MIN_RATIO = 0.30
-MEMORY_MAX_KIB = 35.0
+TARGETS = ("direct", "nginx", "relay", "gateway")  # nginx only with --nginx
+# The issue's targets, on the gateway's figure over the naive relay's in the same run.
+CPU_MAX_RATIO = {"JSON, new conversation": 1.5, "JSON, continuing": 1.0,
+                 "SSE bulk, llama-stack": 0.75, "SSE bulk, openai": 0.75,
+                 "SSE paced, llama-stack": 1.0, "SSE paced, openai": 1.0}
+TTFE_MAX_RATIO = 2.0          # SSE paced, time to first event p50
+MEMORY_MAX_KIB = 24.0         # per open stream, 1000 held on a fresh gateway
+MEMORY_RETURN_MAX_MIB = 8.0   # RSS after the held streams closed, over the RSS before
 
 
 @dataclass
 class Results:
     header: dict[str, str]
-    json_new: tuple[JsonRun, JsonRun] | None = None        # (direct, gateway)
-    json_continue: tuple[JsonRun, JsonRun] | None = None
-    sse: tuple[SseRun, SseRun] | None = None
+    runs: dict[str, dict[str, list[Run]]] = field(default_factory=dict)  # scenario -> target -> a run per round
     memory: MemoryRun | None = None
+    rss_after_load: tuple[int, int] | None = None  # main gateway: KiB idle at start, idle after every scenario
     profile: str | None = None
-    notes: list[str] = field(default_factory=list)
-    rounds: dict[str, list[float]] = field(default_factory=dict)  # scenario -> gateway/direct per pair
 
 
 @dataclass
@@ -31,176 +34,128 @@ class Verdict:
     detail: str
 
 
-def _n(value: float, digits: int = 0) -> str:
-    return f"{value:,.{digits}f}"
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
-def _ms(value: float | None) -> str:
-    return "—" if value is None else (f"{value:.2f} ms" if value < 10 else f"{value:.1f} ms")
+def _ratios(runs: dict[str, list[Run]], value) -> list[float]:
+    """gateway / relay in each round (the two ran back to back on the same machine state)."""
+    return [value(g) / value(r) for g, r in zip(runs.get("gateway", []), runs.get("relay", []))
+            if value(g) is not None and value(r)]
+
+
+def _num(value: float | None, digits: int = 0, unit: str = "") -> str:
+    return "—" if value is None else f"{value:,.{digits}f}{unit}"
 
 
 def _pass(ok: bool) -> str:
     return "**PASS**" if ok else "**FAIL**"
 
 
-def _errors(run: JsonRun | SseRun) -> str:
-    if not run.error_count:
-        return "0"
-    return f"{run.error_count} (" + ", ".join(f"{k} {v}" for k, v in run.errors.items() if v) + ")"
+def _targets(results: Results) -> list[str]:
+    present = {target for runs in results.runs.values() for target in runs}
+    return [target for target in TARGETS if target in present or target != "nginx"]
 
 
-def _backlog_rows(run: JsonRun | SseRun, unit: str, per: float) -> list[str]:
-    if not run.gateway_drain_cpu_s:
-        return []
-    return [f"| | gateway backlog after the run (background persistence) | — | busy {run.drain_s:.1f} s more, "
-            f"+{_n(1e6 * run.gateway_drain_cpu_s / per, 1 if unit == 'event' else 0)} µs CPU per {unit} | | | |"]
+def _scenario_rows(name: str, runs: dict[str, list[Run]], verdicts: list[Verdict], targets: list[str]) -> list[str]:
+    unit = "request" if name.startswith("JSON") else "event"
+    rows = []
+
+    def row(metric: str, value, digits: int, suffix: str = "", check: tuple[str, float] | None = None) -> None:
+        cells = [_num(_median([value(run) for run in runs.get(t, [])]), digits, suffix) for t in targets]
+        ratios = _ratios(runs, value)
+        ratio = _median(ratios)
+        target = result = ""
+        if check is not None:
+            label, maximum = check
+            ok = ratio is not None and ratio <= maximum
+            target, result = f"≤ {maximum:g}× relay", _pass(ok)
+            verdicts.append(Verdict(f"{name}: {label} ≤ {maximum:g}× the naive relay's", ok,
+                                    f"{_num(ratio, 2)}× (rounds: {', '.join(f'{r:.2f}' for r in ratios)})"))
+        label = name if not rows else ""
+        rows.append(f"| {label} | {metric} | {' | '.join(cells)} | {_num(ratio, 2, '×')} | {target} | {result} |")
+
+    row(f"CPU per {unit}, µs", lambda run: run.cpu_us, 1 if unit == "event" else 0,
+        check=(f"CPU per {unit}", CPU_MAX_RATIO[name]))
+    row(f"{unit}s/s", lambda run: run.rate, 0)
+    if name.startswith("JSON"):
+        row("latency p50, ms", lambda run: run.p50_ms, 1)
+    elif name.startswith("SSE paced"):
+        row("time to first event p50, ms", lambda run: run.p50_ms, 1, check=("time to first event p50", TTFE_MAX_RATIO))
+        row("time to first event p90, ms", lambda run: run.p90_ms, 1)
+    else:
+        row("time to first event p50 (probe), ms", lambda run: run.p50_ms, 1)
+    errors = [f"{sum(r.errors for r in runs.get(t, []))} of {sum(r.checked for r in runs.get(t, []))}" for t in targets]
+    rows.append(f"| | errors (of checked {'requests' if unit == 'request' else 'streams'}) | {' | '.join(errors)} "
+                f"| | | |")
+    return rows
 
 
-def _rate_rows(name: str, direct_rate: float, gateway_rate: float, sustained: float, minimum: float,
-               verdicts: list[Verdict], verdict_name: str) -> list[str]:
-    """The measured rate; when the gateway left work behind, also the rate that counts it,
-    which is the one checked (a backlog that grows without bound is not throughput)."""
-    measured = gateway_rate / direct_rate if direct_rate else 0.0
-    checked = sustained / direct_rate if direct_rate else 0.0
-    ok = checked >= minimum
-    verdicts.append(Verdict(verdict_name, ok, f"{checked:.1%}" + (
-        f" (counting the backlog; {measured:.1%} as measured by wrk)" if sustained < gateway_rate else "")))
-    if sustained >= gateway_rate:
-        return [f"| {{label}} | {name} | {_n(direct_rate)} | {_n(gateway_rate)} | {measured:.1%} "
-                f"| ≥ {minimum:.0%} | {_pass(ok)} |"]
-    return [f"| {{label}} | {name} (wrk) | {_n(direct_rate)} | {_n(gateway_rate)} | {measured:.1%} | | |",
-            f"| | {name} counting the backlog ¹ | {_n(direct_rate)} | {_n(sustained)} | {checked:.1%} "
-            f"| ≥ {minimum:.0%} | {_pass(ok)} |"]
-
-
-def _json_rows(label: str, pair: tuple[JsonRun, JsonRun], verdicts: list[Verdict]) -> list[str]:
-    direct, gateway = pair
-    rows = _rate_rows("requests/s", direct.rps, gateway.rps, gateway.sustained_rps, JSON_MIN_RATIO, verdicts,
-                      f"JSON ({label}) ≥ {JSON_MIN_RATIO:.0%} of direct requests/s")
-    rows[0] = rows[0].replace("{label}", label)
-    cpu = gateway.gateway_cpu_us_per_request or 0.0
-    return rows + [
-        f"| | latency p50 | {_ms(direct.p50_ms)} | {_ms(gateway.p50_ms)} | | | |",
-        f"| | latency p99 | {_ms(direct.p99_ms)} | {_ms(gateway.p99_ms)} | | | |",
-        f"| | gateway CPU per request (during the run) | — | {_n(cpu)} µs | | | |",
-        *_backlog_rows(gateway, "request", gateway.requests),
-        f"| | errors (non-200, socket) | {_errors(direct)} of {_n(direct.requests)} "
-        f"| {_errors(gateway)} of {_n(gateway.requests)} | | | |",
-    ]
-
-
-def _sse_rows(pair: tuple[SseRun, SseRun], verdicts: list[Verdict]) -> list[str]:
-    direct, gateway = pair
-    label = f"SSE: {SSE_DELTAS}-delta streams, 32 concurrent"
-    rows = _rate_rows("events/s", direct.events_per_s, gateway.events_per_s, gateway.sustained_events_per_s,
-                      SSE_MIN_RATIO, verdicts, f"SSE ≥ {SSE_MIN_RATIO:.0%} of direct events/s")
-    rows[0] = rows[0].replace("{label}", label)
-
-    def shape(run: SseRun) -> str:
-        return f"{run.events_per_stream}" + (" + `[DONE]`" if run.ends_with_done else " (no `[DONE]`)")
-
-    cpu = gateway.gateway_cpu_us_per_event or 0.0
-    return rows + [
-        f"| | streams/s | {_n(direct.streams_per_s)} | {_n(gateway.streams_per_s)} | "
-        f"{gateway.streams_per_s / direct.streams_per_s:.1%} | | |",
-        f"| | events per stream | {shape(direct)} | {shape(gateway)} | | | |",
-        f"| | time to first event p50 (probe stream, {direct.ttfe_samples} / {gateway.ttfe_samples} samples) "
-        f"| {_ms(direct.ttfe_p50_ms)} | {_ms(gateway.ttfe_p50_ms)} | | | |",
-        f"| | gateway CPU per relayed event (during the run) | — | {cpu:.2f} µs | | | |",
-        *_backlog_rows(gateway, "event", gateway.events_relayed),
-        f"| | bad streams + errors (every stream checked) | {_errors(direct)} of {_n(direct.streams_checked)} "
-        f"| {_errors(gateway)} of {_n(gateway.streams_checked)} | | | |",
-    ]
-
-
-def _memory_rows(run: MemoryRun, verdicts: list[Verdict]) -> list[str]:
+def _memory_rows(run: MemoryRun, verdicts: list[Verdict], blank: str) -> list[str]:
     ok = run.kib_per_stream <= MEMORY_MAX_KIB and run.opened == run.streams and run.still_open == run.streams
-    verdicts.append(Verdict(f"≤ {MEMORY_MAX_KIB:.0f} KiB per open stream", ok,
+    verdicts.append(Verdict(f"≤ {MEMORY_MAX_KIB:g} KiB per open stream ({run.streams} on a fresh gateway)", ok,
                             f"{run.kib_per_stream:.1f} KiB ({run.opened}/{run.streams} open)"))
+    returned = (run.rss_after_kib - run.rss_before_kib) / 1024
+    back = returned <= MEMORY_RETURN_MAX_MIB
+    verdicts.append(Verdict(f"RSS back within {MEMORY_RETURN_MAX_MIB:g} MiB of idle once the streams closed", back,
+                            f"{returned:+.1f} MiB"))
+    mib = lambda kib: f"{kib / 1024:.1f}"  # noqa: E731
     return [
-        f"| Memory: {run.streams} slow streams held open via the gateway | KiB per open stream | — "
-        f"| {run.kib_per_stream:.1f} KiB | | ≤ {MEMORY_MAX_KIB:.0f} KiB | {_pass(ok)} |",
-        f"| | gateway RSS before → all open | — | {run.rss_before_kib / 1024:.1f} → "
-        f"{run.rss_open_kib / 1024:.1f} MiB | | | |",
-        f"| | streams open / failed / ended early | — | {run.opened} / {run.failed} / "
+        f"| Memory, {run.streams} slow streams held | KiB per open stream | {blank}{run.kib_per_stream:.1f} | | "
+        f"≤ {MEMORY_MAX_KIB:g} | {_pass(ok)} |",
+        f"| | RSS MiB: fresh → warmed up → all open → {run.streams} closed | {blank}{mib(run.rss_fresh_kib)} → "
+        f"{mib(run.rss_before_kib)} → {mib(run.rss_open_kib)} → {mib(run.rss_after_kib)} | | "
+        f"back ≤ +{MEMORY_RETURN_MAX_MIB:g} | {_pass(back)} |",
+        f"| | streams open / failed / ended early | {blank}{run.opened} / {run.failed} / "
         f"{run.streams - run.still_open} (opened in {run.open_seconds:.1f} s) | | | |",
     ]
 
 
 def _cpu_table(results: Results) -> list[str]:
-    rows = ["| run | gateway (core 0) | upstream (core 1) | wrk (core 1) | bench + probe (core 1) "
-            "| core 0 busy | core 1 busy |",
-            "|---|--:|--:|--:|--:|--:|--:|"]
-    runs: list[tuple[str, JsonRun | SseRun]] = []
-    for label, pair in (("JSON new conversation", results.json_new), ("JSON continuing", results.json_continue),
-                        ("SSE", results.sse)):
-        if pair:
-            runs += [(f"{label}, {run.target}", run) for run in pair]
-    for label, run in runs:
-        pct = run.cpu_pct
-        rows.append(f"| {label} | {pct.get('gateway', 0):.0f} % | {pct.get('upstream', 0):.0f} % "
-                    f"| {pct.get('wrk', 0):.0f} % | {pct.get('bench', 0):.0f} % "
-                    f"| {pct.get('core 0', 0):.0f} % | {pct.get('core 1', 0):.0f} % |")
+    rows = ["| scenario, target | target (core 0) | upstream (core 1) | load generator (core 1) | "
+            "bench (core 1) |", "|---|--:|--:|--:|--:|"]
+    for name, runs in results.runs.items():
+        for target in _targets(results):
+            for index, run in enumerate(runs.get(target, [])):
+                pct = run.cpu_pct
+                own = "—" if target == "direct" else f"{pct['target']:.0f} %"
+                rows.append(f"| {name}, {target} #{index + 1} | {own} | {pct['upstream']:.0f} % "
+                            f"| {pct['load']:.0f} % | {pct['bench']:.0f} % |")
     return rows
-
-
-def _disturbances(results: Results) -> list[str]:
-    """Runs during which a core did more than the processes we put on it account for."""
-    found = []
-    for label, pair in (("JSON new-conversation", results.json_new), ("JSON continuing", results.json_continue),
-                        ("SSE", results.sse)):
-        for run in pair or ():
-            pct = run.cpu_pct
-            ours = {"core 0": pct.get("gateway", 0),
-                    "core 1": pct.get("upstream", 0) + pct.get("wrk", 0) + pct.get("bench", 0)}
-            for core, mine in ours.items():
-                if pct.get(core, 0) - mine > 10:
-                    found.append(f"**disturbed**: during the {label} {run.target} run, {core} was "
-                                 f"{pct[core]:.0f} % busy but the benchmark's processes there used {mine:.0f} %: "
-                                 f"something else on the machine was running; rerun on a quiet machine")
-    return found
 
 
 def render(results: Results) -> tuple[str, list[Verdict]]:
     verdicts: list[Verdict] = []
     lines = ["# Gateway benchmark", ""]
     lines += [f"- **{key}**: {value}" for key, value in results.header.items()]
-    lines += ["", "| Scenario | Metric | Direct | Gateway | Gateway / direct | Target | Result |",
-              "|---|---|--:|--:|--:|---|---|"]
-    if results.json_new:
-        lines += _json_rows("JSON, a new conversation every request, 32 clients", results.json_new, verdicts)
-    if results.json_continue:
-        lines += _json_rows("JSON, each client continues its own conversation, 32 clients",
-                            results.json_continue, verdicts)
-    if results.sse:
-        lines += _sse_rows(results.sse, verdicts)
+    targets = _targets(results)
+    names = {"direct": "direct", "nginx": "nginx", "relay": "naive relay", "gateway": "gateway"}
+    blank = "| " * (len(targets) - 1)
+    lines += ["", "Medians over the rounds; *gateway / relay* is the median of each round's ratio (the "
+              "two ran back to back). CPU is the target's own (the upstream's for *direct*), from "
+              "`/proc/<pid>/stat`, including the work it finished after the run.", "",
+              f"| scenario | metric | {' | '.join(names[t] for t in targets)} | gateway / relay | target | result |",
+              "|---|---|" + "--:|" * len(targets) + "--:|---|---|"]
+    for name, runs in results.runs.items():
+        lines += _scenario_rows(name, runs, verdicts, targets)
     if results.memory:
-        lines += _memory_rows(results.memory, verdicts)
-    if any(run.gateway_drain_cpu_s for pair in (results.json_new, results.json_continue, results.sse)
-           for run in pair or ()):
-        lines += ["", "¹ The gateway answers before it has persisted the turn; under this load the background "
-                  "persistence falls behind and finishes after the run. Counting that CPU: the run's requests "
-                  "(events) ÷ the gateway's CPU seconds during and after the run, i.e. the rate its one core "
-                  "sustains without a growing backlog. This is the rate the target is checked on."]
-    lines += ["", "## Targets", ""]
-    lines += [f"- {_pass(v.ok)} {v.name}: {v.detail}" for v in verdicts]
-    passed = sum(v.ok for v in verdicts)
-    lines += ["", f"{passed} of {len(verdicts)} targets pass.", "",
-              "## CPU during the measured runs (% of one core)", "",
-              "The direct baseline is limited by core 1 (upstream + wrk): wrk's share shows how much "
-              "of it the generator takes. Through the gateway, core 0 at ~100 % means the gateway "
-              "is the bottleneck. A core busier than the processes on it adds up to means something "
-              "else on the machine ran there during the run.", ""]
-    lines += _cpu_table(results)
-    notes = list(results.notes) + _disturbances(results)
-    notes += [f"{name}: gateway/direct in each of {len(ratios)} back-to-back pairs: "
-              + ", ".join(f"{ratio:.1%}" for ratio in ratios) + " (the table shows the median pair)"
-              for name, ratios in results.rounds.items()]
-    for pair in (results.json_new, results.json_continue, results.sse):
-        for run in pair or ():
-            notes += [f"{run.target}: {note}" for note in run.notes]
-    if notes:
-        lines += ["", "## Notes", ""] + [f"- {note}" for note in notes]
+        lines += _memory_rows(results.memory, verdicts, blank)
+    if results.rss_after_load:
+        idle, after = results.rss_after_load
+        lines += [f"| Memory after the load | gateway RSS MiB: idle at start → idle after every scenario above "
+                  f"| {blank}{idle / 1024:.1f} → {after / 1024:.1f} | | | |"]
+    lines += ["", "## Targets", ""] + [f"- {_pass(v.ok)} {v.name}: {v.detail}" for v in verdicts]
+    lines += ["", f"{sum(v.ok for v in verdicts)} of {len(verdicts)} targets pass.", ""]
+    disturbed = [f"{name}, {run.target}: {problem}" for name, runs in results.runs.items()
+                 for target_runs in runs.values() for run in target_runs for problem in run.disturbed]
+    notes = [f"{name}, {run.target}: {note}" for name, runs in results.runs.items()
+             for target_runs in runs.values() for run in target_runs for note in run.notes]
+    if disturbed or notes:
+        lines += ["## Notes", ""]
+        lines += [f"- **disturbed** ({d}): something else ran on the machine; rerun on a quiet one" for d in disturbed]
+        lines += [f"- {note}" for note in notes] + [""]
+    lines += ["## CPU during the measured runs (% of one core)", ""] + _cpu_table(results)
     if results.profile:
         lines += ["", results.profile]
     return "\n".join(lines) + "\n", verdicts

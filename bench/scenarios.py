@@ -1,17 +1,21 @@
-"""The three scenarios, each measured against the gateway and against the upstream directly.
+"""The throughput scenarios, each run against every target: the scripted upstream
+directly, the naive relay (`bench.relay`) and the gateway.
 
-Every throughput run is a short wrk warm-up, a pause so the gateway finishes what the
-warm-up left behind, then the measured wrk run with CPU snapshots of the processes
-around it. Both sides get the same requests from the same generator.
+A run is a warm-up, a wait until everything is idle, then the measured load with the
+CPU of every process read from /proc around it, then a wait until the target is idle
+again (the gateway records turns in the background; that CPU is counted with the run).
+The figure that matters is the target's CPU per request or per event: it does not
+depend on how fast the load generator or the upstream were on that run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import resource
 import statistics
-import time
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,36 +23,45 @@ import aiohttp
 import orjson
 
 from bench import loadgen, sseclient
-from bench.procs import CLK_TCK, Proc, start_gateway
+from bench.cpu import Meter, Usage, wait_idle
+from bench.procs import LOAD_CORE, Proc
 
 PATH = "/v1/responses"
 INPUT = "Hello from the benchmark"
-JSON_BODY = {"input": INPUT, "model": "scripted-chat"}
+MODEL = "scripted-chat"
+DIALECTS = ("llama-stack", "openai")
 SSE_DELTAS = 64
-SSE_BODY = {"input": INPUT, "model": "scripted-chat", "stream": True,
-            "metadata": {"scripted_deltas": str(SSE_DELTAS)}}
-# Slow streams: an event every 200 ms for far longer than the scenario holds them.
-MEMORY_DELAY_MS = 200
-MEMORY_BODY = {"input": INPUT, "model": "scripted-chat", "stream": True,
-               "metadata": {"scripted_deltas": "2000", "scripted_delay_ms": str(MEMORY_DELAY_MS)}}
+PACED_DELAY_MS = 20
 # The devserver drops its oldest conversations beyond this many (gateway/devserver/store.py).
 UPSTREAM_MAX_CONVERSATIONS = 20_000
+
+
+def json_body() -> dict:
+    return {"input": INPUT, "model": MODEL}
+
+
+def sse_body(dialect: str, delay_ms: int = 0, deltas: int = SSE_DELTAS) -> dict:
+    metadata = {"scripted_deltas": str(deltas), "scripted_dialect": dialect}
+    if delay_ms:
+        metadata["scripted_delay_ms"] = str(delay_ms)
+    return {"input": INPUT, "model": MODEL, "stream": True, "metadata": metadata}
 
 
 @dataclass
 class Settings:
     wrk: str
     connections: int = 32
-    seconds: int = 10
+    seconds: int = 5
     warmup: int = 2
     memory_streams: int = 1000
+    paced_streams: int = 256
     turns_per_conversation: int = 32
 
 
 @dataclass
 class Target:
-    """Where a run sends its requests: the gateway, or the upstream directly."""
-    name: str           # "direct" | "gateway"
+    """Where a run sends its requests; that process's CPU is the target's cost."""
+    name: str           # "direct" | "relay" | "gateway"
     proc: Proc
 
     @property
@@ -56,225 +69,101 @@ class Target:
         return self.proc.url + PATH
 
 
-def _core_busy() -> dict[str, int]:
-    """Busy jiffies per core from /proc/stat (everything but idle and iowait)."""
-    busy = {}
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("cpu") and line[3].isdigit():
-                name, *values = line.split()
-                numbers = [int(v) for v in values]
-                busy[f"core {name[3:]}"] = sum(numbers) - numbers[3] - numbers[4]
-    return busy
-
-
-class CpuMeter:
-    """CPU seconds of each watched process (and of this process) across a measured window,
-    and how busy each core was: a core busier than what we put on it means something else
-    on the machine ran there and the figures are disturbed."""
-
-    def __init__(self, procs: dict[str, Proc]):
-        self.procs = procs
-
-    def __enter__(self) -> "CpuMeter":
-        self.start_cores = _core_busy()
-        self.start_wall = time.perf_counter()
-        self.start = {name: proc.cpu_seconds() for name, proc in self.procs.items()}
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        self.start_self = usage.ru_utime + usage.ru_stime
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.wall = time.perf_counter() - self.start_wall
-        self.cpu = {name: proc.cpu_seconds() - self.start[name] for name, proc in self.procs.items()}
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        self.cpu["bench"] = usage.ru_utime + usage.ru_stime - self.start_self
-        cores = _core_busy()
-        for name in ("core 0", "core 1"):
-            self.cpu[name] = (cores.get(name, 0) - self.start_cores.get(name, 0)) / CLK_TCK
-
-    def percent(self) -> dict[str, float]:
-        return {name: 100 * seconds / self.wall for name, seconds in self.cpu.items()}
-
-
 @dataclass
-class RunStats:
-    """What every measured run reports besides its own metrics."""
+class Run:
     target: str
-    errors: dict[str, int]
-    cpu_pct: dict[str, float]          # gateway / upstream / wrk / bench, % of one core
-    gateway_cpu_s: float = 0.0         # during the measured run
-    gateway_drain_cpu_s: float = 0.0   # after it, finishing the backlog (0 when it was idle within 1 s)
-    drain_s: float = 0.0               # how long that took
+    count: int                      # requests (JSON) or events (SSE) completed
+    seconds: float
+    cpu_s: float                    # the target's CPU: during the run and finishing it
+    errors: int = 0
+    checked: int = 0                # requests or streams whose answer was checked
+    p50_ms: float | None = None     # latency (JSON) or time to first event (SSE)
+    p90_ms: float | None = None
+    cpu_pct: dict[str, float] = field(default_factory=dict)
+    disturbed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
-    def error_count(self) -> int:
-        return sum(self.errors.values())
-
-
-@dataclass
-class JsonRun(RunStats):
-    rps: float = 0.0
-    p50_ms: float = 0.0
-    p99_ms: float = 0.0
-    requests: int = 0
+    def cpu_us(self) -> float:
+        return 1e6 * self.cpu_s / self.count if self.count else math.inf
 
     @property
-    def gateway_cpu_us_per_request(self) -> float | None:
-        return 1e6 * self.gateway_cpu_s / self.requests if self.target == "gateway" and self.requests else None
-
-    @property
-    def sustained_rps(self) -> float:
-        """What the gateway's one core sustains once deferred work is counted: the run's
-        requests over the CPU seconds they cost, backlog included (never above the measured rate)."""
-        total = self.gateway_cpu_s + self.gateway_drain_cpu_s
-        if self.target != "gateway" or not self.gateway_drain_cpu_s or not total:
-            return self.rps
-        return min(self.rps, self.requests / total)
+    def rate(self) -> float:
+        return self.count / self.seconds if self.seconds else 0.0
 
 
-@dataclass
-class SseRun(RunStats):
-    streams_per_s: float = 0.0
-    events_per_s: float = 0.0
-    events_per_stream: int = 0
-    ends_with_done: bool = False
-    ttfe_p50_ms: float | None = None
-    ttfe_samples: int = 0
-    streams_checked: int = 0
-    events_relayed: int = 0
-
-    @property
-    def gateway_cpu_us_per_event(self) -> float | None:
-        if self.target != "gateway" or not self.events_relayed:
-            return None
-        return 1e6 * self.gateway_cpu_s / self.events_relayed
-
-    @property
-    def sustained_events_per_s(self) -> float:
-        """Like JsonRun.sustained_rps, for events."""
-        total = self.gateway_cpu_s + self.gateway_drain_cpu_s
-        if self.target != "gateway" or not self.gateway_drain_cpu_s or not total:
-            return self.events_per_s
-        return min(self.events_per_s, self.events_relayed / total)
+def _run(target: Target, usage: Usage, count: int, seconds: float, **fields) -> Run:
+    on_gateway_core = [] if target.name == "direct" else ["target"]
+    run = Run(target.name, count, seconds, usage.total("target"), **fields)
+    run.cpu_pct = {name: usage.percent(name) for name in ("target", "upstream", "load", "bench")}
+    run.disturbed = usage.disturbed(on_gateway_core, ["upstream", "load", "bench"])
+    return run
 
 
-@dataclass
-class MemoryRun:
-    streams: int
-    opened: int
-    failed: int
-    still_open: int
-    open_seconds: float
-    rss_before_kib: int
-    rss_open_kib: int
-
-    @property
-    def kib_per_stream(self) -> float:
-        return (self.rss_open_kib - self.rss_before_kib) / max(self.opened, 1)
+def _watched(target: Target, upstream: Proc) -> dict[str, Proc]:
+    return {"target": target.proc, "upstream": upstream}
 
 
-async def wait_idle(procs: list[Proc], max_seconds: float = 60.0) -> float:
-    """Seconds until every process uses under 5 % of a core (over 0.3 s), at most max_seconds.
-
-    The gateway persists turns in the background after answering, so at the end of a
-    run it may still be working through a backlog: that work belongs to the run, and
-    the next run must not start on top of it.
-    """
-    started = time.perf_counter()
-    while time.perf_counter() - started < max_seconds:
-        before = [proc.cpu_seconds() for proc in procs]
-        await asyncio.sleep(0.3)
-        if all((proc.cpu_seconds() - cpu) / 0.3 < 0.05 for proc, cpu in zip(procs, before)):
-            break
-    return time.perf_counter() - started
-
-
-async def _warm_and_measure(settings: Settings, target: Target, script: str, procs: dict[str, Proc],
-                            warm_script: str | None = None, during=None) -> tuple[loadgen.WrkResult, CpuMeter]:
-    """Warm-up run, wait for quiet, then the measured run (`during` runs alongside it: the
-    probe), then wait for quiet again, noting how long and how much CPU that took."""
+async def _wrk(settings: Settings, target: Target, upstream: Proc, script: str, warm_script: str | None = None,
+               probe: "Probe | None" = None) -> tuple[loadgen.WrkResult, Usage]:
     await loadgen.run_wrk(settings.wrk, target.url, warm_script or script, connections=settings.connections,
                           seconds=settings.warmup)
-    await wait_idle(list(procs.values()))
-    with CpuMeter(procs) as meter:
-        task = asyncio.create_task(during.run()) if during is not None else None
+    await wait_idle([target.proc, upstream])
+    async with Meter(_watched(target, upstream)) as usage:
+        task = asyncio.create_task(probe.run()) if probe is not None else None
         try:
             result = await loadgen.run_wrk(settings.wrk, target.url, script, connections=settings.connections,
                                            seconds=settings.seconds)
         finally:
             if task is not None:
-                during.stop.set()
+                probe.stop.set()
                 await task
-    meter.cpu["wrk"] = result.cpu_s
-    cpu_at_end = {name: proc.cpu_seconds() for name, proc in procs.items()}
-    meter.drain_s = await wait_idle(list(procs.values()))
-    meter.drain_cpu = {name: proc.cpu_seconds() - cpu_at_end[name] for name, proc in procs.items()}
-    return result, meter
+    usage.cpu["load"] = result.cpu_s
+    return result, usage
 
 
-def _stats(target: Target, result: loadgen.WrkResult, meter: CpuMeter) -> dict:
-    drained = target.name == "gateway" and meter.drain_s > 1.0
-    return {"target": target.name, "errors": dict(result.errors), "cpu_pct": meter.percent(),
-            "gateway_cpu_s": meter.cpu.get("gateway", 0.0),
-            "gateway_drain_cpu_s": meter.drain_cpu.get("gateway", 0.0) if drained else 0.0,
-            "drain_s": meter.drain_s if drained else 0.0}
+# -- JSON -------------------------------------------------------------------------------
+
+async def json_new(settings: Settings, target: Target, upstream: Proc) -> Run:
+    """A new conversation every request (through the gateway: an extra upstream call)."""
+    script = loadgen.render("json", {"PATH": PATH, "BODY": orjson.dumps(json_body()).decode()})
+    result, usage = await _wrk(settings, target, upstream, script)
+    return _run(target, usage, result.requests, result.duration_s, errors=result.error_count,
+                checked=result.requests, p50_ms=result.p50_ms, p90_ms=result.p90_ms)
 
 
-# -- scenario 1: JSON -------------------------------------------------------------------
-
-async def json_new(settings: Settings, target: Target, procs: dict[str, Proc]) -> JsonRun:
-    """A new conversation every request (through the gateway: an extra upstream call and a
-    new conversation row per request)."""
-    script = loadgen.render("json", {"PATH": PATH, "BODY": orjson.dumps(JSON_BODY).decode()})
-    result, meter = await _warm_and_measure(settings, target, script, procs)
-    return JsonRun(**_stats(target, result, meter), rps=result.rps, p50_ms=result.p50_ms, p99_ms=result.p99_ms,
-                   requests=result.requests)
-
-
-async def _start_conversations(target: Target, count: int) -> list[str]:
-    """Conversations for the continuing variant, started before the clock runs.
-
-    Direct: created with the upstream's Conversations API. Gateway: the first turn of
-    each, whose reply names the conversation (the way a client starts one).
-    """
+async def _start_conversations(target: Target, upstream: Proc, count: int) -> list[str]:
+    """Conversations for the continuing variant, started before the clock runs: through the
+    gateway by a first turn (whose reply names it), otherwise with the upstream's API."""
     ids: list[str] = []
     limit = asyncio.Semaphore(32)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=32)) as session:
         async def one() -> None:
             async with limit:
-                if target.name == "direct":
-                    async with session.post(target.proc.url + "/v1/conversations", json={"metadata": {}}) as resp:
+                if target.name != "gateway":
+                    async with session.post(upstream.url + "/v1/conversations", json={"metadata": {}}) as resp:
                         resp.raise_for_status()
                         ids.append((await resp.json())["id"])
                 else:
-                    async with session.post(target.url, json=JSON_BODY) as resp:
+                    async with session.post(target.url, json=json_body()) as resp:
                         resp.raise_for_status()
                         ids.append((await resp.json())["conversation"])
         await asyncio.gather(*(one() for _ in range(count)))
     return ids
 
 
-async def json_continue(settings: Settings, target: Target, procs: dict[str, Proc], workdir: Path,
-                        expected_rps: float) -> JsonRun:
-    """Each in-flight request continues its own conversation (for `turns_per_conversation`
-    turns, then the client moves to a fresh pre-started one)."""
+async def json_continue(settings: Settings, target: Target, upstream: Proc, workdir: Path,
+                        expected_rps: float) -> Run:
+    """Each in-flight request continues its own conversation (`turns_per_conversation`
+    turns, then the client moves on to a fresh pre-started one)."""
     turns = settings.turns_per_conversation
 
     def needed(seconds: int) -> int:
-        # Generous: continuing turns can be faster than the new-conversation ones.
         return math.ceil(2.5 * expected_rps * seconds / turns) + 2 * settings.connections
 
     warm_count, run_count = needed(settings.warmup), needed(settings.seconds)
-    notes = []
-    if warm_count + run_count > UPSTREAM_MAX_CONVERSATIONS // 2:
-        run_count = UPSTREAM_MAX_CONVERSATIONS // 2 - warm_count
-        notes.append(f"conversations for the measured run capped at {run_count} (the upstream keeps at most "
-                     f"{UPSTREAM_MAX_CONVERSATIONS:,})")
-    started = time.perf_counter()
-    ids = await _start_conversations(target, warm_count + run_count)
-    prep_s = time.perf_counter() - started
+    run_count = min(run_count, UPSTREAM_MAX_CONVERSATIONS // 2 - warm_count)
+    ids = await _start_conversations(target, upstream, warm_count + run_count)
 
     def script(name: str, chunk: list[str]) -> str:
         ids_file = workdir / f"conversations-{target.name}-{name}.txt"
@@ -282,32 +171,22 @@ async def json_continue(settings: Settings, target: Target, procs: dict[str, Pro
         return loadgen.render("continue", {"PATH": PATH, "INPUT": orjson.dumps("Tell me more").decode(),
                                            "IDS_FILE": str(ids_file), "TURNS": turns})
 
-    result, meter = await _warm_and_measure(settings, target, script("run", ids[warm_count:]), procs,
-                                            warm_script=script("warmup", ids[:warm_count]))
+    result, usage = await _wrk(settings, target, upstream, script("run", ids[warm_count:]),
+                               warm_script=script("warmup", ids[:warm_count]))
     counters = result.counters
-    run = JsonRun(**_stats(target, result, meter), rps=result.rps, p50_ms=result.p50_ms, p99_ms=result.p99_ms,
-                  requests=result.requests, notes=notes)
-    # Replies without the echoed index (errors) are counted too: a lost conversation.
-    run.errors["bad_reply"] = counters.get("lost", 0)
-    run.errors["status"] = max(run.errors["status"], counters.get("bad_status", 0))
+    run = _run(target, usage, result.requests, result.duration_s, checked=result.requests,
+               errors=result.error_count + counters.get("lost", 0), p50_ms=result.p50_ms, p90_ms=result.p90_ms)
     if counters.get("exhausted"):
-        run.notes.append(f"{counters['exhausted']} requests reused conversations past {turns} turns "
-                         f"(the pre-started pool ran out)")
-    run.notes.append(f"{len(ids)} conversations started beforehand in {prep_s:.1f} s")
+        run.notes.append(f"{counters['exhausted']} requests reused conversations past {turns} turns")
     return run
 
 
-# -- scenario 2: SSE --------------------------------------------------------------------
+# -- SSE, bulk: each stream written by the upstream in one go ------------------------------
 
-@dataclass
-class StreamShape:
-    events: int
-    done: bool
-
-
-async def check_stream(target: Target) -> StreamShape:
-    """One stream, fully checked: status, event count, [DONE], sequence numbers (gateway)."""
-    result = await sseclient.post(target.proc.port, PATH, orjson.dumps(SSE_BODY))
+async def check_stream(target: Target, body: dict) -> int:
+    """One stream, fully checked (status, last event, sequence numbers through the gateway);
+    returns its number of events."""
+    result = await sseclient.post(target.proc.port, PATH, orjson.dumps(body))
     if not result.ok:
         raise RuntimeError(f"{target.name}: a stream answered {result.status}: {result.body[:500]!r}")
     if target.name == "gateway":
@@ -319,122 +198,70 @@ async def check_stream(target: Target) -> StreamShape:
     last = orjson.loads(result.events[-1]).get("type") if result.events else None
     if last != "response.completed":
         raise RuntimeError(f"{target.name}: the stream's last event is {last!r}, not response.completed")
-    return StreamShape(len(result.events), result.done)
+    return len(result.events)
 
 
 class Probe:
-    """One stream at a time next to wrk's streams: time to first event, and full checks."""
+    """One stream at a time next to wrk's: time to first event, and the event count checked."""
 
-    def __init__(self, target: Target, shape: StreamShape):
-        self.target = target
-        self.shape = shape
+    def __init__(self, target: Target, body: bytes, events: int):
+        self.target, self.body, self.expected = target, body, events
         self.stop = asyncio.Event()
         self.ttfe: list[float] = []
-        self.events = 0
-        self.bad = 0
+        self.events = self.bad = 0
 
     async def run(self) -> None:
-        body = orjson.dumps(SSE_BODY)
         while not self.stop.is_set():
             try:
-                result = await sseclient.post(self.target.proc.port, PATH, body)
+                result = await sseclient.post(self.target.proc.port, PATH, self.body)
             except (OSError, asyncio.IncompleteReadError, ValueError):
                 self.bad += 1
                 continue
             self.events += len(result.events)
             if result.ok and result.ttfe is not None:
-                self.ttfe.append(result.ttfe)
-            if not result.ok or len(result.events) != self.shape.events or result.done != self.shape.done:
-                self.bad += 1
+                self.ttfe.append(1e3 * result.ttfe)
+            self.bad += not result.ok or len(result.events) != self.expected
 
 
-async def sse(settings: Settings, target: Target, procs: dict[str, Proc]) -> SseRun:
-    shape = await check_stream(target)
-    script = loadgen.render("sse", {"PATH": PATH, "BODY": orjson.dumps(SSE_BODY).decode(),
-                                    "EXPECTED": shape.events, "EXPECT_DONE": shape.done})
-    probe = Probe(target, shape)
-    result, meter = await _warm_and_measure(settings, target, script, procs, during=probe)
+async def sse_bulk(settings: Settings, target: Target, upstream: Proc, dialect: str) -> Run:
+    body = sse_body(dialect)
+    events = await check_stream(target, body)
+    script = loadgen.render("sse", {"PATH": PATH, "BODY": orjson.dumps(body).decode(), "EXPECTED": events,
+                                    "EXPECT_DONE": target.name == "gateway"})
+    probe = Probe(target, orjson.dumps(body), events)
+    result, usage = await _wrk(settings, target, upstream, script, probe=probe)
     counters = result.counters
-    run = SseRun(**_stats(target, result, meter), streams_per_s=result.rps,
-                 events_per_s=counters["events"] / result.duration_s, events_per_stream=shape.events,
-                 ends_with_done=shape.done, ttfe_samples=len(probe.ttfe),
-                 ttfe_p50_ms=1e3 * statistics.median(probe.ttfe) if probe.ttfe else None,
-                 streams_checked=result.requests + len(probe.ttfe),
-                 events_relayed=counters["events"] + probe.events)
-    run.errors["bad_stream"] = counters.get("bad_body", 0) + probe.bad
-    run.errors["status"] = max(run.errors["status"], counters.get("bad_status", 0))
-    return run
+    return _run(target, usage, counters["events"] + probe.events, result.duration_s,
+                errors=result.error_count + counters.get("bad_body", 0) + counters.get("bad_status", 0) + probe.bad,
+                checked=result.requests + len(probe.ttfe),
+                p50_ms=statistics.median(probe.ttfe) if probe.ttfe else None)
 
 
-# -- scenario 3: memory -----------------------------------------------------------------
+# -- SSE, paced: an event every 20 ms, each its own read; many streams start at once ------
 
-async def memory(settings: Settings, workdir: Path, upstream: Proc) -> MemoryRun:
-    """A fresh gateway's RSS before and while `memory_streams` slow streams are open."""
-    gateway = start_gateway(workdir, upstream.url, name="gateway-memory")
-    try:
-        return await _hold_streams(gateway, settings.memory_streams)
-    finally:
-        gateway.stop()
+async def paced_client(settings: Settings, target: Target, body_file: Path, seconds: float,
+                        events: int) -> tuple[dict, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = await asyncio.create_subprocess_exec(
+        "taskset", "-c", str(LOAD_CORE), sys.executable, "-m", "bench.paced", str(target.proc.port), str(body_file), "--streams", str(settings.paced_streams),
+        "--seconds", str(seconds), "--expected", str(events),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=str(Path(__file__).parents[1]))
+    out, err = await proc.communicate()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench.paced failed: {err.decode(errors='replace')[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return json.loads(out.decode().strip().splitlines()[-1]), cpu
 
 
-async def _hold_streams(gateway: Proc, count: int) -> MemoryRun:
-    body = orjson.dumps(MEMORY_BODY)
-    # Warm-up: the code paths, the upstream pool and the database, once, before "before".
-    warm = [asyncio.create_task(sseclient.post(gateway.port, PATH, body)) for _ in range(32)]
-    await asyncio.sleep(2)
-    for task in warm:
-        task.cancel()
-    await asyncio.gather(*warm, return_exceptions=True)
-    await asyncio.sleep(1)
-    rss_before = gateway.rss_kib()
-
-    opening = asyncio.Semaphore(64)  # the gateway's listen backlog is 128
-    opened = failed = 0
-    settled = asyncio.Event()
-
-    async def hold() -> None:
-        nonlocal failed
-        released = False
-
-        def first_event() -> None:
-            nonlocal opened, released
-            opened += 1
-            released = True
-            opening.release()
-            if opened + failed == count:
-                settled.set()
-
-        await opening.acquire()
-        try:
-            result = await sseclient.post(gateway.port, PATH, body, on_first_event=first_event)
-            if not result.ok or result.ttfe is None:
-                raise RuntimeError(f"status {result.status}")
-            raise RuntimeError("the stream ended while it should have been held open")
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            if not released:  # one that ended after opening shows in `still_open` instead
-                failed += 1
-                if opened + failed == count:
-                    settled.set()
-        finally:
-            if not released:
-                opening.release()
-
-    started = time.perf_counter()
-    tasks = [asyncio.create_task(hold()) for _ in range(count)]
-    try:
-        await asyncio.wait_for(settled.wait(), timeout=120)
-        open_seconds = time.perf_counter() - started
-        await asyncio.sleep(1)  # every stream has had a few events relayed by now
-        samples = []
-        for _ in range(5):
-            samples.append(gateway.rss_kib())
-            await asyncio.sleep(0.2)
-        still_open = sum(not task.done() for task in tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    return MemoryRun(streams=count, opened=opened, failed=failed, still_open=still_open,
-                     open_seconds=open_seconds, rss_before_kib=rss_before, rss_open_kib=max(samples))
+async def sse_paced(settings: Settings, target: Target, upstream: Proc, dialect: str, workdir: Path) -> Run:
+    events = await check_stream(target, sse_body(dialect))
+    body_file = workdir / f"paced-{dialect}.json"
+    body_file.write_bytes(orjson.dumps(sse_body(dialect, PACED_DELAY_MS)))
+    await paced_client(settings, target, body_file, 0, events)  # one wave: warm-up
+    await wait_idle([target.proc, upstream])
+    async with Meter(_watched(target, upstream)) as usage:
+        result, client_cpu = await paced_client(settings, target, body_file, settings.seconds, events)
+    usage.cpu["load"] = client_cpu
+    return _run(target, usage, result["events"], result["seconds"], errors=result["bad"], checked=result["streams"],
+                p50_ms=result["ttfe_p50_ms"], p90_ms=result["ttfe_p90_ms"])

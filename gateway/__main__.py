@@ -11,6 +11,7 @@ import sys
 
 from aiohttp import web
 
+from gateway import memory
 from gateway.config import ConfigError, Configuration, load_config
 
 CONFIG_ENV = "LIGHTSPEED_STACK_CONFIG_PATH"
@@ -54,6 +55,7 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
         sys.exit("error: llama_stack.api=chat_completions (the local agentic engine) is not available in "
                  "this version; use `responses` or `auto` with a Responses-capable upstream")
     app = create_app(config)
+    app.cleanup_ctx.append(memory.background)
     _tune_gc()
     web.run_app(app, loop=_event_loop(), host=host or config.service.host, port=port or config.service.port,
                 access_log=logging.getLogger("aiohttp.access") if config.service.access_log else None,

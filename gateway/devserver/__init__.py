@@ -52,6 +52,9 @@ Knobs (string values in the request's ``metadata``; chat completions read them t
   filler words, or its words merged, to fit);
 * ``scripted_delay_ms``: sleep between consecutive stream events, and before a JSON
   answer. The server-wide default is ``--delay-ms`` / ``create_app(delay_ms=...)``.
+* ``scripted_dialect``: ``llama-stack`` (data lines, ``type`` last) or ``openai``
+  (``event:`` lines, ``type`` first) framing of /v1/responses streams. The server-wide
+  default is ``--dialect`` / ``create_app(dialect=...)``.
 
 Test endpoints: GET /_scripted/requests (what was received, newest last), DELETE
 /_scripted/requests (clear), GET /_scripted/mcp (MCP tool definitions received, with

@@ -26,6 +26,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Responses server without a Conversations API")
     parser.add_argument("--delay-ms", type=float, default=0.0,
                         help="sleep between stream events and before JSON answers")
+    parser.add_argument("--dialect", choices=("llama-stack", "openai"), default="llama-stack",
+                        help="frame /v1/responses streams as Llama Stack (data lines, type last) or "
+                             "OpenAI (event: lines, type first); the scripted_dialect knob overrides it")
     parser.add_argument("--log", default=os.environ.get("SCRIPTED_LOG") or None,
                         metavar="FILE", help="append every request as a JSON line "
                                              "(default: $SCRIPTED_LOG)")
@@ -36,7 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def serve(args: argparse.Namespace) -> None:
     app = create_app(responses=not args.no_responses, conversations=not args.no_conversations,
-                     delay_ms=args.delay_ms, record=not args.no_record, log_path=args.log)
+                     delay_ms=args.delay_ms, record=not args.no_record, log_path=args.log,
+                     dialect=args.dialect)
     # No access log: the benchmark sends thousands of requests per second.
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()

@@ -57,7 +57,7 @@ class CreateRequest:
         if self.toolset.mcp_definitions:
             state.mcp_definitions.extend(self.toolset.mcp_definitions)
         self.echo = Echo(body, self.toolset.echo)
-        self.knobs = triggers.read_knobs(body.get("metadata"), state.delay_ms)
+        self.knobs = triggers.read_knobs(body.get("metadata"), state.delay_ms, state.dialect)
         self.history: list[dict[str, Any]] = []
         self.conversation = None
         self.messages: list[dict[str, Any]] = []
@@ -202,7 +202,7 @@ async def _stream(request: web.Request, state: ServerState,
         await sse.wait_for_disconnect(request)  # not even the status line
         return web.Response(status=504)
     delay = req.knobs.delay_s
-    writer = EventWriter(req.id)
+    writer = EventWriter(req.id, req.knobs.dialect)
     initial = req.response("in_progress", [])
     initial_json = orjson.dumps(initial)
     writer.response_event(initial_json, "response.created")

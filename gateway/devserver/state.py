@@ -19,6 +19,7 @@ class ServerState:
     responses_enabled: bool = True
     conversations_enabled: bool = True
     delay_ms: float = 0.0
+    dialect: str = "llama-stack"   # how /v1/responses streams are framed (stream.py)
     recorder: Recorder = field(default_factory=Recorder)
     responses: ResponseStore = field(default_factory=ResponseStore)
     conversations: ConversationStore = field(default_factory=ConversationStore)

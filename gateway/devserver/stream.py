@@ -1,6 +1,9 @@
 """SSE frames of Llama Stack 0.7.3's /v1/responses stream, quirks included.
 
-Framing: only `data: {json}\\n\\n` lines; no `event:` lines, no `data: [DONE]`.
+Framing: only `data: {json}\\n\\n` lines with `type` last; no `event:` lines, no
+`data: [DONE]`. The `openai` dialect (`--dialect openai`, or the `scripted_dialect`
+knob) frames the same events as OpenAI does: an `event:` line, then `type` first and
+`sequence_number` last; the quirks below stay (they are about which events are sent).
 Every event is rendered once to bytes with orjson (compact, key order as recorded);
 text deltas, the bulk of any stream, are spliced from pre-rendered pieces.
 
@@ -34,6 +37,11 @@ def frame(event: dict[str, Any]) -> bytes:
     return b"data: " + _dumps(event) + b"\n\n"
 
 
+def openai_frame(kind: str, event: dict[str, Any], seq: int) -> bytes:
+    return (b"event: " + kind.encode() + b"\ndata: "
+            + _dumps({"type": kind, **event, "sequence_number": seq}) + b"\n\n")
+
+
 def untyped_error_frame(message: str, code: str) -> bytes:
     # Llama Stack writes this one with json.dumps (spaces after separators).
     return b"data: " + json.dumps({"error": {"message": message, "code": code}}).encode() + b"\n\n"
@@ -42,27 +50,36 @@ def untyped_error_frame(message: str, code: str) -> bytes:
 class EventWriter:
     """Owns the sequence numbers of one stream and collects its frames."""
 
-    __slots__ = ("seq", "frames", "_rid")
+    __slots__ = ("seq", "frames", "_rid", "_openai")
 
-    def __init__(self, response_id: str) -> None:
+    def __init__(self, response_id: str, dialect: str = "llama-stack") -> None:
         self.seq = 0
         self.frames: list[bytes] = []
         self._rid = response_id
+        self._openai = dialect == "openai"
 
     def skip(self) -> None:
         """Llama Stack bumps the counter for an event it then suppresses."""
         self.seq += 1
 
     def emit(self, event: dict[str, Any], kind: str) -> None:
-        event["sequence_number"] = self.seq
-        event["type"] = kind
+        if self._openai:
+            self.frames.append(openai_frame(kind, event, self.seq))
+        else:
+            event["sequence_number"] = self.seq
+            event["type"] = kind
+            self.frames.append(frame(event))
         self.seq += 1
-        self.frames.append(frame(event))
 
     def response_event(self, response_json: bytes, kind: str) -> None:
         """created / in_progress / completed / failed: splice the rendered response."""
-        self.frames.append(b'data: {"response":' + response_json + b',"sequence_number":'
-                           + str(self.seq).encode() + b',"type":"' + kind.encode() + b'"}\n\n')
+        name, seq = kind.encode(), str(self.seq).encode()
+        if self._openai:
+            self.frames.append(b"event: " + name + b'\ndata: {"type":"' + name + b'","response":'
+                               + response_json + b',"sequence_number":' + seq + b"}\n\n")
+        else:
+            self.frames.append(b'data: {"response":' + response_json + b',"sequence_number":'
+                               + seq + b',"type":"' + name + b'"}\n\n')
         self.seq += 1
 
     def item_added(self, index: int, item: dict[str, Any]) -> None:
@@ -86,14 +103,19 @@ class EventWriter:
         pieces = step.pieces if step.pieces is not None else split_words(text)
         if limit is not None:
             pieces = pieces[:limit]
-        head = (b'data: {"content_index":0,"delta":')
+        if self._openai:
+            head = (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+                    b'"content_index":0,"delta":')
+            end = b"}\n\n"
+        else:
+            head = b'data: {"content_index":0,"delta":'
+            end = b',"type":"response.output_text.delta"}\n\n'
         tail = (b',"item_id":' + _dumps(item_id) + b',"logprobs":[],"output_index":'
                 + str(index).encode() + b',"sequence_number":')
         seq = self.seq
         frames = self.frames
         for piece in pieces:
-            frames.append(head + _dumps(piece) + tail + str(seq).encode()
-                          + b',"type":"response.output_text.delta"}\n\n')
+            frames.append(head + _dumps(piece) + tail + str(seq).encode() + end)
             seq += 1
         self.seq = seq
         if limit is not None:

@@ -37,15 +37,19 @@ def find_trigger(text: str) -> str | None:
     return None
 
 
+DIALECTS = ("llama-stack", "openai")
+
+
 @dataclass(slots=True)
 class Knobs:
     deltas: int | None = None
     delay_s: float = 0.0
+    dialect: str = "llama-stack"
 
 
-def read_knobs(metadata: Any, default_delay_ms: float) -> Knobs:
-    """scripted_deltas / scripted_delay_ms from metadata; bad values are ignored."""
-    knobs = Knobs(delay_s=max(default_delay_ms, 0.0) / 1000.0)
+def read_knobs(metadata: Any, default_delay_ms: float, default_dialect: str = "llama-stack") -> Knobs:
+    """scripted_deltas / scripted_delay_ms / scripted_dialect from metadata; bad values are ignored."""
+    knobs = Knobs(delay_s=max(default_delay_ms, 0.0) / 1000.0, dialect=default_dialect)
     if not isinstance(metadata, dict) or not metadata:
         return knobs
     raw = metadata.get("scripted_deltas")
@@ -60,4 +64,7 @@ def read_knobs(metadata: Any, default_delay_ms: float) -> Knobs:
             knobs.delay_s = max(float(str(raw)), 0.0) / 1000.0
         except ValueError:
             pass
+    raw = metadata.get("scripted_dialect")
+    if raw in DIALECTS:
+        knobs.dialect = raw
     return knobs

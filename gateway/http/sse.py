@@ -44,15 +44,16 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
         async with pipeline.backend.stream(turn.body, turn.headers, turn.model.id) as chunks:
             turn.body = {}  # sent: nothing needs it while the stream is open
             await response.prepare(request)
+            feed, write = rewriter.feed, response.write  # once, not per read of a paced stream
             try:
                 async for chunk in chunks:
-                    frames, terminal = rewriter.feed(chunk)
+                    frames, terminal = feed(chunk)
                     if terminal is not None:
                         # The last frames and the end of the chunked body in one write.
                         await response.write_eof(await ending(frames, terminal))
                         return response
                     if frames:
-                        await response.write(frames)
+                        await write(frames)
                 frames, terminal = rewriter.close()
             except StreamBroken as exc:
                 log.warning("upstream stream for %s broke: %s", turn.conversation, exc)

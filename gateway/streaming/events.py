@@ -8,6 +8,7 @@ the bytes.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -17,6 +18,7 @@ RESPONSE_EVENTS = frozenset({"response.created", "response.queued", "response.in
 TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 _SEQ_KEY = b'"sequence_number":'
+_SEQ_DIGITS = re.compile(rb'"sequence_number":(\d+)')
 
 
 class Event:
@@ -59,19 +61,14 @@ class Event:
 
 
 def _patch_sequence(raw: bytes, number: int) -> bytes | None:
-    """Replace the digits after `"sequence_number":`, or None if they are not there.
+    """Replace the digits after `"sequence_number":`, or None if they are not there or
+    the key occurs more than once (a nested object has one too: only a parse tells
+    which is the event's own).
 
-    Only events that are never parsed come here (deltas and the like), whose only
-    `"sequence_number":` key is the top-level one: string values escape their quotes.
+    Only events that are never parsed come here (deltas and the like). Text inside a
+    string escapes its quotes, so it can never spell the key.
     """
-    start = raw.find(_SEQ_KEY)
-    if start < 0:
+    match = _SEQ_DIGITS.search(raw)
+    if match is None or raw.count(_SEQ_KEY) != 1:
         return None
-    digits = start + len(_SEQ_KEY)
-    end = digits
-    length = len(raw)
-    while end < length and 48 <= raw[end] <= 57:
-        end += 1
-    if end == digits:
-        return None
-    return b"%s%d%s" % (raw[:digits], number, raw[end:])
+    return b"%s%d%s" % (raw[:match.start(1)], number, raw[match.end(1):])

@@ -2,45 +2,52 @@
 number and frame, in one object the relay feeds once per upstream read.
 
 Most events of a stream are text deltas the gateway passes on unchanged but for their
-`sequence_number`. They take a fast path: one anchored regular expression reads their
-type and finds the number's digits, and the frame is built in one formatting step,
-with no event object, no JSON parse and no repairer call. Everything else goes through
-`SSEDecoder` → `StreamRepairer` → `Enricher`. The terminal event is handed back
-unframed: its `available_quotas` needs `pipeline.settle()`, which is I/O.
+`sequence_number`; they never reach the repairer or the enricher. Three paths, the
+first that applies wins (`passthrough` has the patterns, for every dialect):
+
+1. **Runs.** Consecutive pass-through events of one type whose upstream numbers already
+   equal the gateway's (the common case: a text stream before anything was inserted or
+   dropped) are rewritten as a whole by C-level operations: one regex match for their
+   shape, one `findall` compared with the expected numbers, and one `replace` that adds
+   the `event:` lines Llama Stack leaves out (OpenAI's blocks go out as they came). No
+   Python runs per event. A read that holds one such run is rewritten in one step.
+2. **One pass-through event** (a read of one event, as paced streams deliver them;
+   numbers that differ; a shape no run pattern covers): one regex finds its type and
+   digits, and one formatting step builds the frame.
+3. **Everything else** goes through `SSEDecoder` → `StreamRepairer` → `Enricher`. The
+   terminal event is handed back unframed: its `available_quotas` needs
+   `pipeline.settle()`, which is I/O.
+
+`fast=False` takes path 3 for every event: the reference the tests compare the fast
+paths with, byte for byte.
 """
 
 from __future__ import annotations
 
 import re
 
+from gateway.streaming import passthrough as pt
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import TERMINAL_EVENTS, Event
 from gateway.streaming.repair import StreamRepairer
 from gateway.streaming.sse import DONE_FRAME, SSEDecoder, frame
 
-# Event types no stage changes (the repairer and enricher pass them through).
-PASS_THROUGH = frozenset({
-    b"response.output_text.delta", b"response.refusal.delta", b"response.reasoning_text.delta",
-    b"response.reasoning_summary_text.delta", b"response.content_part.added",
-    b"response.output_text.annotation.added",
-})
-# Cheap first test before the regex: the endings a pass-through type can have.
-_ENDINGS = tuple({kind[kind.rfind(b".") + 1:] + b'"}' for kind in PASS_THROUGH})
-_KINDS = b"|".join(re.escape(kind) for kind in sorted(PASS_THROUGH))
-# One anchored match per block finds the type and the sequence number's digits. Llama
-# Stack writes `type` last, OpenAI first. Text inside a string escapes its quotes
-# (`\"`), so it can never match `"sequence_number":` or the `"type"` key.
-_TYPE_LAST = re.compile(rb'data: (\{[^\n]*"sequence_number":)\d+(,"type":"(' + _KINDS + rb')"\})')
-_TYPE_FIRST = re.compile(rb'data: (\{"type":"(' + _KINDS + rb')",[^\n]*"sequence_number":)\d+((?:,[^\n]*)?\})')
+_EVENT_LINE = b"event: "
+_TYPE_FIRST = b'data: {"type":"'
 
 
 class StreamRewriter:
-    def __init__(self, enricher: Enricher):
+    __slots__ = ("repairer", "enricher", "_decoder", "_next", "_rest", "_cr", "_runs", "_fast")
+
+    def __init__(self, enricher: Enricher, *, fast: bool = True):
         self.repairer = StreamRepairer()
         self.enricher = enricher
         self._decoder = SSEDecoder()
-        self._next = 0
-        self._rest = b""
+        self._next = 0          # the next sequence number the client sees
+        self._rest = b""        # an incomplete block, waiting for the next read
+        self._cr = False        # the last read ended with `\r`: it may be half of `\r\n`
+        self._runs = fast       # off once a run's numbers did not match (they rarely will again)
+        self._fast = fast
 
     @property
     def done(self) -> bool:
@@ -49,43 +56,33 @@ class StreamRewriter:
     def feed(self, chunk: bytes) -> tuple[bytes, Event | None]:
         """The frames this read completes, and the terminal event if it arrived (unframed;
         pass it to `terminal()` once settled). Nothing after the terminal event counts."""
-        if self.done:
+        if self.repairer.terminal is not None:  # `done`, without a property call per read
             return b"", None
-        if b"\r" in chunk:
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        blocks = (self._rest + chunk if self._rest else chunk).split(b"\n\n")
-        self._rest = blocks.pop()
-        out: list[bytes] = []
-        type_last, type_first = _TYPE_LAST.fullmatch, _TYPE_FIRST.fullmatch
-        for block in blocks:
-            if block.endswith(_ENDINGS):
-                match = type_last(block)
-                if match is not None:
-                    out.append(b"event: %s\ndata: %s%d%s\n\n" % (match[3], match[1], self._next, match[2]))
-                    self._next += 1
-                    continue
-            if block.startswith(b'data: {"type":"'):
-                match = type_first(block)
-                if match is not None:
-                    out.append(b"event: %s\ndata: %s%d%s\n\n" % (match[2], match[1], self._next, match[3]))
-                    self._next += 1
-                    continue
-            event = self._decoder.decode(block)
-            if event is not None:
-                terminal = self._events(event, out)
-                if terminal is not None:
-                    return b"".join(out), terminal
-        return b"".join(out), None
+        # `find`, not `in`: CPython 3.11's `bytes.__contains__` first tries the needle as an
+        # int and raises and clears a TypeError inside (~1,800 instructions per test).
+        if self._cr or chunk.find(b"\r") >= 0:
+            chunk = self._line_ends(chunk)
+        if self._rest:
+            chunk = self._rest + chunk
+        elif self._fast:
+            # A read that is one pass-through event, as paced streams deliver them: one
+            # regex and one formatting step.
+            match = (pt.TYPE_LAST if chunk.endswith(pt.LAST_ENDS) else pt.TYPE_FIRST).fullmatch(chunk)
+            if match is not None:
+                framed = self._framed(match)
+                if framed is not None:
+                    return framed, None
+        return self._blocks(chunk)
 
     def close(self) -> tuple[bytes, Event | None]:
         """The upstream stream ended: its last frames, and the terminal event to end with
         (`response.failed` if the upstream sent none; None if one was already returned)."""
         if self.done:
             return b"", None
+        rest, self._rest, self._cr = self._rest, b"", False
         out: list[bytes] = []
-        self._decoder.feed(self._rest)  # an event without its final blank line, if any
-        self._rest = b""
-        for event in self._decoder.close():
+        # An event without its final blank line, if any (the decoder drops a cut-off one).
+        for event in self._decoder.feed(rest) + self._decoder.close():
             terminal = self._events(event, out)
             if terminal is not None:
                 return b"".join(out), terminal
@@ -100,6 +97,91 @@ class StreamRewriter:
         """Frame the settled terminal event and the end of the stream."""
         self.enricher.terminal(event, available_quotas)
         return self._frame(event) + DONE_FRAME
+
+    def _line_ends(self, chunk: bytes) -> bytes:
+        """`\\r\\n` and lone `\\r` as `\\n`, including a `\\r\\n` split across two reads."""
+        if self._cr:
+            self._cr = False
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]
+        if chunk.endswith(b"\r"):
+            self._cr = True  # counted as a line end now; a `\n` starting the next read is its other half
+        return chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+    def _blocks(self, data: bytes) -> tuple[bytes, Event | None]:
+        """The frames of the complete blocks in `data`; the rest waits for the next read.
+        A read that is one run, or one pass-through event, costs one pass of this loop
+        (and `b"".join` of one item returns it without a copy)."""
+        out: list[bytes] = []
+        fast, starts, ends = self._fast, pt.STARTS, pt.ENDS
+        pos = 0
+        while (stop := data.find(b"\n\n", pos)) >= 0:
+            if fast:
+                if data.startswith(starts, pos):
+                    match = pt.TYPE_FIRST.match(data, pos) or pt.TYPE_LAST.match(data, pos)
+                elif data.endswith(ends, pos, stop):
+                    match = pt.TYPE_LAST.match(data, pos)
+                else:
+                    match = None
+                if match is not None:
+                    # Two or more blocks ahead: a run may take them all at once.
+                    if self._runs and data.find(b"\n\n", stop + 2) >= 0:
+                        run = self._run(data, pos)
+                        if run is not None:
+                            pos = run[0]
+                            out.append(run[1])
+                            continue
+                    framed = self._framed(match)
+                    if framed is not None:
+                        out.append(framed)
+                        pos = match.end()
+                        continue
+            event = self._decoder.decode(data[pos:stop])
+            pos = stop + 2
+            if event is not None:
+                terminal = self._events(event, out)
+                if terminal is not None:
+                    return b"".join(out), terminal
+        self._rest = data[pos:] if pos else data
+        return b"".join(out), None
+
+    def _framed(self, match: re.Match[bytes]) -> bytes | None:
+        """The frame of one pass-through block, renumbered; None when its sequence number
+        key occurs twice (the slow path parses it to tell which one is the event's)."""
+        if match.re is pt.TYPE_LAST:
+            head, tail, kind = match.groups()
+        else:
+            head, kind, tail = match.groups()
+        if head.find(pt.SEQUENCE_KEY, 0, -1) >= 0 or tail.find(pt.SEQUENCE_KEY) >= 0:
+            return None
+        number = self._next
+        self._next = number + 1
+        return b"event: %s\ndata: %s%d%s\n\n" % (kind, head, number, tail)
+
+    def _run(self, data: bytes, pos: int) -> tuple[int, bytes] | None:
+        """Where a run of pass-through blocks starting at `pos` ends, and its frames; None
+        if there is none or its numbers are not the gateway's (then `_runs` goes off)."""
+        if data.startswith(_EVENT_LINE, pos):
+            match = pt.EVENT_RUN.match(data, pos)
+        elif data.startswith(_TYPE_FIRST, pos):
+            match = pt.FIRST_RUN.match(data, pos)
+        else:
+            match = pt.LAST_RUN.match(data, pos)
+        if match is None:
+            return None
+        stop = match.end()
+        numbers = pt.SEQUENCE.findall(data, pos, stop)
+        first = self._next
+        if numbers != list(map(pt.DIGITS, range(first, first + len(numbers)))) \
+                or len(numbers) != data.count(b"\n\n", pos, stop):
+            self._runs = False
+            return None
+        self._next = first + len(numbers)
+        run = data[pos:stop] if pos or stop < len(data) else data
+        if data[pos] == 101:  # `e`: blocks that name their type already go out as they came
+            return stop, run
+        line = b"\n\nevent: " + match[1] + b"\ndata: "
+        return stop, line[2:-6] + run.replace(b"\n\ndata: ", line)
 
     def _events(self, event: Event, out: list[bytes]) -> Event | None:
         for fixed in self.repairer.feed(event):

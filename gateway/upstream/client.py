@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, Awaitable, Mapping
 
 import aiohttp
 from aiohttp.payload import BytesPayload
@@ -23,6 +22,11 @@ from gateway.schema.errors import ApiError, upstream_unavailable
 from gateway.upstream.errors import map_upstream_error
 
 log = logging.getLogger("gateway.upstream")
+
+# Idle upstream connections are closed after this long: each holds aiohttp's
+# per-connection state (protocol, parser, buffers, several KiB), and after a burst 30 s
+# kept them all. Under steady load a connection is reused well within it.
+KEEPALIVE_S = 3.0
 
 
 @dataclass
@@ -49,7 +53,7 @@ class UpstreamClient:
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=self._config.max_connections, limit_per_host=0,
-                                         keepalive_timeout=30, ttl_dns_cache=300)
+                                         keepalive_timeout=KEEPALIVE_S, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(self._config.timeout, 10),
                                         sock_read=self._config.timeout)
         # No cookie jar (the upstream API is stateless) and no compression (bodies are
@@ -70,13 +74,19 @@ class UpstreamClient:
     async def request(self, method: str, path: str, *, json: Any = None,
                       headers: Mapping[str, str] | None = None, params: Mapping[str, str] | None = None,
                       timeout: float | None = None) -> Reply:
-        """Send a request and read the whole answer; any status is returned, not raised."""
-        async with self.open(method, path, json=json, headers=headers, params=params, timeout=timeout) as resp:
-            try:
-                body = await resp.read()
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        """Send a request and read the whole answer; any status is returned, not raised.
+        (Without `open()`'s context manager: two upstream calls per new-conversation turn
+        make its generator machinery a measurable share of a JSON turn.)"""
+        resp = await self._send(method, path, json, headers, params, timeout)
+        try:
+            body = await resp.read()
+        except BaseException as exc:
+            resp.close()
+            if isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError)):
                 raise self._unavailable(method, path, exc) from None
-            return Reply(resp.status, body)
+            raise
+        resp.release()
+        return Reply(resp.status, body)
 
     async def request_ok(self, method: str, path: str, *, model: str | None = None, **kwargs: Any) -> Reply:
         """Like `request`, but a non-2xx answer raises the mapped `ApiError`."""
@@ -85,11 +95,15 @@ class UpstreamClient:
             raise map_upstream_error(reply.status, reply.body, model)
         return reply
 
-    @asynccontextmanager
-    async def open(self, method: str, path: str, *, json: Any = None, headers: Mapping[str, str] | None = None,
-                   params: Mapping[str, str] | None = None,
-                   timeout: float | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
-        """The upstream response with its body unread (for streams)."""
+    def open(self, method: str, path: str, *, json: Any = None, headers: Mapping[str, str] | None = None,
+             params: Mapping[str, str] | None = None, timeout: float | None = None) -> "Opened":
+        """`async with client.open(...) as resp`: the upstream response with its body unread
+        (for streams)."""
+        return Opened(self._send(method, path, json, headers, params, timeout))
+
+    async def _send(self, method: str, path: str, json: Any, headers: Mapping[str, str] | None,
+                    params: Mapping[str, str] | None, timeout: float | None) -> aiohttp.ClientResponse:
+        """The response once its head arrived; connection failures retried, then mapped."""
         url = self._urls.get(path)
         if url is None:
             url = URL(self.base_url + path)
@@ -104,9 +118,8 @@ class UpstreamClient:
         attempt = 0
         while True:
             try:
-                resp = await self.session.request(method, url, data=data, headers=all_headers, params=params,
+                return await self.session.request(method, url, data=data, headers=all_headers, params=params,
                                                   **({"timeout": client_timeout} if client_timeout else {}))
-                break
             except aiohttp.ClientConnectorError as exc:
                 if attempt >= self._config.max_retries:
                     raise self._unavailable(method, path, exc) from None
@@ -116,16 +129,6 @@ class UpstreamClient:
                 await asyncio.sleep(delay)
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 raise self._unavailable(method, path, exc) from None
-        try:
-            yield resp
-        except BaseException:
-            resp.close()  # drops the connection: the upstream sees the client go away at once
-            raise
-        if resp.content.at_eof():
-            resp.release()
-        else:
-            resp.close()
-
 
     def _unavailable(self, method: str, path: str, exc: BaseException) -> ApiError:
         """LCORE's 503 (`Connection error.`, or `Request timed out.` as the OpenAI client
@@ -133,6 +136,31 @@ class UpstreamClient:
         log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
         cause = "Request timed out." if isinstance(exc, asyncio.TimeoutError) else "Connection error."
         return upstream_unavailable(self.display_name, cause)
+
+
+class Opened:
+    """The context manager `open()` returns. A plain object, not `@asynccontextmanager`:
+    a generator's frame would be held for a stream's whole life (memory per open stream
+    is a budget)."""
+
+    __slots__ = ("_sending", "_resp")
+
+    def __init__(self, sending: Awaitable[aiohttp.ClientResponse]):
+        self._sending = sending
+        self._resp: aiohttp.ClientResponse | None = None
+
+    async def __aenter__(self) -> aiohttp.ClientResponse:
+        sending, self._sending = self._sending, None
+        self._resp = await sending
+        return self._resp
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        resp = self._resp
+        assert resp is not None
+        if exc_type is None and resp.content.at_eof():
+            resp.release()
+        else:
+            resp.close()  # drops the connection: the upstream sees the client go away at once
 
 
 def _describe(exc: BaseException) -> str:
@@ -143,4 +171,4 @@ def _describe(exc: BaseException) -> str:
     return f"Connection error: {exc or type(exc).__name__}."
 
 
-__all__ = ["ApiError", "Reply", "UpstreamClient"]
+__all__ = ["ApiError", "Opened", "Reply", "UpstreamClient"]

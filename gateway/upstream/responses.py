@@ -4,15 +4,14 @@ and the upstream calls around a turn (conversations, stored responses)."""
 from __future__ import annotations
 
 import asyncio
-from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, Mapping
 from urllib.parse import quote
 
 import aiohttp
 
 from gateway.schema.errors import ApiError
 from gateway.upstream.capabilities import Capabilities
-from gateway.upstream.client import UpstreamClient
+from gateway.upstream.client import Opened, UpstreamClient
 from gateway.upstream.errors import map_upstream_error
 
 
@@ -20,7 +19,6 @@ class StreamBroken(Exception):
     """The upstream stream failed after it started (timeout, reset): end it as failed."""
 
 
-Chunks = AsyncIterator[bytes]
 
 
 class UpstreamResponses:
@@ -40,14 +38,10 @@ class UpstreamResponses:
                            "a response object.", code="upstream_bad_response")
         return data
 
-    @asynccontextmanager
-    async def stream(self, body: dict[str, Any], headers: Mapping[str, str],
-                     model: str) -> AsyncIterator[Chunks]:
-        """Open the upstream stream; errors before its first byte raise `ApiError`."""
-        async with self._client.open("POST", "/v1/responses", json=body, headers=headers) as resp:
-            if resp.status != 200:
-                raise map_upstream_error(resp.status, await _read(resp), model)
-            yield _chunks(resp)
+    def stream(self, body: dict[str, Any], headers: Mapping[str, str], model: str) -> "UpstreamStream":
+        """`async with backend.stream(...) as chunks`: open the upstream stream (errors
+        before its first byte raise `ApiError`), then `async for chunk in chunks`."""
+        return UpstreamStream(self._client.open("POST", "/v1/responses", json=body, headers=headers), model)
 
     async def create_conversation(self) -> str | None:
         """A new upstream conversation id, or None when the upstream keeps none."""
@@ -75,12 +69,44 @@ async def _read(resp: aiohttp.ClientResponse) -> bytes:
         return b""
 
 
-async def _chunks(resp: aiohttp.ClientResponse) -> Chunks:
-    """The body as each read delivers it (one client write per read)."""
-    try:
-        async for chunk in resp.content.iter_any():
-            yield chunk
-    except asyncio.TimeoutError:
-        raise StreamBroken("The upstream stopped sending events (idle timeout).") from None
-    except aiohttp.ClientError as exc:
-        raise StreamBroken(f"The upstream stream broke: {exc or type(exc).__name__}.") from None
+class UpstreamStream:
+    """An upstream stream: the context manager that opens and closes it, and the iterator
+    of its body as each read delivers it (one client write per read).
+
+    Plain objects, not `@asynccontextmanager` or an async generator over aiohttp's
+    `iter_any()`: those hold two generator frames for the stream's life and add two
+    layers of coroutine calls to every read of a paced stream; this calls `readany()`
+    itself, one awaitable per read."""
+
+    __slots__ = ("_opened", "_model", "_read")
+
+    def __init__(self, opened: Opened, model: str):
+        self._opened = opened
+        self._model = model
+        self._read: Any = None
+
+    async def __aenter__(self) -> "UpstreamStream":
+        resp = await self._opened.__aenter__()
+        if resp.status != 200:
+            error = map_upstream_error(resp.status, await _read(resp), self._model)
+            await self._opened.__aexit__(type(error), error, None)
+            raise error
+        self._read = resp.content.readany
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._opened.__aexit__(*exc)
+
+    def __aiter__(self) -> "UpstreamStream":
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk = await self._read()
+        except asyncio.TimeoutError:
+            raise StreamBroken("The upstream stopped sending events (idle timeout).") from None
+        except aiohttp.ClientError as exc:
+            raise StreamBroken(f"The upstream stream broke: {exc or type(exc).__name__}.") from None
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk

@@ -3,38 +3,16 @@ pipeline and show the repaired stream for each quirk."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import re
-
 import orjson
 import pytest
-
 from openai.types.responses.response_output_item import McpCall
 
-from gateway.streaming import rewriter as rewriter_module
-from gateway.streaming.enrich import Enricher
 from gateway.streaming.repair import repair_input_items, repair_response
-from gateway.streaming.rewriter import StreamRewriter
+from tests.streaming.streams import CAPTURES, CONVERSATION, rewrite_bytes
 from tests.support.openai_shapes import replay_through_sdk, validate_event, validate_response
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "llama-stack-0.7.3"
-CONVERSATION = "conv_" + "ab" * 24
 # The /v1/responses streams (the chat-completions capture is the devserver's, another dialect).
-RESPONSE_STREAMS = sorted(p.name for p in FIXTURES.glob("*.sse") if not p.name.startswith("chat-"))
-
-
-def rewrite_bytes(raw: bytes, chunk: int = 997) -> bytes:
-    """Feed the capture in arbitrary chunks, as reads arrive; return what the client gets."""
-    rewriter = StreamRewriter(Enricher(CONVERSATION, None))
-    out = b""
-    for start in range(0, len(raw), chunk):
-        frames, terminal = rewriter.feed(raw[start:start + chunk])
-        out += frames
-        if terminal is not None:
-            return out + rewriter.terminal(terminal, {"UserQuotaLimiter": 7})
-    frames, terminal = rewriter.close()
-    return out + frames + rewriter.terminal(terminal, {"UserQuotaLimiter": 7})
+RESPONSE_STREAMS = sorted(p.name for p in CAPTURES.glob("*.sse") if not p.name.startswith("chat-"))
 
 
 def rewrite(raw: bytes, chunk: int = 997) -> list[dict]:
@@ -54,7 +32,7 @@ def kinds(events: list[dict]) -> list[str]:
 
 
 def capture(name: str) -> bytes:
-    return (FIXTURES / name).read_bytes()
+    return (CAPTURES / name).read_bytes()
 
 
 @pytest.mark.parametrize("name", RESPONSE_STREAMS)
@@ -193,43 +171,3 @@ def test_nothing_after_the_terminal_event():
     raw = capture("responses-create-text-stream.sse")
     events = rewrite(raw + raw)
     assert kinds(events).count("completed") == 1 and events[-1]["type"] == "response.completed"
-
-
-@pytest.mark.parametrize("name", RESPONSE_STREAMS)
-def test_fast_path_frames_equal_the_full_path(name, monkeypatch):
-    fast = rewrite_bytes(capture(name), 61)
-    never = re.compile(rb"(?!)")
-    monkeypatch.setattr(rewriter_module, "_TYPE_LAST", never)
-    monkeypatch.setattr(rewriter_module, "_TYPE_FIRST", never)
-    assert rewrite_bytes(capture(name), 61) == fast
-
-
-def test_fast_path_takes_the_deltas():
-    raw = capture("responses-create-text-stream.sse")
-    rewriter = StreamRewriter(Enricher(CONVERSATION, None))
-    parsed = []
-    original = rewriter_module.StreamRepairer.feed
-
-    def spy(self, event):
-        parsed.append(event.type)
-        return original(self, event)
-
-    rewriter.repairer.feed = spy.__get__(rewriter.repairer)
-    rewriter.feed(raw)
-    assert "response.output_text.delta" not in parsed and "response.created" in parsed
-
-
-def test_openai_dialect_deltas_and_lookalike_text():
-    """Type-first events take the fast path too; text that spells the keys stays text."""
-    created = {"type": "response.created", "sequence_number": 0, "response": {
-        "id": "r", "object": "response", "created_at": 1, "model": "m", "output": [], "status": "in_progress",
-        "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}}
-    text = '","sequence_number":9,"type":"response.output_text.delta"}\n\ndata: {"sequence_number":1}'
-    delta = {"type": "response.output_text.delta", "content_index": 0, "delta": text, "item_id": "m1",
-             "logprobs": [], "output_index": 0, "sequence_number": 41}
-    raw = b"event: response.created\ndata: " + orjson.dumps(created) + b"\n\n"
-    raw += b"event: response.output_text.delta\ndata: " + orjson.dumps(delta) + b"\n\n"
-    assert rewriter_module._TYPE_FIRST.fullmatch(raw.split(b"\n\n")[1].split(b"\n")[1])  # the fast path
-    events = rewrite(raw)
-    assert [e["type"] for e in events] == ["response.created", "response.output_text.delta", "response.failed"]
-    assert events[1]["sequence_number"] == 1 and events[1]["delta"] == text

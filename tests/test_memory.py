@@ -1,0 +1,22 @@
+"""When the gateway gives memory back: once, when a busy period has ended."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway import memory
+
+
+@pytest.mark.parametrize("shares, releases", [
+    ([0.0, 0.01, 0.0], [False, False, False]),          # never busy: nothing to give back
+    ([0.9, 0.9, 0.01, 0.01], [False, False, True, False]),  # once, when the load has passed
+    ([0.9, 0.1, 0.01], [False, False, True]),           # tailing off is not idle yet
+    ([0.9, 0.01, 0.9, 0.0], [False, True, False, True]),
+])
+def test_release_once_after_each_busy_period(shares, releases):
+    watch = memory.LoadEnd()
+    assert [watch.ended(share) for share in shares] == releases
+
+
+def test_release_runs_without_error():
+    memory.release()  # a collection, and malloc_trim where glibc has it
