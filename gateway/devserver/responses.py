@@ -117,39 +117,45 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     req = CreateRequest(state, body)
     failure = _resolve(state, req)
     if failure is not None:
-        return failure
+        message, status = failure
+        if status == 404 and body.get("stream") is True:
+            # Llama Stack refuses an unknown conversation or previous response inside a
+            # 200 stream, as an untyped error event with the status as its code.
+            return web.Response(body=untyped_error_frame(message, "404"), content_type="text/event-stream",
+                                charset="utf-8")
+        return detail(message, status)
     if body.get("stream") is True:
         return await _stream(request, state, req)
     return await _json(request, state, req)
 
 
-def _resolve(state: ServerState, req: CreateRequest) -> web.Response | None:
-    """Load the history a turn continues from; an error response if it cannot."""
+def _resolve(state: ServerState, req: CreateRequest) -> tuple[str, int] | None:
+    """Load the history a turn continues from; (message, status) if it cannot."""
     body = req.body
     prev_id = body.get("previous_response_id")
     conv_id = body.get("conversation")
     if isinstance(conv_id, dict):
         conv_id = conv_id.get("id")
     if prev_id and conv_id:
-        return detail("Invalid value for 'previous_response_id, conversation': "
-                      "previous_response_id and conversation are both provided. Provide only "
-                      "one of these parameters.", 400)
+        return ("Invalid value for 'previous_response_id, conversation': "
+                "previous_response_id and conversation are both provided. Provide only "
+                "one of these parameters.", 400)
     mode = PLAIN
     if conv_id:
         if not isinstance(conv_id, str) or not CONVERSATION_ID_RE.fullmatch(conv_id):
-            return detail(f"Invalid value for 'conversation': {conv_id}. Must match format "
-                          "'conv_' followed by 48 lowercase hex characters.", 400)
+            return (f"Invalid value for 'conversation': {conv_id}. Must match format "
+                    "'conv_' followed by 48 lowercase hex characters.", 400)
         conv = state.conversations.get(conv_id) if state.conversations_enabled else None
         if conv is None:
-            return detail(f"Conversation '{conv_id}' not found.", 404)
+            return f"Conversation '{conv_id}' not found.", 404
         req.conversation = conv
         req.history = list(conv.items)
         mode = CONVERSATION
     elif prev_id:
         prev = state.responses.get(prev_id)
         if prev is None:
-            return detail(f"Response '{prev_id}' not found. Use 'client.responses.list()' to "
-                          "list available Responses.", 404)
+            return (f"Response '{prev_id}' not found. Use 'client.responses.list()' to "
+                    "list available Responses.", 404)
         req.history = prev.input + prev.response["output"]
         mode = PREVIOUS
     req.prepare(mode)

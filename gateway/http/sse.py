@@ -3,8 +3,10 @@
 Per upstream read, the `StreamRewriter` turns the bytes into client frames, written
 with one `write()` (DESIGN decision 2). The terminal event waits for
 `pipeline.settle()` so its `available_quotas` is the balance after the turn. Errors
-after the first byte become `response.failed` then `data: [DONE]` (decision 6); a
-client that goes away cancels the handler, which closes the upstream connection.
+after the first byte become `response.failed` then `data: [DONE]` (decision 6); an
+upstream that refuses the request as its stream's first event, before the gateway has
+sent anything, gets the HTTP error its refusal names instead. A client that goes away
+cancels the handler, which closes the upstream connection.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from aiohttp import web
 from gateway.pipeline import Pipeline, Turn
 from gateway.streaming.events import Event
 from gateway.streaming.rewriter import StreamRewriter
+from gateway.upstream.errors import upstream_error
 from gateway.upstream.responses import StreamBroken
 
 log = logging.getLogger("gateway.http")
@@ -43,11 +46,15 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
     try:
         async with pipeline.backend.stream(turn.body, turn.headers, turn.model.id) as chunks:
             turn.body = {}  # sent: nothing needs it while the stream is open
-            await response.prepare(request)
             feed, write = rewriter.feed, response.write  # once, not per read of a paced stream
             try:
                 async for chunk in chunks:
                     frames, terminal = feed(chunk)
+                    if not response.prepared:
+                        # Nothing is sent before the first frames: an upstream that refused
+                        # the request inside its stream still gets its HTTP status.
+                        _refuse_before_the_first_byte(rewriter, turn)
+                        await response.prepare(request)
                     if terminal is not None:
                         # The last frames and the end of the chunked body in one write.
                         await response.write_eof(await ending(frames, terminal))
@@ -58,6 +65,8 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
             except StreamBroken as exc:
                 log.warning("upstream stream for %s broke: %s", turn.conversation, exc)
                 frames, terminal = b"", rewriter.fail(str(exc))
+            if not response.prepared:
+                await response.prepare(request)
             await response.write_eof(await ending(frames, terminal))
             return response
     except ConnectionResetError:
@@ -67,3 +76,9 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
         return response
     finally:
         pipeline.finish(turn)
+
+
+def _refuse_before_the_first_byte(rewriter: StreamRewriter, turn: Turn) -> None:
+    refusal = rewriter.repairer.refusal
+    if refusal is not None:
+        raise upstream_error(refusal[0], refusal[1], turn.model.id)

@@ -160,6 +160,14 @@ def _error_text(error: Any) -> str:
     return orjson.dumps(error).decode()
 
 
+def _status_of(error: Any) -> int:
+    """The HTTP status an upstream error event names in its `code` (500 if none)."""
+    code = error.get("code") if isinstance(error, dict) else None
+    if isinstance(code, (int, str)) and str(code).isdigit() and 400 <= int(code) < 600:
+        return int(code)
+    return 500
+
+
 class StreamRepairer:
     def __init__(self) -> None:
         self.terminal: Event | None = None
@@ -169,6 +177,10 @@ class StreamRepairer:
         self._pending_args: dict[str, list[Event]] = {}     # item id -> argument events before its item
         self._held_list_start: Event | None = None
         self._text_done: set[tuple[str, int]] = set()
+        # Set when the stream's first event is an error: the upstream refused the request
+        # inside a 200 stream (Llama Stack 0.7.3 does, e.g. for an unknown
+        # previous_response_id): (the HTTP status its error names, its message).
+        self.refusal: tuple[int, str] | None = None
 
     def feed(self, event: Event) -> list[Event]:
         if self.terminal is not None:
@@ -229,6 +241,8 @@ class StreamRepairer:
             message = str(error.get("message") or "The upstream reported an error.")
         else:
             message = str(event.data.get("message") or error or "The upstream reported an error.")
+        if self._snapshot is None:
+            self.refusal = (_status_of(error), message)
         return self.fail(message)
 
     def _arguments(self, event: Event) -> list[Event]:

@@ -50,7 +50,11 @@ def is_context_length(message: str) -> bool:
 
 
 def map_upstream_error(status: int, body: bytes, model: str | None = None) -> ApiError:
-    message = upstream_message(body)
+    return upstream_error(status, upstream_message(body), model)
+
+
+def upstream_error(status: int, message: str, model: str | None = None) -> ApiError:
+    """The gateway's error for an upstream's answer of `status` saying `message`."""
     if is_context_length(message):
         return prompt_too_long(model)
     if status == 429:

@@ -8,7 +8,7 @@ import json
 import aiohttp
 import pytest
 
-from .helpers import CHAT, check_events_with_openai_types, sse_data, sse_events
+from .helpers import CHAT, check_events_with_openai_types, fixture_text, sse_data, sse_events
 
 
 async def create(client, text, **extra):
@@ -137,6 +137,17 @@ async def test_history_errors(client):
                                                     "previous_response_id": "resp_nope"})
     assert resp.status == 404
     assert (await resp.json())["detail"].startswith("Response 'resp_nope' not found.")
+
+
+@pytest.mark.parametrize("history, capture", [
+    ({"previous_response_id": "resp_missing"}, "err-missing-previous-response-stream.sse"),
+    ({"conversation": "conv_" + "0" * 48}, "err-missing-conversation-stream.sse"),
+])
+async def test_streamed_history_errors_are_an_error_event_in_a_200_stream(client, history, capture):
+    # As Llama Stack 0.7.3 answers them (captured): no status, one untyped error event.
+    resp = await client.post("/v1/responses", json={"model": CHAT, "input": "hi", "stream": True, **history})
+    assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
+    assert await resp.read() == fixture_text(capture).encode()
 
 
 async def test_triggers_in_earlier_turns_do_not_refire(client):

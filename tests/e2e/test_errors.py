@@ -202,6 +202,11 @@ def test_upstream_4xx_keeps_status_with_upstream_message(gateway, upstream):
     assert f"Response '{first['id']}' not found" in reply.json()["detail"]["cause"]
     reply = gateway.get(f"/v1/responses/{first['id']}")
     assert_envelope(reply, 404, "Not found", "not_found_error", "upstream_not_found")
+    # Streamed, Llama Stack refuses it inside a 200 stream: nothing was sent to the client
+    # yet, so the client still gets the status.
+    reply = gateway.post("/v1/responses", {"input": "fork", "previous_response_id": first["id"], "stream": True})
+    assert_envelope(reply, 404, "Not found", "not_found_error", "upstream_not_found")
+    assert reply.headers["content-type"].startswith("application/json")
 
 
 def test_upstream_5xx_becomes_500(gateway):

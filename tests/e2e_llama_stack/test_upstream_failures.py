@@ -35,15 +35,14 @@ def test_llama_stack_4xx_keeps_its_status(gw, stack, chain):
     assert db.counts(user_id="lost-response") == Counts(conversations=1, turns=2)  # the two turns only
 
 
-@pytest.mark.xfail(strict=True, reason="gateway bug: Llama Stack 0.7.3 streams this 404 as an untyped error "
-                   "event in a 200 stream; the gateway, which has sent nothing yet, answers 200 + "
-                   "response.failed instead of the upstream's status (the scripted stand-in answers a "
-                   "plain HTTP 404 here, so tests/e2e cannot see it)")
 def test_llama_stack_4xx_keeps_its_status_when_streamed(gw, stack):
     lost = fork_of_a_lost_response(gw, stack, "lost-response-streamed")
     reply = gw.post("/v1/responses?user_id=lost-response-streamed",
                     {"input": "fork", "previous_response_id": lost, "stream": True})
+    # Llama Stack refuses it inside a 200 stream, before any event: the gateway has sent
+    # nothing yet, so the client gets the status, as for a request that is not streamed.
     assert reply.status == 404, reply.body
+    assert lost.encode() in reply.body and reply.json()["error"]["code"] == "upstream_not_found"
 
 
 def test_context_length_from_llama_stack_is_413(gw, chain):

@@ -197,3 +197,16 @@ def test_input_items_repaired_and_others_passed_through_unparsed():
     assert repair_input_items(lookalike) == lookalike  # parsed, nothing to change
     for odd in (b'{"data": ["mcp_call"', b'["mcp_call"]'):
         assert repair_input_items(odd) is odd
+
+
+def test_an_error_as_the_first_event_is_a_refusal_with_its_status():
+    refused = StreamRepairer()
+    out = refused.feed(Event.build({"error": {"message": "Response 'x' not found.", "code": "404"}}))
+    assert refused.refusal == (404, "Response 'x' not found.") and out[0].type == "response.failed"
+    odd = StreamRepairer()
+    odd.feed(Event.build({"error": {"message": "who knows", "code": "teapot"}}))
+    assert odd.refusal == (500, "who knows")
+    begun = StreamRepairer()
+    begun.feed(Event.build({"type": "response.created", "sequence_number": 0, "response": {"id": "r"}}))
+    begun.feed(Event.build({"error": {"message": "Model 'm' not found.", "code": "404"}}))
+    assert begun.refusal is None and begun.terminal is not None
