@@ -94,9 +94,12 @@ class StreamRewriter:
         return failed[0] if failed else None
 
     def terminal(self, event: Event, available_quotas: dict[str, int]) -> bytes:
-        """Frame the settled terminal event and the end of the stream."""
+        """Frame the settled terminal event and the end of the stream. A stream that
+        ends before it began (an upstream that failed at once, or sent nothing) first
+        gets the `response.created` every stream starts with, as clients require."""
+        opening = self._frame(self.enricher.apply(_created_for(event))) if self._next == 0 else b""
         self.enricher.terminal(event, available_quotas)
-        return self._frame(event) + DONE_FRAME
+        return opening + self._frame(event) + DONE_FRAME
 
     def _line_ends(self, chunk: bytes) -> bytes:
         """`\\r\\n` and lone `\\r` as `\\n`, including a `\\r\\n` split across two reads."""
@@ -194,3 +197,8 @@ class StreamRewriter:
         payload = event.payload(self._next)
         self._next += 1
         return frame(event.type, payload)
+
+
+def _created_for(terminal: Event) -> Event:
+    response = {**terminal.data["response"], "status": "in_progress", "error": None}
+    return Event.build({"type": "response.created", "sequence_number": 0, "response": response})
