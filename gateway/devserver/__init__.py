@@ -54,7 +54,10 @@ Knobs (string values in the request's ``metadata``; chat completions read them t
   answer. The server-wide default is ``--delay-ms`` / ``create_app(delay_ms=...)``.
 * ``scripted_dialect``: ``llama-stack`` (data lines, ``type`` last) or ``openai``
   (``event:`` lines, ``type`` first) framing of /v1/responses streams. The server-wide
-  default is ``--dialect`` / ``create_app(dialect=...)``.
+  default is ``--dialect`` / ``create_app(dialect=...)``;
+* ``scripted_echo_tools``: ``verbatim`` repeats the request's tools in the response
+  objects exactly as they came (URLs, headers and credentials included), as an upstream
+  that echoes everything would; Llama Stack repeats only type, label and allowed tools.
 
 Test endpoints: GET /_scripted/requests (what was received, newest last), DELETE
 /_scripted/requests (clear), GET /_scripted/mcp (MCP tool definitions received, with

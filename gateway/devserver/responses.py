@@ -56,8 +56,8 @@ class CreateRequest:
         self.toolset = build_toolset(body.get("tools"))
         if self.toolset.mcp_definitions:
             state.mcp_definitions.extend(self.toolset.mcp_definitions)
-        self.echo = Echo(body, self.toolset.echo)
         self.knobs = triggers.read_knobs(body.get("metadata"), state.delay_ms, state.dialect)
+        self.echo = Echo(body, list(body.get("tools") or []) if self.knobs.echo_tools_verbatim else self.toolset.echo)
         self.history: list[dict[str, Any]] = []
         self.conversation = None
         self.messages: list[dict[str, Any]] = []

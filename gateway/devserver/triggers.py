@@ -45,10 +45,14 @@ class Knobs:
     deltas: int | None = None
     delay_s: float = 0.0
     dialect: str = "llama-stack"
+    # The request's tools repeated as they came, credentials and URLs included, as an
+    # upstream that echoes everything would (Llama Stack drops URL and headers).
+    echo_tools_verbatim: bool = False
 
 
 def read_knobs(metadata: Any, default_delay_ms: float, default_dialect: str = "llama-stack") -> Knobs:
-    """scripted_deltas / scripted_delay_ms / scripted_dialect from metadata; bad values are ignored."""
+    """scripted_deltas / scripted_delay_ms / scripted_dialect / scripted_echo_tools from
+    metadata; bad values are ignored."""
     knobs = Knobs(delay_s=max(default_delay_ms, 0.0) / 1000.0, dialect=default_dialect)
     if not isinstance(metadata, dict) or not metadata:
         return knobs
@@ -67,4 +71,5 @@ def read_knobs(metadata: Any, default_delay_ms: float, default_dialect: str = "l
     raw = metadata.get("scripted_dialect")
     if raw in DIALECTS:
         knobs.dialect = raw
+    knobs.echo_tools_verbatim = metadata.get("scripted_echo_tools") == "verbatim"
     return knobs

@@ -70,3 +70,24 @@ def test_the_scan_for_secrets_sees_the_configured_credential(operated, tmp_path)
         assert operated.leaked_secrets() == {SECRET}
     finally:
         operated.recording = original
+
+
+def test_the_tool_echo_never_carries_what_the_gateway_attached(operated, upstream):
+    own = {"type": "mcp", "server_label": "own", "server_url": "http://127.0.0.1:9/own",
+           "headers": {"X-Trace": "t"}, "authorization": "the-clients-own-token"}
+    body = {"input": "plain", "tools": [{"type": "mcp", "server_label": "calc"}, own],
+            "metadata": {"scripted_echo_tools": "verbatim"}}
+    # The upstream got the credentials (it needs them) and echoes them back...
+    sent = sent_tools(operated, upstream, body)
+    assert sent[0]["authorization"] == SECRET
+    reply = operated.post("/v1/responses", body)
+    assert reply.status == 200, reply.body
+    expected = [{"type": "mcp", "server_label": "calc", "require_approval": "never"},
+                {"type": "mcp", "server_label": "own", "server_url": "http://127.0.0.1:9/own"}]
+    # ...the client sees neither credentials nor the configured server's URL.
+    assert reply.json()["tools"] == expected
+    assert operated.get(f"/v1/responses/{reply.json()['id']}").json()["tools"] == expected
+    status, frames = operated.stream(body)
+    echoed = [data["response"]["tools"] for _, data in frames if isinstance(data, dict) and "response" in data]
+    assert status == 200 and echoed and all(tools == expected for tools in echoed)
+    assert SECRET.encode() not in reply.body and MCP_URL.encode() not in reply.body
