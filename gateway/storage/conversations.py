@@ -3,13 +3,24 @@
 The content of a conversation (messages, tool items) lives upstream; the gateway keeps
 what it needs to decide: the owner, the upstream id, the last model and response, and
 one row per turn so a response id can be traced to its conversation and owner.
+
+Every turn reads its conversation (or the turn it continues), and a read costs more CPU
+in thread hand-offs than the rest of a turn's own work; so recent records are kept in
+memory, written through: a record is cached when read and updated when this process
+commits a turn, so it is what the database holds. That holds while this process is the
+database's only writer, which it is with SQLite; several replicas on one database must
+not trust it for the fields that change (last model, last response).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 
 from gateway.storage.database import Database
+
+# Records kept in memory: a few hundred bytes each.
+_CACHED = 8192
 
 
 @dataclass(frozen=True)
@@ -25,6 +36,7 @@ class ConversationRecord:
     message_count: int
     topic_summary: str
     generate_topic_summary: bool
+    turns_recorded: int = 0
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,8 @@ class TurnRecord:
 
 
 _CONVERSATION_COLUMNS = ("id, user_id, upstream_id, created_at, last_message_at, last_used_model, "
-                         "last_used_provider, last_response_id, message_count, topic_summary, generate_topic_summary")
+                         "last_used_provider, last_response_id, message_count, topic_summary, generate_topic_summary, "
+                         "turns_recorded")
 _TURN_COLUMNS = ("conversation_id, response_id, previous_response_id, model, provider, status, started_at, "
                  "completed_at, turn_number, prior_response_id")
 
@@ -51,22 +64,43 @@ def _conversation(row: dict) -> ConversationRecord:
     return ConversationRecord(**{**row, "generate_topic_summary": bool(row["generate_topic_summary"])})
 
 
+class _Lru(OrderedDict):
+    def remember(self, key: str, value: object) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        if len(self) > _CACHED:
+            self.popitem(last=False)
+
+
 class ConversationRepository:
     def __init__(self, db: Database):
         self._db = db
+        self._conversations: _Lru = _Lru()   # id -> ConversationRecord
+        self._turns: _Lru = _Lru()           # response id -> TurnRecord (not deleted)
 
     async def get(self, conversation_id: str) -> ConversationRecord | None:
+        cached = self._conversations.get(conversation_id)
+        if cached is not None:
+            return cached
         row = await self._db.fetchone(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = :id",
                                       {"id": conversation_id})
-        return _conversation(row) if row else None
+        if row is None:
+            return None
+        conversation = _conversation(row)
+        self._conversations.remember(conversation.id, conversation)
+        return conversation
 
     async def find_turn(self, response_id: str) -> tuple[TurnRecord, ConversationRecord] | None:
-        turn = await self._db.fetchone(f"SELECT {_TURN_COLUMNS} FROM turns WHERE response_id = :id AND NOT deleted",
-                                       {"id": response_id})
+        turn = self._turns.get(response_id)
         if turn is None:
-            return None
-        conversation = await self.get(turn["conversation_id"])
-        return (TurnRecord(**turn), conversation) if conversation else None
+            row = await self._db.fetchone(f"SELECT {_TURN_COLUMNS} FROM turns WHERE response_id = :id AND NOT deleted",
+                                          {"id": response_id})
+            if row is None:
+                return None
+            turn = TurnRecord(**row)
+            self._turns.remember(response_id, turn)
+        conversation = await self.get(turn.conversation_id)
+        return (turn, conversation) if conversation else None
 
     async def save(self, conversation: ConversationRecord, turn: TurnRecord | None) -> None:
         await self.save_many([(conversation, turn)])
@@ -106,10 +140,28 @@ class ConversationRepository:
                     "last_response_id = excluded.last_response_id, message_count = c.message_count + 1, "
                     "turns_recorded = c.turns_recorded + 1 WHERE excluded.message_count > 0",
                     [v for row in counted for v in row])
+        self._committed(entries)
+
+    def _committed(self, entries: list[tuple[ConversationRecord, TurnRecord | None]]) -> None:
+        """Bring cached records to what the batch just committed (in its order, as the
+        statements numbered the turns); conversations not cached stay uncached."""
+        for conversation, turn in entries:
+            cached = self._conversations.get(conversation.id)
+            if turn is None or cached is None:
+                continue
+            self._turns.remember(turn.response_id, replace(turn, turn_number=cached.turns_recorded + 1,
+                                                           prior_response_id=cached.last_response_id))
+            self._conversations[conversation.id] = replace(
+                cached, last_message_at=turn.completed_at, last_used_model=conversation.last_used_model,
+                last_used_provider=conversation.last_used_provider, last_response_id=turn.response_id,
+                message_count=cached.message_count + 1, turns_recorded=cached.turns_recorded + 1)
 
     async def delete_turn(self, response_id: str) -> None:
         """Forget a deleted response. If it was the conversation's latest turn, the
         conversation continues from the turn before it (skipping deleted ones)."""
+        turn = self._turns.pop(response_id, None)
+        if turn is not None:
+            self._conversations.pop(turn.conversation_id, None)
         async with self._db.transaction() as tx:
             turn = await tx.fetchone("SELECT conversation_id FROM turns WHERE response_id = :rid AND NOT deleted",
                                      {"rid": response_id})
@@ -127,6 +179,7 @@ class ConversationRepository:
                 last = row["prior_response_id"]
             await tx.execute("UPDATE conversations SET message_count = message_count - 1, last_response_id = :last "
                              "WHERE id = :cid", {"last": last, "cid": turn["conversation_id"]})
+        self._conversations.pop(turn["conversation_id"], None)
 
 
 def _rounds(entries: list[tuple[ConversationRecord, TurnRecord | None]]) -> list[list[tuple]]:

@@ -3,16 +3,14 @@ and the upstream calls around a turn (conversations, stored responses)."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, Mapping
+from typing import Any, Awaitable, Mapping
 from urllib.parse import quote
-
-import aiohttp
 
 from gateway.schema.errors import ApiError
 from gateway.upstream.capabilities import Capabilities
-from gateway.upstream.client import Opened, UpstreamClient
+from gateway.upstream.client import UpstreamClient
 from gateway.upstream.errors import map_upstream_error
+from gateway.upstream.http11 import Exchange, ReadTimeout, UpstreamHttpError
 
 
 class StreamBroken(Exception):
@@ -62,51 +60,52 @@ class UpstreamResponses:
         await self._client.request_ok("POST", path, json={"items": items})
 
 
-async def _read(resp: aiohttp.ClientResponse) -> bytes:
-    try:
-        return await resp.read()
-    except (aiohttp.ClientError, asyncio.TimeoutError):
-        return b""
-
-
 class UpstreamStream:
     """An upstream stream: the context manager that opens and closes it, and the iterator
     of its body as each read delivers it (one client write per read).
 
-    Plain objects, not `@asynccontextmanager` or an async generator over aiohttp's
-    `iter_any()`: those hold two generator frames for the stream's life and add two
-    layers of coroutine calls to every read of a paced stream; this calls `readany()`
-    itself, one awaitable per read."""
+    A plain object, not `@asynccontextmanager` or an async generator: those hold two
+    generator frames for the stream's life and add layers of coroutine calls to every
+    read of a paced stream; this calls the exchange's `readany()` itself."""
 
-    __slots__ = ("_opened", "_model", "_read")
+    __slots__ = ("_opening", "_model", "_exchange")
 
-    def __init__(self, opened: Opened, model: str):
-        self._opened = opened
+    def __init__(self, opening: Awaitable[Exchange], model: str):
+        self._opening = opening
         self._model = model
-        self._read: Any = None
+        self._exchange: Exchange | None = None
 
     async def __aenter__(self) -> "UpstreamStream":
-        resp = await self._opened.__aenter__()
-        if resp.status != 200:
-            error = map_upstream_error(resp.status, await _read(resp), self._model)
-            await self._opened.__aexit__(type(error), error, None)
-            raise error
-        self._read = resp.content.readany
+        opening, self._opening = self._opening, None
+        exchange = self._exchange = await opening
+        if exchange.status != 200:
+            try:
+                body = await exchange.read()
+            except UpstreamHttpError:
+                body = b""
+            exchange.close()
+            raise map_upstream_error(exchange.status, body, self._model)
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._opened.__aexit__(*exc)
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        exchange = self._exchange
+        assert exchange is not None
+        if exc_type is None and exchange.at_eof:
+            exchange.release()
+        else:
+            exchange.close()  # drops the connection: the upstream sees the client go away at once
 
     def __aiter__(self) -> "UpstreamStream":
         return self
 
     async def __anext__(self) -> bytes:
+        assert self._exchange is not None
         try:
-            chunk = await self._read()
-        except asyncio.TimeoutError:
+            chunk = await self._exchange.readany()
+        except ReadTimeout:
             raise StreamBroken("The upstream stopped sending events (idle timeout).") from None
-        except aiohttp.ClientError as exc:
-            raise StreamBroken(f"The upstream stream broke: {exc or type(exc).__name__}.") from None
+        except UpstreamHttpError as exc:
+            raise StreamBroken(f"The upstream stream broke: {exc}.") from None
         if not chunk:
             raise StopAsyncIteration
         return chunk

@@ -223,7 +223,7 @@ def test_503_upstream_unreachable_as_lcore_says_it(gateway_factory, upstream):
     reply = dead.post("/v1/responses", {"input": "hi"})
     assert_envelope(reply, 503, "Unable to connect to Llama Stack", "server_error", "upstream_unavailable",
                     cause="Connection error.")
-    assert f"unreachable: Connection error: Connect call failed ('127.0.0.1', {port})" in dead.log(), \
+    assert f"unreachable: Connection error: 127.0.0.1:{port}: Connection refused" in dead.log(), \
         "the socket's reason belongs in the log"
     assert dead.get("/v1/models").json()["detail"] == {"response": "Unable to connect to Llama Stack",
                                                         "cause": "Connection error."}

@@ -99,3 +99,28 @@ async def test_turns_link_to_the_turn_before(tmp_path):
     assert (await repo.find_turn("r1"))[0].prior_response_id is None
     assert (await repo.find_turn("r2"))[0].prior_response_id == "r1"
     await db.close()
+
+
+async def test_cached_records_are_what_the_database_holds(tmp_path):
+    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+    cached = ConversationRepository(db)
+
+    async def agree() -> None:
+        fresh = ConversationRepository(db)  # nothing cached: straight from the database
+        for cid in ("c1", "c2"):
+            assert await cached.get(cid) == await fresh.get(cid)
+        for rid in ("r1", "r2", "r3", "r4", "x1"):
+            assert await cached.find_turn(rid) == await fresh.find_turn(rid)
+
+    await cached.save_many([(conversation("c1"), turn("r1")), (conversation("c2"), turn("x1", "c2"))])
+    await agree()  # read once: now cached
+    # Several turns of one conversation in one batch, and one in a later batch.
+    await cached.save_many([(conversation("c1"), turn("r2")), (conversation("c1"), turn("r3"))])
+    await cached.save(conversation("c1"), turn("r4"))
+    await agree()
+    assert (await cached.get("c1")).last_response_id == "r4" and (await cached.find_turn("r4"))[0].turn_number == 4
+    await cached.delete_turn("r4")
+    await cached.delete_turn("r2")
+    await agree()
+    assert (await cached.get("c1")).last_response_id == "r3"
+    await db.close()
