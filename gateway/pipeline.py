@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
@@ -43,10 +44,15 @@ _RECORDED_STATUSES = ("completed", "incomplete")
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return _iso(time.time())
 
 
-@dataclass
+def _iso(seconds: float) -> str:
+    """ISO-8601 UTC with microseconds, as `datetime.isoformat()` writes it."""
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+
+
+@dataclass(slots=True)
 class Turn:
     """One request's plan and, once the upstream finished, its result."""
 
@@ -65,7 +71,7 @@ class Turn:
     store: bool = True                   # False: nothing is created or recorded for this turn
     append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
     appended_input: Any = None           # the input to add then (kept only in that case)
-    started_at: str = field(default_factory=_now)
+    started: float = field(default_factory=time.time)  # formatted only when recorded
     result: dict[str, Any] | None = None  # the terminal response object
     quotas: dict[str, int] | None = None  # available_quotas once settled
     _settling: asyncio.Future | None = None
@@ -200,9 +206,10 @@ class Pipeline:
         response = turn.result
         assert response is not None and turn.conversation_id is not None
         completed_at = _now()
+        started_at = _iso(turn.started)
         conversation = ConversationRecord(
             id=turn.conversation_id, user_id=turn.identity.user_id, upstream_id=turn.upstream_conversation_id,
-            created_at=turn.started_at, last_message_at=completed_at, last_used_model=turn.model.id,
+            created_at=started_at, last_message_at=completed_at, last_used_model=turn.model.id,
             last_used_provider=turn.model.provider_id, last_response_id=None, message_count=0, topic_summary="",
             generate_topic_summary=turn.generate_topic_summary is not False and turn.existing is None)
         if response.get("status") not in _RECORDED_STATUSES or not isinstance(response.get("id"), str):
@@ -210,7 +217,7 @@ class Pipeline:
         return conversation, TurnRecord(
             conversation_id=turn.conversation_id, response_id=response["id"],
             previous_response_id=turn.previous_response_id, model=turn.model.id,
-            provider=turn.model.provider_id, status=response["status"], started_at=turn.started_at,
+            provider=turn.model.provider_id, status=response["status"], started_at=started_at,
             completed_at=completed_at)
 
     async def _append_turn(self, turn: Turn) -> None:
@@ -233,8 +240,13 @@ class Pipeline:
 
     async def _wait_pending(self, key: str | None) -> None:
         task = self._pending.get(key) if key else None
-        if task is not None:
-            await asyncio.wait([task])
+        if task is not None and not task.done():
+            # Shielded: a request that is cancelled while it waits must not cancel the
+            # recording it waits for. Its failure is logged where it is recorded.
+            try:
+                await asyncio.shield(task)
+            except Exception:
+                pass
 
     async def _resolve_conversation(self, identity: Identity, request: ResponsesRequest,
                                     ) -> tuple[ConversationRecord | None, str | None]:

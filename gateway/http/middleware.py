@@ -4,9 +4,11 @@ coroutine frame on the hot path."""
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import logging
+import os
 import re
-import uuid
 from typing import Awaitable, Callable
 
 from aiohttp import web
@@ -29,12 +31,20 @@ _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _OPENAI_PATHS = ("/v1/responses", "/v1/models", "/v1/conversations")
 
 
+# Ids the gateway makes: a keyed hash of a counter, formatted as a version-4 UUID. As
+# unguessable as uuid4 (the key is 32 random bytes, never shown) without a getrandom()
+# call per request, which releases the GIL and can leave the request waiting for it.
+_ID_KEY = os.urandom(32)
+_ID_COUNTER = itertools.count()
+
+
 def request_id(header: str | None) -> str:
-    """The client's id when it is acceptable, else a new random one. Ids the gateway
-    makes are unguessable (uuid4): later work uses them as handles (interrupts)."""
+    """The client's id when it is acceptable, else a new unguessable one: later work uses
+    the gateway's ids as handles (interrupts)."""
     if header is not None and _CLIENT_REQUEST_ID.fullmatch(header):
         return header
-    return str(uuid.uuid4())
+    digest = hashlib.blake2b(next(_ID_COUNTER).to_bytes(8, "little"), key=_ID_KEY, digest_size=16).hexdigest()
+    return f"{digest[:8]}-{digest[8:12]}-4{digest[13:16]}-{'89ab'[int(digest[16], 16) & 3]}{digest[17:20]}-{digest[20:]}"
 
 
 def _http_error(exc: web.HTTPException, request: web.Request) -> ApiError:

@@ -15,6 +15,7 @@ are forwarded in their converted form (`forwarded_scalars`).
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
@@ -119,7 +120,7 @@ class ResponsesRequest(BaseModel):
                              "Only one can be provided at a time.")
         return self
 
-    @property
+    @cached_property
     def conversation_id(self) -> str | None:
         """The conversation id normalised to the gateway's form (bare 48 hex or UUID);
         None when absent (LCORE treats an empty string as absent too)."""

@@ -35,7 +35,11 @@ class Database:
         # process crashes (only an OS crash can lose the last commits).
         # The busy timeout bounds how long a write waits for another process's lock
         # before it fails (and readiness reports the database unavailable).
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=2000"):
+        # 2 KiB pages (a new file only; an existing one keeps its size): every turn dirties
+        # a few random B-tree pages (ids are random), and each goes to the WAL whole, so
+        # smaller pages cost SQLite ~20 % less CPU per turn (measured on batches of 16).
+        for pragma in ("page_size=2048", "journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON",
+                       "busy_timeout=2000"):
             await conn.execute(f"PRAGMA {pragma}")
         db = cls(conn)
         await db.migrate()
