@@ -246,9 +246,12 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
     config_path.write_text(yaml.safe_dump(gateway_config(upstream_url, home / "gateway.db", port)))
     script = Path(sys.executable).parent / "gateway"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "gateway"]
+    env = {"GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "WARNING")}
     if gc_stats is not None:
         command = [sys.executable, "-m", "bench.gcstats", str(gc_stats)]
-    proc = _spawn(name, [*command, "serve", "-c", str(config_path)], GATEWAY_CORE, workdir,
-                  {"GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "WARNING")}, port)
+        # As `gateway serve` runs itself (it restarts on glibc's allocator otherwise,
+        # which would replace the wrapper).
+        env["PYTHONMALLOC"] = "malloc"
+    proc = _spawn(name, [*command, "serve", "-c", str(config_path)], GATEWAY_CORE, workdir, env, port)
     _wait_http(proc, "/liveness")
     return proc

@@ -26,6 +26,9 @@ log = logging.getLogger("gateway.memory")
 CHECK_EVERY_S = 2.0
 IDLE_CPU_SHARE = 0.05   # below this share of a core over a check interval, the process is idle
 BUSY_CPU_SHARE = 0.20   # above it, a load is running (a trim is due once it passes)
+# A load can be heavy on memory and light on CPU (a thousand slow streams held open):
+# resident memory this much above what it was after the last release also makes one due.
+GROWN_KIB = 8 * 1024
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -38,13 +41,16 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
-def release() -> None:
+def release() -> int | None:
+    """Give back what is free; the resident memory (KiB) after it."""
     before = _rss_kib()
     gc.collect()
     trim = _TRIM
     if trim is not None:
         trim(0)
-    log.debug("a load has passed: resident memory %s -> %s KiB", before, _rss_kib())
+    after = _rss_kib()
+    log.debug("a load has passed: resident memory %s -> %s KiB", before, after)
+    return after
 
 
 def _rss_kib() -> int | None:
@@ -59,18 +65,27 @@ _TRIM = _malloc_trim()
 
 
 class LoadEnd:
-    """Fed the process's CPU share of each interval; says when a busy period has just ended."""
+    """Fed the process's CPU share and resident memory at each interval; says when a load
+    has just ended: a busy period, or a growth in memory, followed by an idle interval."""
 
     def __init__(self) -> None:
         self.due = False
+        self.baseline_kib: int | None = None   # resident memory after the last release
 
-    def ended(self, share: float) -> bool:
+    def ended(self, share: float, rss_kib: int | None = None) -> bool:
         if share > BUSY_CPU_SHARE:
             self.due = True
-        elif self.due and share < IDLE_CPU_SHARE:
+        elif share < IDLE_CPU_SHARE and (self.due or self._grown(rss_kib)):
             self.due = False
             return True
         return False
+
+    def _grown(self, rss_kib: int | None) -> bool:
+        if rss_kib is None:
+            return False
+        if self.baseline_kib is None:
+            self.baseline_kib = rss_kib
+        return rss_kib > self.baseline_kib + GROWN_KIB
 
 
 async def release_after_load(check_every: float = CHECK_EVERY_S) -> None:
@@ -80,8 +95,10 @@ async def release_after_load(check_every: float = CHECK_EVERY_S) -> None:
     while True:
         await asyncio.sleep(check_every)
         used, cpu = time.process_time() - cpu, time.process_time()
-        if watch.ended(used / check_every):
-            release()
+        if watch.ended(used / check_every, _rss_kib()):
+            after = release()
+            # What stays is live (caches, pools): growth is measured from here on.
+            watch.baseline_kib = after if after is not None else watch.baseline_kib
 
 
 async def background(app: object) -> AsyncIterator[None]:

@@ -20,3 +20,13 @@ def test_release_once_after_each_busy_period(shares, releases):
 
 def test_release_runs_without_error():
     memory.release()  # a collection, and malloc_trim where glibc has it
+
+
+def test_a_load_heavy_on_memory_and_light_on_cpu_ends_too():
+    watch = memory.LoadEnd()
+    mib = 1024
+    # Never busy by CPU: a thousand slow streams held open, then closed.
+    states = [(0.01, 70 * mib), (0.15, 80 * mib), (0.15, 95 * mib), (0.01, 94 * mib), (0.01, 94 * mib)]
+    assert [watch.ended(share, rss) for share, rss in states] == [False, False, False, True, True]
+    watch.baseline_kib = 75 * mib  # what stayed after the release
+    assert not watch.ended(0.01, 80 * mib) and watch.ended(0.01, 84 * mib)

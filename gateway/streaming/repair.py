@@ -171,7 +171,7 @@ def _status_of(error: Any) -> int:
 class StreamRepairer:
     def __init__(self) -> None:
         self.terminal: Event | None = None
-        self._snapshot: dict[str, Any] | None = None
+        self._snapshot: bytes | None = None   # what a `response.failed` needs, serialised
         self._items: dict[str, tuple[str, int]] = {}        # item id -> (item type, output index)
         self._open: dict[str, str] = {}                     # item type -> id of its open item
         self._pending_args: dict[str, list[Event]] = {}     # item id -> argument events before its item
@@ -219,7 +219,8 @@ class StreamRepairer:
         if self.terminal is not None:
             return []
         event = Event.build({"type": "response.failed", "sequence_number": 0,
-                             "response": failed_response(self._snapshot, message, code)})
+                             "response": failed_response(orjson.loads(self._snapshot) if self._snapshot else None,
+                                                         message, code)})
         self.terminal = event
         return [event]
 
@@ -228,11 +229,15 @@ class StreamRepairer:
         if not isinstance(response, dict):
             return self.fail("The upstream sent a lifecycle event without a response object.")
         repair_response(response)
-        # Only what a `response.failed` needs is kept for the stream's life (memory per
-        # open stream is a budget): the fields the Response type requires, and its id.
-        self._snapshot = {key: response[key] for key in _SNAPSHOT_KEYS if key in response}
         if event.type in TERMINAL_EVENTS:
             self.terminal = event
+            return [event]
+        # Only what a `response.failed` needs is kept for the stream's life (memory per
+        # open stream is a budget): the fields the Response type requires, and its id,
+        # serialised (references into the parsed event would keep its whole tree alive) and
+        # copied compact (orjson's own result sits in a ~4 KiB block).
+        self._snapshot = bytes(memoryview(orjson.dumps({key: response[key] for key in _SNAPSHOT_KEYS
+                                                        if key in response})))
         return [event]
 
     def _error_event(self, event: Event) -> list[Event]:

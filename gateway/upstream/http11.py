@@ -32,6 +32,10 @@ import httptools
 
 _HIGH_WATER = 256 * 1024      # body bytes buffered before the connection stops reading
 _DNS_TTL_S = 300.0
+# Read timeouts are checked by one watchdog per pool this often, not by a timer per
+# read: a paced stream waits once per event, and a timer each time costs CPU and a
+# few hundred bytes per open stream. A timeout fires up to this much late.
+_WATCH_EVERY_S = 0.25
 
 
 class UpstreamHttpError(Exception):
@@ -54,7 +58,7 @@ class Exchange(asyncio.Protocol):
     """One connection to the upstream, and the exchange it is carrying (one at a time)."""
 
     __slots__ = ("_pool", "_loop", "transport", "_parser", "status", "_body", "_size", "_complete", "_error",
-                 "_head", "_keep_alive", "_delimited", "_waiter", "_timer", "_timeout", "_paused", "_answered",
+                 "_head", "_keep_alive", "_delimited", "_waiter", "_deadline", "_timeout", "_paused", "_answered",
                  "idle_since", "holds_slot")
 
     def __init__(self, pool: "Pool"):
@@ -64,7 +68,7 @@ class Exchange(asyncio.Protocol):
         self.idle_since = 0.0
         self.holds_slot = False   # counts against the pool's limit until the exchange ends
         self._waiter: asyncio.Future | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadline = 0.0      # while waiting with a timeout: when it expires (loop time)
         self._reset(0.0)
 
     def _reset(self, timeout: float) -> None:
@@ -133,7 +137,6 @@ class Exchange(asyncio.Protocol):
 
     def close(self) -> None:
         """Drop the connection now (the upstream sees the client go away)."""
-        self._cancel_timer()
         if self.transport is not None:
             self.transport.abort()
         self._pool.forget(self)
@@ -145,12 +148,12 @@ class Exchange(asyncio.Protocol):
             raise self._error
         waiter = self._waiter = self._loop.create_future()
         if self._timeout:
-            self._timer = self._loop.call_later(self._timeout, self._timed_out)
+            self._deadline = self._loop.time() + self._timeout
         try:
             await waiter
         finally:
             self._waiter = None
-            self._cancel_timer()
+            self._deadline = 0.0
         if self._error is not None:
             raise self._error
 
@@ -159,14 +162,11 @@ class Exchange(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _timed_out(self) -> None:
-        self._timer = None
-        self._fail(ReadTimeout(f"the upstream sent nothing for {self._timeout:g} s"))
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    def expire(self, now: float) -> None:
+        """The pool's watchdog: fail the wait if its deadline has passed."""
+        if self._deadline and now >= self._deadline:
+            self._deadline = 0.0
+            self._fail(ReadTimeout(f"the upstream sent nothing for {self._timeout:g} s"))
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
@@ -236,6 +236,7 @@ class Pool:
         self._resolved_at = 0.0
         self._sweeping = False
         self._closed = False
+        self._watchdog = self.loop.call_later(_WATCH_EVERY_S, self._watch)
 
     async def exchange(self, data: bytes, timeout: float) -> Exchange:
         """Send a request; the exchange once the answer's head has arrived."""
@@ -297,6 +298,7 @@ class Pool:
 
     def close(self) -> None:
         self._closed = True
+        self._watchdog.cancel()
         for conn in list(self._idle) + list(self._busy):
             if conn.transport is not None:
                 conn.transport.abort()
@@ -313,6 +315,12 @@ class Pool:
     def _hold(self, conn: Exchange) -> None:
         self._busy.add(conn)
         conn.holds_slot = True
+
+    def _watch(self) -> None:
+        now = self.loop.time()
+        for conn in list(self._busy):
+            conn.expire(now)
+        self._watchdog = self.loop.call_later(_WATCH_EVERY_S, self._watch)
 
     def _sweep(self) -> None:
         """Close connections idle for longer than `idle_s`: each holds buffers and a
