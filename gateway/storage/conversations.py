@@ -107,40 +107,41 @@ class ConversationRepository:
         await self.save_many([(conversation, turn)])
 
     async def save_many(self, entries: list[tuple[ConversationRecord, TurnRecord | None]]) -> None:
-        """Create new conversations and append turns for a whole batch in one transaction,
-        with one multi-row statement per table and round: each is one step in SQLite's
-        thread instead of one per row (group commit)."""
-        async with self._db.transaction() as tx:
-            for round_ in _chunks(_rounds(entries)):
-                turns = [(t.response_id, t.conversation_id, t.conversation_id, t.conversation_id,
-                          t.previous_response_id, t.model, t.provider, t.status, t.started_at, t.completed_at)
-                         for _, t in round_ if t is not None]
-                if turns:
-                    # Numbered and linked from the conversation as it stands before this
-                    # round, hence one turn per conversation per round.
-                    await tx.execute(
-                        "INSERT INTO turns (response_id, conversation_id, turn_number, prior_response_id, "
-                        "previous_response_id, model, provider, status, started_at, completed_at) VALUES "
-                        + ", ".join(["(?, ?, COALESCE((SELECT turns_recorded FROM conversations WHERE id = ?), 0)"
-                                     " + 1, (SELECT last_response_id FROM conversations WHERE id = ?), "
-                                     "?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row])
-                # A new conversation is created with its first turn counted, an existing one
-                # gets its last-turn fields; an entry without a turn (a failed first turn)
-                # only makes sure the conversation exists.
-                counted = [(c.id, c.user_id, c.upstream_id, c.created_at,
-                            t.completed_at if t else c.last_message_at, c.last_used_model, c.last_used_provider,
-                            t.response_id if t else None, 1 if t else 0, 1 if t else 0,
-                            int(c.generate_topic_summary)) for c, t in round_]
-                await tx.execute(
-                    "INSERT INTO conversations AS c (id, user_id, upstream_id, created_at, last_message_at, "
-                    "last_used_model, last_used_provider, last_response_id, message_count, turns_recorded, "
-                    "generate_topic_summary) VALUES "
-                    + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(counted))
-                    + " ON CONFLICT (id) DO UPDATE SET last_message_at = excluded.last_message_at, "
-                    "last_used_model = excluded.last_used_model, last_used_provider = excluded.last_used_provider, "
-                    "last_response_id = excluded.last_response_id, message_count = c.message_count + 1, "
-                    "turns_recorded = c.turns_recorded + 1 WHERE excluded.message_count > 0",
-                    [v for row in counted for v in row])
+        """Create new conversations and append turns for a whole batch in one transaction
+        (group commit), with one multi-row statement per table and round, all run in one
+        trip to the database's thread."""
+        statements: list[tuple[str, list]] = []
+        for round_ in _chunks(_rounds(entries)):
+            turns = [(t.response_id, t.conversation_id, t.conversation_id, t.conversation_id,
+                      t.previous_response_id, t.model, t.provider, t.status, t.started_at, t.completed_at)
+                     for _, t in round_ if t is not None]
+            if turns:
+                # Numbered and linked from the conversation as it stands before this
+                # round, hence one turn per conversation per round.
+                statements.append((
+                    "INSERT INTO turns (response_id, conversation_id, turn_number, prior_response_id, "
+                    "previous_response_id, model, provider, status, started_at, completed_at) VALUES "
+                    + ", ".join(["(?, ?, COALESCE((SELECT turns_recorded FROM conversations WHERE id = ?), 0)"
+                                 " + 1, (SELECT last_response_id FROM conversations WHERE id = ?), "
+                                 "?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row]))
+            # A new conversation is created with its first turn counted, an existing one
+            # gets its last-turn fields; an entry without a turn (a failed first turn)
+            # only makes sure the conversation exists.
+            counted = [(c.id, c.user_id, c.upstream_id, c.created_at,
+                        t.completed_at if t else c.last_message_at, c.last_used_model, c.last_used_provider,
+                        t.response_id if t else None, 1 if t else 0, 1 if t else 0,
+                        int(c.generate_topic_summary)) for c, t in round_]
+            statements.append((
+                "INSERT INTO conversations AS c (id, user_id, upstream_id, created_at, last_message_at, "
+                "last_used_model, last_used_provider, last_response_id, message_count, turns_recorded, "
+                "generate_topic_summary) VALUES "
+                + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(counted))
+                + " ON CONFLICT (id) DO UPDATE SET last_message_at = excluded.last_message_at, "
+                "last_used_model = excluded.last_used_model, last_used_provider = excluded.last_used_provider, "
+                "last_response_id = excluded.last_response_id, message_count = c.message_count + 1, "
+                "turns_recorded = c.turns_recorded + 1 WHERE excluded.message_count > 0",
+                [v for row in counted for v in row]))
+        await self._db.write(statements)
         self._committed(entries)
 
     def _committed(self, entries: list[tuple[ConversationRecord, TurnRecord | None]]) -> None:
