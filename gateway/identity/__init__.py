@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 from gateway.config import AuthenticationConfig
 
@@ -18,6 +18,9 @@ class Identity:
     # LCORE's flag: modules without a verified user (noop family) skip per-user checks
     # in LCORE; the gateway still scopes conversations to user_id (stricter than LCORE).
     skip_userid_check: bool = False
+    # What `role_rules` are evaluated against: the module's identity document (JWT claims,
+    # the TokenReview user with its groups, the rh-identity JSON, the forwarded user).
+    document: Mapping[str, Any] | None = None
 
 
 class Authenticator(Protocol):
