@@ -44,7 +44,7 @@ async def build_services(config: Configuration) -> Services:
 
 def create_app(config: Configuration) -> web.Application:
     app = web.Application(client_max_size=config.service.max_request_body_bytes,
-                          middlewares=[gateway_middleware(config.service)])
+                          middlewares=[gateway_middleware(config.service, config.authentication.module)])
     prefixes = [""] + ([config.service.root_path] if config.service.root_path else [])
     for prefix in prefixes:
         responses.add_routes(app, prefix)

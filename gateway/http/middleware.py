@@ -16,6 +16,7 @@ from aiohttp import web
 from gateway.config import ServiceConfig
 from gateway.http.responses_io import json_response
 from gateway.http.services import PUBLIC, SERVICES
+from gateway.identity.audit import REFUSALS, log_refusal
 from gateway.schema.errors import (ApiError, body_too_large, internal_error, method_not_allowed,
                                    route_not_found)
 
@@ -58,9 +59,10 @@ def _http_error(exc: web.HTTPException, request: web.Request) -> ApiError:
                     detail=exc.reason)
 
 
-def gateway_middleware(service: ServiceConfig):
+def gateway_middleware(service: ServiceConfig, authentication_module: str = "noop"):
     cors = service.cors
     origins = set(cors.allow_origins)
+    module = authentication_module
     openai_paths = _OPENAI_PATHS + tuple(service.root_path + path for path in _OPENAI_PATHS) \
         if service.error_body == "both" else ()
 
@@ -92,6 +94,8 @@ def gateway_middleware(service: ServiceConfig):
                 request["identity"] = await services.authenticator.authenticate(request.headers, request.query)
             response = await handler(request)
         except ApiError as exc:
+            if exc.status in REFUSALS:
+                log_refusal(request, module, exc.status, exc.cause)
             return error_response(exc, request, extra)
         except web.HTTPException as exc:
             return error_response(_http_error(exc, request), request, extra)
