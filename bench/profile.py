@@ -3,7 +3,7 @@
 After the measured runs, a gateway of its own (through `bench.gcstats`, which times its
 garbage collections) gets a warm-up and then an SSE workload again (bulk, or paced:
 256 streams starting at once, an event every 20 ms), with py-spy attached for 10 s. py-spy samples only the thread holding the GIL (`--gil`): the
-aiosqlite worker thread blocks in `queue.get()` in a way py-spy does not recognise as
+SQLite worker thread blocks in `queue.get()` in a way py-spy does not recognise as
 idle, and would otherwise show up as a large false hot spot. Python 3.11 has no frame
 for the cyclic garbage collector: its time is charged to whichever function was
 allocating when a collection triggered, so the report gives the collector's share

@@ -2,12 +2,14 @@
 
 CPython returns an arena to the OS only when every object in it is gone, and glibc's
 malloc keeps freed chunks for reuse, so after a burst the process stays near its peak.
-When the gateway goes idle after being busy, one full collection and `malloc_trim(0)`
-(glibc: release the free pages of every heap, not only its top) return what is free:
-~5 MiB of the ~30 MiB that 1,000 held streams added in the benchmark. Most of the rest
-is live, not free: SQLite's cache of prepared statements, one per distinct size of the
-turn writer's multi-row INSERTs (bench/README.md). Under load nothing runs: trimming then
-would only make the next allocations fault the pages back in.
+When the gateway goes idle after being busy (or its resident memory grew well past what
+it was after the last release), one full collection and `malloc_trim(0)` (glibc: release
+the free pages of every heap, not only its top) return what is free. `gateway serve` runs
+on glibc's allocator (`PYTHONMALLOC=malloc`, see `__main__._use_system_allocator`), so
+freed objects are free pages here rather than partly used CPython arenas: after 1,000
+held streams the process goes back to ~3 MiB above its idle size (bench/, memory
+scenario). Under load nothing runs: trimming then would only make the next allocations
+fault the pages back in.
 """
 
 from __future__ import annotations
