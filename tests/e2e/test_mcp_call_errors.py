@@ -13,7 +13,7 @@ from openai.types.responses.response_output_item import McpCall
 
 from tests.conftest import FIXTURES
 from tests.devserver.helpers import normalise
-from tests.support.flows import checked, kinds
+from tests.support.flows import checked, failed_mcp_call, kinds
 from tests.support.openai_shapes import replay_through_sdk, validate_response
 
 FAULTY = [{"type": "mcp", "server_label": "faulty", "server_url": "http://127.0.0.1:9/faulty/mcp",
@@ -90,11 +90,7 @@ def test_stream_carries_the_error_object(gateway, tool):
     status, frames = gateway.stream({"input": f"Use the {tool} tool", "tools": FAULTY})
     assert status == 200
     events = checked(frames)
-    names = kinds(events)
-    failed = names.index("mcp_call.failed")
-    done = events[failed + 1]
-    assert done["type"] == "response.output_item.done" and done["item"]["error"] == expected
-    assert events[failed]["item_id"] == done["item"]["id"] and events[failed]["output_index"] == 1
+    assert failed_mcp_call(events, expected) == 1
     assert events[-1]["type"] == "response.completed" and events[-1]["response"]["output"][1]["error"] == expected
     final = replay_through_sdk(events)
     assert final.output[1].type == "mcp_call" and final.output[1].error.type == expected["type"]

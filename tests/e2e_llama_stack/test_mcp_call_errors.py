@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from openai.types.responses.response_output_item import McpCall
 
+from tests.support.flows import failed_mcp_call
 from tests.support.mcp_server import start_mcp_server
 from tests.support.openai_shapes import replay_through_sdk, validate_response
 
@@ -57,11 +58,7 @@ def test_stream_carries_the_error_object(chain, faulty, tool):
     status, frames = chain.gateway.stream({"input": f"Use the {tool} tool", "tools": faulty_tools(faulty)})
     assert status == 200
     events = checked(frames)
-    names = kinds(events)
-    failed = names.index("mcp_call.failed")
-    done = events[failed + 1]
-    assert done["type"] == "response.output_item.done" and done["item"]["error"] == expected
-    assert events[failed]["item_id"] == done["item"]["id"]
+    failed_mcp_call(events, expected)
     final = replay_through_sdk(events)
     assert [item.type for item in final.output] == ["mcp_list_tools", "mcp_call", "message"]
     assert final.output[1].error.type == expected["type"] and final.output_text == said

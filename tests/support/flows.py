@@ -37,3 +37,13 @@ def checked(frames: list[tuple[str | None, Any]]) -> list[dict[str, Any]]:
 
 def kinds(events: list[dict[str, Any]]) -> list[str]:
     return [event["type"].removeprefix("response.") for event in events]
+
+
+def failed_mcp_call(events: list[dict[str, Any]], expected_error: dict[str, Any]) -> int:
+    """Checks a failed MCP call's events carry the repaired error object on its item;
+    returns the call's output index."""
+    failed = kinds(events).index("mcp_call.failed")
+    done = events[failed + 1]
+    assert done["type"] == "response.output_item.done" and done["item"]["error"] == expected_error
+    assert events[failed]["item_id"] == done["item"]["id"]
+    return events[failed]["output_index"]
