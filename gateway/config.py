@@ -306,7 +306,9 @@ class Configuration(Strict):
             "llama_stack.library_client_config_path": self.llama_stack.library_client_config_path,
             "inference.context_windows": self.inference.context_windows,
             "inference.providers": self.inference.providers,
-            "authentication.jwk_config": self.authentication.jwk_config,
+            # Its role_rules are used (every module); the rest is jwk-token's.
+            "authentication.jwk_config": {key: value for key, value in (self.authentication.jwk_config or {}).items()
+                                          if key != "jwt_configuration"},
             "authentication.rh_identity_config": self.authentication.rh_identity_config,
             "authentication.trusted_proxy_config": self.authentication.trusted_proxy_config,
         }

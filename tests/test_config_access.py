@@ -91,6 +91,7 @@ def test_valid_blocks(tmp_path):
     assert keys[1].key.get_secret_value() == "team-b-secret"
     assert "team-a-secret" not in repr(config)  # keys are SecretStr
     assert [rule.roles for rule in config.role_rules] == [["admin"], ["staff"]] and config.role_rules[1].negate
+    assert config.warnings() == []  # role_rules are used, whatever the module
     assert config.access_rules[1].actions == [Action.ADMIN]
     assert parse_config(MINIMAL).access_rules == [] and parse_config(MINIMAL).role_rules == []
     assert parse_config({**MINIMAL, "authorization": None}).access_rules == []

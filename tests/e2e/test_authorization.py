@@ -17,6 +17,7 @@ KEYS = {
     "carol": ("carol-key-0001", ["viewer"]),
     "dave": ("dave-key-0001", ["chat", "override"]),
     "eve": ("eve-key-0001", ["chat", "support"]),
+    "frank": ("frank-key-0001", ["chat", "auditor"]),
     "nobody": ("nobody-key-0001", []),
 }
 ACCESS_RULES = [
@@ -24,7 +25,8 @@ ACCESS_RULES = [
     {"role": "chat", "actions": ["responses"]},
     {"role": "viewer", "actions": ["get_models"]},
     {"role": "override", "actions": ["model_override"]},
-    {"role": "support", "actions": ["query_other_conversations", "read_other_conversations"]},
+    {"role": "support", "actions": ["query_other_conversations"]},
+    {"role": "auditor", "actions": ["read_other_conversations", "list_other_conversations"]},
     {"role": "root", "actions": ["admin"]},
 ]
 # What each user may do, written out (not computed from the rules under test).
@@ -35,6 +37,7 @@ ALLOWED = {
     "carol": {"get_models", "info"},
     "dave": {"responses", "info"},
     "eve": {"responses", "info"},
+    "frank": {"responses", "info"},
     "nobody": {"info"},
 }
 # Every route: (method, path, body) and the status an allowed caller gets.
@@ -162,10 +165,11 @@ def test_other_users_conversation_needs_query_other_conversations(rbac, upstream
     mine = rbac.post("/v1/responses", {"input": "alice's secret", "tool_choice": "none"}, headers=auth("alice")).ok()
     conversation = mine["conversation"]
     upstream.clear()
-    reply = rbac.post("/v1/responses", {"input": "let me in", "conversation": conversation}, headers=auth("bob"))
-    assert reply.status == 403 and reply.json()["detail"] == {
-        "response": "User does not have permission to perform this action",
-        "cause": f"User bob does not have permission to read conversation with ID {conversation[5:]}"}
+    for user in ("bob", "frank"):  # frank may read others' conversations, not continue them
+        reply = rbac.post("/v1/responses", {"input": "let me in", "conversation": conversation}, headers=auth(user))
+        assert reply.status == 403 and reply.json()["detail"] == {
+            "response": "User does not have permission to perform this action",
+            "cause": f"User {user} does not have permission to read conversation with ID {conversation[5:]}"}
     assert writes(upstream) == []
     # 403 for a foreign conversation, 404 for an unknown one (LCORE's order).
     unknown = rbac.post("/v1/responses", {"input": "x", "conversation": "conv_" + "0" * 48}, headers=auth("bob"))
@@ -223,3 +227,22 @@ def test_access_rules_apply_under_noop_too(gateway_factory, upstream):
     assert reply.status == 403 and reply.json()["detail"]["cause"] == "User u1 is not authorized to access this endpoint."
     assert ruled.post("/authorized?user_id=u1").ok() == {"user_id": "u1", "username": "lightspeed-user",
                                                          "skip_userid_check": True}
+
+
+def test_role_rules_apply_to_the_modules_identity_document(gateway_factory, upstream):
+    """role_rules are evaluated centrally over any module's identity document; an API
+    key's is its user_id, username and roles."""
+    ruled = gateway_factory(upstream.url, authentication={
+        "module": "api-key-token",
+        "api_key_config": {"keys": [{"key": "ops-key-0001", "user_id": "ops-1", "username": "ops-anna"},
+                                    {"key": "dev-key-0001", "user_id": "dev-1", "username": "dev-ben"}]},
+        "jwk_config": {"jwt_configuration": {"role_rules": [
+            {"jsonpath": "$.username", "operator": "match", "value": "^ops-", "roles": ["ops"]},
+            {"jsonpath": "$.username", "operator": "equals", "value": ["ops-anna"], "negate": True,
+             "roles": ["not-anna"]}]}}},
+        authorization={"access_rules": [{"role": "ops", "actions": ["admin"]},
+                                        {"role": "not-anna", "actions": ["info"]}]})
+    ops, dev = {"Authorization": "Bearer ops-key-0001"}, {"Authorization": "Bearer dev-key-0001"}
+    assert ruled.get("/v1/models", headers=ops).status == 200
+    assert ruled.get("/v1/models", headers=dev).status == 403
+    assert ruled.get("/v1/info", headers=dev).status == 200   # the negated rule holds for dev-ben
