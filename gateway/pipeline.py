@@ -24,6 +24,7 @@ import orjson
 from gateway.config import Configuration
 from gateway.config_access import Action
 from gateway.identity import Identity
+from gateway.identity.authorization import may_use_conversation
 from gateway.quota import QuotaService
 from gateway.schema.errors import (ApiError, conversation_forbidden, invalid_attribute, model_not_found,
                                    model_override_forbidden, not_found)
@@ -259,7 +260,7 @@ class Pipeline:
             if existing is None:
                 raise not_found("Conversation", request.conversation_id, code="conversation_not_found",
                                 param="conversation")
-            if existing.user_id != identity.user_id and Action.QUERY_OTHERS_CONVERSATIONS not in identity.actions:
+            if not may_use_conversation(identity, existing.user_id, Action.QUERY_OTHERS_CONVERSATIONS):
                 # LCORE's body (which says `read`); the turn continues the owner's
                 # conversation, which stays theirs (its responses too).
                 raise conversation_forbidden(identity.user_id, request.conversation_id)

@@ -49,6 +49,13 @@ class AccessPolicy:
         return found
 
 
+def may_use_conversation(identity: Identity, owner_id: str, others_action: Action) -> bool:
+    """Whether the caller may act on a conversation `owner_id` owns: their own, or
+    another user's with `others_action` (`read_`, `query_`, `delete_` or
+    `list_other_conversations`)."""
+    return owner_id == identity.user_id or others_action in identity.actions
+
+
 class AuthorizingAuthenticator:
     """A module's identity with its roles (the module's own, e.g. an API key's, and those
     `role_rules` grant over its document, plus `*`) and the actions they grant."""

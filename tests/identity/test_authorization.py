@@ -3,11 +3,11 @@ everything, and the default without rules (no `*_other_conversations`, unlike LC
 
 from __future__ import annotations
 
+from gateway.config import AuthenticationConfig
 from gateway.config_access import (ALL_ACTIONS, DEFAULT_ACTIONS, OTHERS_CONVERSATIONS_ACTIONS, AccessRule, Action,
                                    RoleRule)
 from gateway.identity import Identity, build_authenticator
-from gateway.identity.authorization import AccessPolicy, AuthorizingAuthenticator
-from gateway.config import AuthenticationConfig
+from gateway.identity.authorization import AccessPolicy, AuthorizingAuthenticator, may_use_conversation
 
 RULES = [AccessRule(role="*", actions=[Action.INFO]),
          AccessRule(role="chat", actions=[Action.RESPONSES]),
@@ -57,3 +57,12 @@ def test_without_rules_the_module_is_used_as_it_is():
     assert not isinstance(module, AuthorizingAuthenticator)
     assert isinstance(build_authenticator(AuthenticationConfig(module="noop"), access_rules=RULES),
                       AuthorizingAuthenticator)
+
+
+def test_other_users_conversations_need_the_named_action():
+    default = Identity(user_id="bob", username="bob")
+    assert may_use_conversation(default, "bob", Action.QUERY_OTHERS_CONVERSATIONS)
+    assert not any(may_use_conversation(default, "alice", action) for action in OTHERS_CONVERSATIONS_ACTIONS)
+    reader = Identity(user_id="bob", username="bob", actions=frozenset({Action.READ_OTHERS_CONVERSATIONS}))
+    assert may_use_conversation(reader, "alice", Action.READ_OTHERS_CONVERSATIONS)
+    assert not may_use_conversation(reader, "alice", Action.QUERY_OTHERS_CONVERSATIONS)
