@@ -246,3 +246,16 @@ def test_role_rules_apply_to_the_modules_identity_document(gateway_factory, upst
     assert ruled.get("/v1/models", headers=ops).status == 200
     assert ruled.get("/v1/models", headers=dev).status == 403
     assert ruled.get("/v1/info", headers=dev).status == 200   # the negated rule holds for dev-ben
+
+
+def test_openai_sdk_clients_with_a_key(rbac):
+    import openai
+
+    chat = rbac.client(api_key=KEYS["alice"][0])
+    assert chat.responses.create(input="hello from the SDK", tool_choice="none").output_text
+    with pytest.raises(openai.PermissionDeniedError) as denied:
+        chat.models.list()
+    assert denied.value.status_code == 403 and denied.value.body["code"] == "endpoint_forbidden"
+    with pytest.raises(openai.AuthenticationError):
+        rbac.client(api_key="not-a-key").models.list()
+    assert [model.id for model in rbac.client(api_key=KEYS["carol"][0]).models.list()]
