@@ -139,6 +139,8 @@ def test_naming_another_model_needs_model_override(rbac, upstream):
                         "from your request.",
             "cause": "User lacks model_override permission required to override model/provider."}
         assert reply.json()["error"]["code"] == "model_override_forbidden"
+        streamed = rbac.post("/v1/responses", {"input": "x", "model": model, "stream": True}, headers=auth("bob"))
+        assert streamed.status == 403 and streamed.json()["detail"] == reply.json()["detail"]
         assert writes(upstream) == []  # no conversation created, nothing sent
     db.flush(headers=auth("root"))
     assert db.counts(user_id="bob") == before
