@@ -10,8 +10,9 @@ from aiohttp import web
 
 from gateway.config import Configuration
 from gateway.http import catalog as catalog_routes
-from gateway.http import health, responses, root
+from gateway.http import authorized, health, responses, root
 from gateway.http.middleware import gateway_middleware
+from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, Services
 from gateway.identity import build_authenticator
 from gateway.pipeline import Pipeline
@@ -39,18 +40,22 @@ async def build_services(config: Configuration) -> Services:
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
     pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), ConfiguredTools(config))
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, pipeline=pipeline, authenticator=build_authenticator(config.authentication))
+                    writer=writer, pipeline=pipeline,
+                    authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules))
 
 
 def create_app(config: Configuration) -> web.Application:
+    actions: dict = {}
     app = web.Application(client_max_size=config.service.max_request_body_bytes,
-                          middlewares=[gateway_middleware(config.service, config.authentication.module)])
+                          middlewares=[gateway_middleware(config.service, config.authentication.module, actions)])
     prefixes = [""] + ([config.service.root_path] if config.service.root_path else [])
     for prefix in prefixes:
         responses.add_routes(app, prefix)
         catalog_routes.add_routes(app, prefix)
         health.add_routes(app, prefix)
         root.add_routes(app, prefix)
+        authorized.add_routes(app, prefix)
+    actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
     app[PUBLIC] = health.PUBLIC_HANDLERS | root.PUBLIC_HANDLERS
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:

@@ -15,23 +15,22 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from gateway.config_access import (AccessRule, ApiKeyConfig, AuthorizationConfig, RoleRule, Strict, raw_role_rules,
+                                   role_rules_adapter)
 
 DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
 DEFAULT_USERNAME = "lightspeed-user"
-SUPPORTED_AUTH_MODULES = ("noop", "noop-with-token")
+SUPPORTED_AUTH_MODULES = ("noop", "noop-with-token", "api-key-token")
 LCORE_AUTH_MODULES = SUPPORTED_AUTH_MODULES + (
-    "k8s", "jwk-token", "api-key-token", "rh-identity", "trusted-proxy")
+    "k8s", "jwk-token", "rh-identity", "trusted-proxy")
 
 
 def _http_url(value: str) -> str:
     if not re.match(r"^https?://[^/]", value):
         raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
     return value
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class CorsConfig(Strict):
@@ -110,7 +109,7 @@ class AuthenticationConfig(Strict):
     k8s_cluster_api: str | None = None
     k8s_ca_cert_path: str | None = None
     jwk_config: dict[str, Any] | None = None
-    api_key_config: dict[str, Any] | None = None
+    api_key_config: ApiKeyConfig | None = None
     rh_identity_config: dict[str, Any] | None = None
     trusted_proxy_config: dict[str, Any] | None = None
 
@@ -125,6 +124,12 @@ class AuthenticationConfig(Strict):
             raise ValueError(f"{value!r} is not supported by this version; "
                              f"supported: {', '.join(SUPPORTED_AUTH_MODULES)}")
         return value
+
+    @model_validator(mode="after")
+    def _api_key_block(self) -> "AuthenticationConfig":
+        if self.module == "api-key-token" and self.api_key_config is None:
+            raise ValueError("api_key_config: required when module is api-key-token")
+        return self
 
 
 class InferenceConfig(Strict):
@@ -216,7 +221,7 @@ class ClientToolsConfig(Strict):
 
 # LCORE keys this gateway accepts but does not act on yet (warned about at start-up).
 NOT_BUILT_KEYS = (
-    "config_format_version", "user_data_collection", "authorization", "customization",
+    "config_format_version", "user_data_collection", "customization",
     "conversation_cache", "compaction", "approvals", "vector_store", "a2a_state",
     "quota_handlers", "azure_entra_id", "rlsapi_v1", "splunk", "observability",
     "deployment_environment", "rag", "skills", "saved_prompts", "shields", "okp", "reranker",
@@ -236,7 +241,7 @@ class Configuration(Strict):
 
     config_format_version: Any = None
     user_data_collection: Any = None
-    authorization: Any = None
+    authorization: AuthorizationConfig | None = None
     customization: Any = None
     conversation_cache: Any = None
     compaction: Any = None
@@ -256,6 +261,8 @@ class Configuration(Strict):
     okp: Any = None
     reranker: Any = None
 
+    _role_rules: list[RoleRule] = PrivateAttr(default_factory=list)
+
     @model_validator(mode="after")
     def _unique_names(self) -> "Configuration":
         names = [server.name for server in self.mcp_servers]
@@ -265,6 +272,28 @@ class Configuration(Strict):
         if len(rag_ids) != len(set(rag_ids)):
             raise ValueError("byok_rag rag_id values must be unique")
         return self
+
+    @model_validator(mode="after")
+    def _parse_role_rules(self) -> "Configuration":
+        raw = raw_role_rules(self.authentication.jwk_config)
+        if raw is None:
+            return self
+        key = "authentication.jwk_config.jwt_configuration.role_rules"
+        try:
+            self._role_rules = role_rules_adapter.validate_python(raw)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"])
+            raise ValueError(_keyed(f"{key}{where}", error["msg"].removeprefix("Value error, "))) from None
+        return self
+
+    @property
+    def role_rules(self) -> list[RoleRule]:
+        return self._role_rules
+
+    @property
+    def access_rules(self) -> list[AccessRule]:
+        return self.authorization.access_rules if self.authorization is not None else []
 
     def warnings(self) -> list[str]:
         """What the file asks for that this version accepts but does not do."""
@@ -277,8 +306,9 @@ class Configuration(Strict):
             "llama_stack.library_client_config_path": self.llama_stack.library_client_config_path,
             "inference.context_windows": self.inference.context_windows,
             "inference.providers": self.inference.providers,
-            "authentication.jwk_config": self.authentication.jwk_config,
-            "authentication.api_key_config": self.authentication.api_key_config,
+            # Its role_rules are used (every module); the rest is jwk-token's.
+            "authentication.jwk_config": {key: value for key, value in (self.authentication.jwk_config or {}).items()
+                                          if key != "jwt_configuration"},
             "authentication.rh_identity_config": self.authentication.rh_identity_config,
             "authentication.trusted_proxy_config": self.authentication.trusted_proxy_config,
         }
@@ -329,8 +359,21 @@ def _describe(error: dict) -> str:
         path = f"{path}[{part}]" if isinstance(part, int) else _join(path, part)
     if error["type"] == "extra_forbidden":
         return f"{path}: unknown key"
-    message = error["msg"].removeprefix("Value error, ")
+    return _keyed(path, error["msg"].removeprefix("Value error, "))
+
+
+def _keyed(path: str, message: str) -> str:
+    """`path: message`, where a validator's message may start with the key below `path`
+    it is about (`keys[1]: ...`): then the key is named in full."""
+    keyed = _KEYED_MESSAGE.match(message)
+    if keyed:
+        sub = keyed.group(1)
+        return f"{path}{'' if sub.startswith('[') or not path else '.'}{sub}: {message[keyed.end():]}"
     return f"{path or '(top level)'}: {message}"
+
+
+# A validator's message that names the key it is about: `key.path[0]: reason`.
+_KEYED_MESSAGE = re.compile(r"^((?:\[\d+\]|[A-Za-z_]\w*)(?:\.[A-Za-z_]\w*|\[\d+\])*): ")
 
 
 def parse_config(data: Any) -> Configuration:

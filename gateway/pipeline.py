@@ -22,9 +22,12 @@ from typing import Any, Mapping
 import orjson
 
 from gateway.config import Configuration
+from gateway.config_access import Action
 from gateway.identity import Identity
+from gateway.identity.authorization import may_use_conversation
 from gateway.quota import QuotaService
-from gateway.schema.errors import conversation_forbidden, invalid_attribute, model_not_found, not_found
+from gateway.schema.errors import (ApiError, conversation_forbidden, invalid_attribute, model_not_found,
+                                   model_override_forbidden, not_found)
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses import (LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars,
                                       parse_responses_request)
@@ -104,7 +107,7 @@ class Pipeline:
         tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
         await self._quota.check(identity)
         existing, forked_from = await self._resolve_conversation(identity, request)
-        model = await self._select_model(request, existing)
+        model = await self._select_model(identity, request, existing)
         await self.backend.capabilities.require_responses_api()
 
         # Everything is valid: now create what the turn needs.
@@ -257,7 +260,9 @@ class Pipeline:
             if existing is None:
                 raise not_found("Conversation", request.conversation_id, code="conversation_not_found",
                                 param="conversation")
-            if existing.user_id != identity.user_id:
+            if not may_use_conversation(identity, existing.user_id, Action.QUERY_OTHERS_CONVERSATIONS):
+                # LCORE's body (which says `read`); the turn continues the owner's
+                # conversation, which stays theirs (its responses too).
                 raise conversation_forbidden(identity.user_id, request.conversation_id)
             return existing, None
         previous = request.previous_id
@@ -275,13 +280,28 @@ class Pipeline:
             conversation = await self._conversations.get(conversation.id) or conversation
         return conversation, None if conversation.last_response_id == previous else previous
 
-    async def _select_model(self, request: ResponsesRequest, existing: ConversationRecord | None) -> ModelInfo:
-        """request → conversation's last model → configured default → first LLM (spec 001)."""
+    async def _select_model(self, identity: Identity, request: ResponsesRequest,
+                            existing: ConversationRecord | None) -> ModelInfo:
+        """request → conversation's last model → configured default → first LLM (spec 001).
+        Naming a model needs `model_override`, unless it is the one that would be chosen
+        anyway (OpenAI SDK clients always send `model`)."""
         if request.model:
             model = await self._catalog.find(request.model)
+            if Action.MODEL_OVERRIDE not in identity.actions and (
+                    model is None or model.id != await self._automatic_model_id(existing)):
+                raise model_override_forbidden()
             if model is None:
                 raise model_not_found(request.model)
             return model
+        return await self._automatic_model(existing)
+
+    async def _automatic_model_id(self, existing: ConversationRecord | None) -> str | None:
+        try:
+            return (await self._automatic_model(existing)).id
+        except ApiError:  # no model would be chosen: any named one is an override
+            return None
+
+    async def _automatic_model(self, existing: ConversationRecord | None) -> ModelInfo:
         if existing is not None and existing.last_used_model:
             model = await self._catalog.find(existing.last_used_model)
             if model is not None:

@@ -1,6 +1,7 @@
-"""The one middleware every request passes: request id, CORS, authentication and the
-error envelope. One function instead of four keeps the per-request cost to one
-coroutine frame on the hot path."""
+"""The one middleware every request passes: request id, CORS, authentication,
+authorization (the route's action, `gateway/http/openapi.py`) and the error envelope.
+One function instead of five keeps the per-request cost to one coroutine frame on the
+hot path."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ import itertools
 import logging
 import os
 import re
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
 from gateway.config import ServiceConfig
+from gateway.http.openapi import AUTHENTICATED_ONLY
 from gateway.http.responses_io import json_response
 from gateway.http.services import PUBLIC, SERVICES
 from gateway.identity.audit import REFUSALS, log_refusal
-from gateway.schema.errors import (ApiError, body_too_large, internal_error, method_not_allowed,
-                                   route_not_found)
+from gateway.schema.errors import (ApiError, body_too_large, endpoint_forbidden, internal_error,
+                                   method_not_allowed, route_not_found)
 
 log = logging.getLogger("gateway.http")
 
@@ -59,10 +61,13 @@ def _http_error(exc: web.HTTPException, request: web.Request) -> ApiError:
                     detail=exc.reason)
 
 
-def gateway_middleware(service: ServiceConfig, authentication_module: str = "noop"):
+def gateway_middleware(service: ServiceConfig, authentication_module: str, route_actions: Mapping[Any, str]):
+    """`route_actions`: each route's action (`openapi.route_actions`); the application
+    fills it in once its routes are registered."""
     cors = service.cors
     origins = set(cors.allow_origins)
     module = authentication_module
+    actions = route_actions
     openai_paths = _OPENAI_PATHS + tuple(service.root_path + path for path in _OPENAI_PATHS) \
         if service.error_body == "both" else ()
 
@@ -91,7 +96,11 @@ def gateway_middleware(service: ServiceConfig, authentication_module: str = "noo
             match = request.match_info
             if match.http_exception is None and match.handler not in request.app[PUBLIC]:
                 services = request.app[SERVICES]
-                request["identity"] = await services.authenticator.authenticate(request.headers, request.query)
+                caller = await services.authenticator.authenticate(request.headers, request.query)
+                request["identity"] = caller
+                action = actions[match.route]
+                if action not in caller.actions and action != AUTHENTICATED_ONLY:
+                    raise endpoint_forbidden(caller.user_id)
             response = await handler(request)
         except ApiError as exc:
             if exc.status in REFUSALS:

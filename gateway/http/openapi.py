@@ -1,20 +1,23 @@
 """`GET /openapi.json`: an OpenAPI 3.1 document of every endpoint, generated from the
 pydantic models the gateway validates and answers with.
 
-`OPERATIONS` is the one list of what the gateway serves; a test checks that every
-route the application registers is described here, so the two cannot drift apart.
+`OPERATIONS` is the one list of what the gateway serves, and of the action each route
+needs (LCORE's RBAC actions, `authorization.access_rules`): the application refuses to
+start with a route that is not listed (`route_actions`), the README's table of actions
+is checked against it, and the document carries each action as `x-lcore-action`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from gateway.schema.api import (ErrorBody, GatewayResponse, InfoResponse, InputItemList, LivenessResponse,
-                                ModelsResponse, ReadinessResponse, ResponseDeleted)
+from gateway.config_access import Action
+from gateway.schema.api import (AuthorizedResponse, ErrorBody, GatewayResponse, InfoResponse, InputItemList,
+                                LivenessResponse, ModelsResponse, ReadinessResponse, ResponseDeleted)
 from gateway.schema.responses import ResponsesRequest
 
 _REF = "#/components/schemas/{model}"
@@ -22,6 +25,10 @@ _ERRORS = {400: "Bad request", 401: "Missing or invalid credentials", 403: "Not 
            404: "Not found", 409: "Conflict", 413: "Request or prompt too large",
            422: "Request validation failed (FastAPI's list in `detail`)", 429: "Quota exceeded",
            500: "Internal server error", 503: "The upstream is unreachable"}
+
+
+# The action of a route any authenticated caller may use (LCORE's `POST /authorized`).
+AUTHENTICATED_ONLY = "authenticated only"
 
 
 @dataclass(frozen=True)
@@ -39,39 +46,87 @@ class Operation:
     html: bool = False                   # 200 is a text/html page
     query: tuple[tuple[str, str], ...] = ()    # (name, description)
     path_params: tuple[str, ...] = field(default=())
+    # Required: the action a caller's roles must grant (LCORE's for LCORE's routes, its
+    # nearest for the others), or AUTHENTICATED_ONLY.
+    action: str = field(kw_only=True)
+    note: str = field(default="", kw_only=True)   # why this action, for the README table
 
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation("create_response", "post", "/v1/responses",
               "Create a response (JSON, or SSE with `stream: true`)", "responses",
               ok=GatewayResponse, request=ResponsesRequest, stream=True,
-              errors=(400, 401, 403, 404, 409, 413, 422, 429, 500, 503)),
+              errors=(400, 401, 403, 404, 409, 413, 422, 429, 500, 503), action=Action.RESPONSES,
+              note="LCORE's; naming a model also needs `model_override`, another user's conversation "
+                   "`query_other_conversations`"),
     Operation("get_response", "get", "/v1/responses/{response_id}",
               "Retrieve one of the caller's responses", "responses",
-              ok=GatewayResponse, errors=(401, 404, 500, 503), path_params=("response_id",)),
+              ok=GatewayResponse, errors=(401, 403, 404, 500, 503), path_params=("response_id",),
+              action=Action.RESPONSES, note="not in LCORE: its nearest action"),
     Operation("delete_response", "delete", "/v1/responses/{response_id}",
               "Delete one of the caller's responses", "responses",
-              ok=ResponseDeleted, errors=(401, 404, 500, 503), path_params=("response_id",)),
+              ok=ResponseDeleted, errors=(401, 403, 404, 500, 503), path_params=("response_id",),
+              action=Action.RESPONSES, note="not in LCORE: its nearest action"),
     Operation("list_input_items", "get", "/v1/responses/{response_id}/input_items",
               "The input items of one of the caller's responses", "responses",
-              ok=InputItemList, errors=(401, 404, 500, 503), path_params=("response_id",),
+              ok=InputItemList, errors=(401, 403, 404, 500, 503), path_params=("response_id",),
+              action=Action.RESPONSES, note="not in LCORE: its nearest action",
               query=(("after", "An item id to list after"), ("before", "An item id to list before"),
                      ("include", "Additional fields to include"), ("limit", "How many items (1-100)"),
                      ("order", "`asc` or `desc`"))),
     Operation("list_models", "get", "/v1/models",
               "The upstream's models, in LCORE's and OpenAI's shapes at once", "models",
-              ok=ModelsResponse, errors=(401, 500, 503),
+              ok=ModelsResponse, errors=(401, 403, 500, 503), action=Action.GET_MODELS,
               query=(("model_type", "Only models of this type (e.g. `llm`)"),)),
     Operation("info", "get", "/v1/info", "Service name and versions", "info",
-              ok=InfoResponse, errors=(401, 500, 503)),
+              ok=InfoResponse, errors=(401, 403, 500, 503), action=Action.INFO),
     Operation("liveness", "get", "/liveness", "Liveness probe", "health",
-              ok=LivenessResponse, errors=(), public=True),
+              ok=LivenessResponse, errors=(), public=True, action=Action.INFO),
     Operation("readiness", "get", "/readiness",
               "Readiness probe (503 when the upstream or the database is not usable)", "health",
-              ok=ReadinessResponse, errors=(503,), public=True),
-    Operation("openapi", "get", "/openapi.json", "This document", "info", errors=(), public=True),
-    Operation("landing_page", "get", "/", "A landing page", "info", html=True, errors=(401,)),
+              ok=ReadinessResponse, errors=(503,), public=True, action=Action.INFO),
+    Operation("openapi", "get", "/openapi.json", "This document", "info", errors=(), public=True,
+              action=Action.INFO, note="as FastAPI's document in LCORE"),
+    Operation("landing_page", "get", "/", "A landing page", "info", html=True, errors=(401, 403),
+              action=Action.INFO),
+    Operation("authorized", "post", "/authorized", "Who the gateway authenticated the caller as", "auth",
+              ok=AuthorizedResponse, errors=(401, 500), action=AUTHENTICATED_ONLY,
+              note="LCORE's: authentication only"),
 )
+
+
+class RouteWithoutAction(RuntimeError):
+    """A route is served that `OPERATIONS` does not list: it would have no action."""
+
+
+def route_actions(routes: Iterable[Any], root_path: str = "") -> dict[Any, str]:
+    """Each registered aiohttp route → its action (HEAD as its GET). Raises at start-up
+    for a route that has none, so no route is ever served unchecked."""
+    declared = {(operation.method, operation.path): operation.action for operation in OPERATIONS}
+    table: dict[Any, str] = {}
+    for route in routes:
+        path = route.resource.canonical if route.resource is not None else ""
+        if root_path and path.startswith(root_path + "/"):
+            path = path[len(root_path):]
+        elif root_path and path == root_path + "/":
+            path = "/"
+        method = "get" if route.method == "HEAD" else route.method.lower()
+        if (method, path) not in declared:
+            raise RouteWithoutAction(f"{method.upper()} {path} is served but has no action in "
+                                     "gateway/http/openapi.py OPERATIONS")
+        table[route] = declared[method, path]
+    return table
+
+
+def actions_table() -> str:
+    """The README's table of routes and their actions, made from `OPERATIONS` (a test
+    keeps the README equal to it)."""
+    lines = ["| route | action | |", "|---|---|---|"]
+    for operation in OPERATIONS:
+        note = "; ".join(part for part in ("public: no authentication" if operation.public else "",
+                                             operation.note) if part)
+        lines.append(f"| `{operation.method.upper()} {operation.path}` | `{operation.action}` | {note} |")
+    return "\n".join(lines)
 
 
 def openapi_document(title: str, version: str, root_path: str) -> dict[str, Any]:
@@ -92,7 +147,7 @@ def openapi_document(title: str, version: str, root_path: str) -> dict[str, Any]
 
 def _schemas() -> dict[str, Any]:
     models = {GatewayResponse, ResponseDeleted, InputItemList, ModelsResponse, InfoResponse, LivenessResponse,
-              ReadinessResponse, ErrorBody}
+              ReadinessResponse, AuthorizedResponse, ErrorBody}
     inputs = [(model.__name__, "serialization", TypeAdapter(model)) for model in models]
     inputs.append(("ResponsesRequest", "validation", TypeAdapter(ResponsesRequest)))
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(ResponseStreamEvent)))
@@ -103,7 +158,7 @@ def _schemas() -> dict[str, Any]:
 
 def _operation(operation: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"summary": operation.summary, "tags": [operation.tag],
-                            "operationId": operation.operation_id,
+                            "operationId": operation.operation_id, "x-lcore-action": str(operation.action),
                             "responses": {"200": _ok(operation, schemas)}}
     spec["security"] = [] if operation.public else [{"bearer": []}, {}]
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}

@@ -1,12 +1,15 @@
 """Who is calling. An authentication module turns request headers and query into an
-`Identity`, or raises the 401 `ApiError` that says why not."""
+`Identity`, or raises the 401 `ApiError` that says why not. `build_authenticator` adds
+what the caller may do: roles from `role_rules` over the module's identity document, and
+the actions `authorization.access_rules` grant those roles (gateway/identity/authorization.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 from gateway.config import AuthenticationConfig
+from gateway.config_access import DEFAULT_ACTIONS, AccessRule, RoleRule
 
 
 @dataclass(frozen=True)
@@ -21,15 +24,26 @@ class Identity:
     # What `role_rules` are evaluated against: the module's identity document (JWT claims,
     # the TokenReview user with its groups, the rh-identity JSON, the forwarded user).
     document: Mapping[str, Any] | None = None
+    # The actions the caller may perform (LCORE's `authorized_actions`): what
+    # `access_rules` grant its roles, or, with no rules, everything but `admin` and the
+    # `*_other_conversations` actions. Set by `build_authenticator`, never by a module.
+    actions: frozenset[str] = DEFAULT_ACTIONS
 
 
 class Authenticator(Protocol):
     async def authenticate(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity: ...
 
 
-def build_authenticator(config: AuthenticationConfig) -> Authenticator:
+def build_authenticator(config: AuthenticationConfig, role_rules: Sequence[RoleRule] = (),
+                        access_rules: Sequence[AccessRule] = ()) -> Authenticator:
+    from gateway.identity.api_key import ApiKeyAuthenticator
+    from gateway.identity.authorization import AuthorizingAuthenticator
     from gateway.identity.noop import NoopAuthenticator
     from gateway.identity.noop_with_token import NoopWithTokenAuthenticator
 
-    modules = {"noop": NoopAuthenticator, "noop-with-token": NoopWithTokenAuthenticator}
-    return modules[config.module]()
+    modules = {"noop": NoopAuthenticator, "noop-with-token": NoopWithTokenAuthenticator,
+               "api-key-token": lambda: ApiKeyAuthenticator(config.api_key_config)}
+    module = modules[config.module]()
+    if not role_rules and not access_rules:
+        return module  # everyone has the default actions: nothing to resolve per request
+    return AuthorizingAuthenticator(module, role_rules, access_rules)

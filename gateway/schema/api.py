@@ -84,6 +84,14 @@ class ReadinessResponse(BaseModel):
     providers: list[dict[str, Any]]
 
 
+class AuthorizedResponse(BaseModel):
+    """`POST /authorized` (LCORE's body; the token is never in it)."""
+
+    user_id: str
+    username: str
+    skip_userid_check: bool
+
+
 class ErrorDetail(BaseModel):
     response: str = Field(description="A short summary")
     cause: str = Field(description="What exactly went wrong")

@@ -71,6 +71,26 @@ def unauthorized(cause: str, code: str = "invalid_credentials") -> ApiError:
                     headers={"WWW-Authenticate": "Bearer"})
 
 
+def invalid_api_key() -> ApiError:
+    """api-key-token's 401: LCORE's body is the plain string."""
+    return ApiError(401, "Missing or invalid credentials provided by client", "Invalid API Key",
+                    code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}, detail="Invalid API Key")
+
+
+def endpoint_forbidden(user_id: str) -> ApiError:
+    """The caller's roles do not grant the route's action."""
+    return ApiError(403, "User does not have permission to access this endpoint",
+                    f"User {user_id} is not authorized to access this endpoint.", code="endpoint_forbidden")
+
+
+def model_override_forbidden() -> ApiError:
+    return ApiError(403, "This instance does not permit overriding model/provider in the query request "
+                         "(missing permission: model_override). Please remove the model and provider fields "
+                         "from your request.",
+                    "User lacks model_override permission required to override model/provider.",
+                    code="model_override_forbidden", param="model")
+
+
 def not_found(resource: str, resource_id: str | None, *, code: str, param: str | None = None) -> ApiError:
     cause = (f"{resource} with ID {resource_id} does not exist" if resource_id is not None
              else f"No {resource} is configured")

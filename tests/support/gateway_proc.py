@@ -115,10 +115,15 @@ class Gateway(Endpoint):
         self.proc.stop()
 
     def secrets(self) -> set[str]:
-        """Credentials in the gateway's configuration: the upstream API key and every
-        value of an MCP header read from a file (and its bare token)."""
+        """Credentials in the gateway's configuration: the upstream API key, the
+        api-key-token keys, and every value of an MCP header read from a file (and its
+        bare token)."""
         config = yaml.safe_load(self.config_path.read_text())
         found = {config.get("llama_stack", {}).get("api_key") or ""}
+        api_keys = (config.get("authentication") or {}).get("api_key_config") or {}
+        found.add(api_keys.get("api_key") or "")
+        for entry in api_keys.get("keys") or []:
+            found.add(entry.get("key") or (Path(entry["key_file"]).read_text().strip() if "key_file" in entry else ""))
         for server in config.get("mcp_servers") or []:
             for source in (server.get("authorization_headers") or {}).values():
                 path = Path(source)
