@@ -12,7 +12,7 @@ from gateway.config import Configuration
 from gateway.http import catalog as catalog_routes
 from gateway.http import health, responses, root
 from gateway.http.middleware import gateway_middleware
-from gateway.http.services import PUBLIC, SERVICES, Services
+from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity import build_authenticator
 from gateway.pipeline import Pipeline
 from gateway.quota import QuotaService
@@ -44,24 +44,29 @@ async def build_services(config: Configuration) -> Services:
 
 def create_app(config: Configuration) -> web.Application:
     app = web.Application(client_max_size=config.service.max_request_body_bytes,
-                          middlewares=[gateway_middleware(config.service, config.authentication.module)])
+                          middlewares=[gateway_middleware(config.service, config.authentication)])
     prefixes = [""] + ([config.service.root_path] if config.service.root_path else [])
     for prefix in prefixes:
         responses.add_routes(app, prefix)
         catalog_routes.add_routes(app, prefix)
         health.add_routes(app, prefix)
         root.add_routes(app, prefix)
-    app[PUBLIC] = health.PUBLIC_HANDLERS | root.PUBLIC_HANDLERS
+    app[PUBLIC] = root.PUBLIC_HANDLERS
+    app[SKIP_WITHOUT_CREDENTIAL] = health.PROBE_HANDLERS if config.authentication.skip_for_health_probes \
+        else frozenset()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         services = await build_services(config)
         app[SERVICES] = services
         for warning in config.warnings():
             log.warning("configuration: %s", warning)
+        for warning in config.authentication.warnings():
+            log.warning("security: %s", warning)
         yield
         await services.pipeline.drain()
         await services.writer.close()
         await services.upstream.close()
+        await services.authenticator.close()
         await services.db.close()
 
     app.cleanup_ctx.append(lifecycle)

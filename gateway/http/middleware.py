@@ -13,12 +13,13 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.config import ServiceConfig
+from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME, AuthenticationConfig, ServiceConfig
 from gateway.http.responses_io import json_response
-from gateway.http.services import PUBLIC, SERVICES
+from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL
+from gateway.identity import Identity
 from gateway.identity.audit import REFUSALS, log_refusal
-from gateway.schema.errors import (ApiError, body_too_large, internal_error, method_not_allowed,
-                                   route_not_found)
+from gateway.schema.errors import (ApiError, body_too_large, header_too_large, internal_error,
+                                   method_not_allowed, route_not_found)
 
 log = logging.getLogger("gateway.http")
 
@@ -59,10 +60,15 @@ def _http_error(exc: web.HTTPException, request: web.Request) -> ApiError:
                     detail=exc.reason)
 
 
-def gateway_middleware(service: ServiceConfig, authentication_module: str = "noop"):
+# LCORE's identity for a probe let through without a credential.
+_NO_AUTH = Identity(user_id=DEFAULT_USER_ID, username=DEFAULT_USERNAME, skip_userid_check=True)
+
+
+def gateway_middleware(service: ServiceConfig, authentication: AuthenticationConfig | None = None):
     cors = service.cors
     origins = set(cors.allow_origins)
-    module = authentication_module
+    module = authentication.module if authentication is not None else "noop"
+    max_header = service.max_header_bytes
     openai_paths = _OPENAI_PATHS + tuple(service.root_path + path for path in _OPENAI_PATHS) \
         if service.error_body == "both" else ()
 
@@ -88,10 +94,17 @@ def gateway_middleware(service: ServiceConfig, authentication_module: str = "noo
         try:
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
                 return _preflight(request, cors, extra)
+            for name, value in request.raw_headers:
+                if len(name) + len(value) > max_header:
+                    raise header_too_large(max_header)
             match = request.match_info
             if match.http_exception is None and match.handler not in request.app[PUBLIC]:
-                services = request.app[SERVICES]
-                request["identity"] = await services.authenticator.authenticate(request.headers, request.query)
+                authenticator = request.app[SERVICES].authenticator
+                if match.handler in request.app[SKIP_WITHOUT_CREDENTIAL] \
+                        and authenticator.credential_header not in request.headers:
+                    request["identity"] = _NO_AUTH
+                else:
+                    request["identity"] = await authenticator.authenticate(request.headers, request.query)
             response = await handler(request)
         except ApiError as exc:
             if exc.status in REFUSALS:

@@ -64,11 +64,12 @@ OPERATIONS: tuple[Operation, ...] = (
               query=(("model_type", "Only models of this type (e.g. `llm`)"),)),
     Operation("info", "get", "/v1/info", "Service name and versions", "info",
               ok=InfoResponse, errors=(401, 500, 503)),
+    # Probes authenticate unless `skip_for_health_probes` lets requests without credentials through.
     Operation("liveness", "get", "/liveness", "Liveness probe", "health",
-              ok=LivenessResponse, errors=(), public=True),
+              ok=LivenessResponse, errors=(401,)),
     Operation("readiness", "get", "/readiness",
               "Readiness probe (503 when the upstream or the database is not usable)", "health",
-              ok=ReadinessResponse, errors=(503,), public=True),
+              ok=ReadinessResponse, errors=(401, 503)),
     Operation("openapi", "get", "/openapi.json", "This document", "info", errors=(), public=True),
     Operation("landing_page", "get", "/", "A landing page", "info", html=True, errors=(401,)),
 )

@@ -24,12 +24,24 @@ class Identity:
 
 
 class Authenticator(Protocol):
+    # The header that carries the caller's credential: a probe without it may pass when
+    # `skip_for_health_probes` is set (LCORE).
+    credential_header: str
+
     async def authenticate(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity: ...
+
+    async def close(self) -> None: ...
 
 
 def build_authenticator(config: AuthenticationConfig) -> Authenticator:
+    from gateway.identity.jwk_token import JwkTokenAuthenticator
+    from gateway.identity.k8s import K8sAuthenticator
     from gateway.identity.noop import NoopAuthenticator
     from gateway.identity.noop_with_token import NoopWithTokenAuthenticator
+    from gateway.identity.rh_identity import RhIdentityAuthenticator
+    from gateway.identity.trusted_proxy import TrustedProxyAuthenticator
 
-    modules = {"noop": NoopAuthenticator, "noop-with-token": NoopWithTokenAuthenticator}
-    return modules[config.module]()
+    modules = {"noop": NoopAuthenticator, "noop-with-token": NoopWithTokenAuthenticator,
+               "jwk-token": JwkTokenAuthenticator, "k8s": K8sAuthenticator, "rh-identity": RhIdentityAuthenticator,
+               "trusted-proxy": TrustedProxyAuthenticator}
+    return modules[config.module](config)

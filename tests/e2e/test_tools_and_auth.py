@@ -129,7 +129,8 @@ def test_noop_with_token_requires_bearer(tooled, upstream, headers, cause, code)
             assert data["error"]["type"] == "authentication_error" and data["error"]["code"] == code
     assert upstream.requests() == []
     assert_left_nothing(tooled, upstream, "no-bearer")
-    assert tooled.get("/liveness", headers=headers).status == 200
+    # Probes authenticate like every endpoint unless skip_for_health_probes is set (LCORE).
+    assert tooled.get("/liveness", headers=headers).status == 401
 
 
 def test_openai_sdk_sends_its_key_as_bearer(tooled):

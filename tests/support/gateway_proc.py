@@ -115,10 +115,14 @@ class Gateway(Endpoint):
         self.proc.stop()
 
     def secrets(self) -> set[str]:
-        """Credentials in the gateway's configuration: the upstream API key and every
-        value of an MCP header read from a file (and its bare token)."""
+        """Credentials in the gateway's configuration: the upstream API key, every
+        value of an MCP header read from a file (and its bare token), and the gateway's
+        own Kubernetes service-account token (`k8s_token_path`)."""
         config = yaml.safe_load(self.config_path.read_text())
         found = {config.get("llama_stack", {}).get("api_key") or ""}
+        token_path = (config.get("authentication") or {}).get("k8s_token_path")
+        if token_path and Path(token_path).is_file():
+            found.add(Path(token_path).read_text().strip())
         for server in config.get("mcp_servers") or []:
             for source in (server.get("authorization_headers") or {}).values():
                 path = Path(source)
