@@ -223,3 +223,18 @@ def test_key_server_down_without_cached_keys(gateway_factory, upstream):
         assert db.counts() == Counts(conversations=0, turns=0)
     finally:
         nowhere.close()
+
+
+def test_parser_errors_never_log_the_header(gateway_factory, upstream, jwks):
+    """Past the parser's own bound (the body limit) aiohttp refuses the request itself:
+    its log line must not quote the header."""
+    small = gateway_factory(upstream.url, service={"max_header_bytes": 1024, "max_request_body_bytes": 2048},
+                            authentication={"module": "jwk-token", "jwk_config": jwk_config(jwks.url)})
+    token = "eyJzZWNyZXQtcHJlZml4In0." + "B" * 4096
+    reply = small.get("/v1/models", headers=bearer(token))
+    assert reply.status == 400
+    assert "eyJzZWNyZXQtcHJlZml4In0" not in small.log()
+    assert "refused a malformed request" in small.log() and "LineTooLong" in small.log()
+    between = "eyJzZWNyZXQtcHJlZml4In0." + "C" * 1500  # over max_header_bytes, under the parser's bound
+    assert small.get("/v1/models", headers=bearer(between)).status == 431
+    assert "refused status=431 module=jwk-token route=GET /v1/models" in small.log()
