@@ -14,6 +14,9 @@ from gateway.identity.noop_with_token import bearer_token
 from gateway.schema.errors import ApiError, endpoint_forbidden, unauthorized
 
 
+KUBE_ADMIN = "kube:admin"
+
+
 class K8sAuthenticator:
     credential_header = "Authorization"
 
@@ -37,7 +40,8 @@ class K8sAuthenticator:
         if user is None or not user.get("username"):
             return unauthorized("Invalid or expired Kubernetes token")
         username = str(user["username"])
-        user_id = str(user.get("uid") or username)
+        # OpenShift's kube:admin has no uid: LCORE names it by the cluster's id.
+        user_id = await self.api.cluster_id() if username == KUBE_ADMIN else str(user.get("uid") or username)
         if not await self.api.may_access(user):
             return endpoint_forbidden(user_id)
         return Identity(user_id=user_id, username=username, token=token, skip_userid_check=False,

@@ -43,6 +43,7 @@ class KubeApi:
         if self._base.startswith("https:") and not config.skip_tls_verification:
             self._ssl = ssl.create_default_context(cafile=ca)
         self._session: aiohttp.ClientSession | None = None
+        self._cluster_id: str | None = None
 
     def service_account_token(self) -> str:
         """The gateway's own token, re-read when the file was replaced or rewritten."""
@@ -79,21 +80,37 @@ class KubeApi:
             "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
         return status.get("allowed") is True
 
+    async def cluster_id(self) -> str:
+        """The OpenShift cluster's id (ClusterVersion `version`), which LCORE uses as the
+        user id of `kube:admin` (a user without a uid). Fetched once."""
+        if self._cluster_id is None:
+            data = await self._call("GET", "/apis/config.openshift.io/v1/clusterversions/version")
+            spec = data.get("spec") if isinstance(data, dict) else None
+            cluster_id = spec.get("clusterID") if isinstance(spec, dict) else None
+            if not isinstance(cluster_id, str) or not cluster_id:
+                log.warning("k8s: the ClusterVersion has no spec.clusterID")
+                raise upstream_unavailable(BACKEND, "The cluster ID is not available.")
+            self._cluster_id = cluster_id
+        return self._cluster_id
+
     async def _create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = await self._call("POST", path, body)
+        status = data.get("status") if isinstance(data, dict) else None
+        return status if isinstance(status, dict) else {}
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=_TIMEOUT, connector=aiohttp.TCPConnector(ssl=self._ssl))
         headers = {"Authorization": f"Bearer {self.service_account_token()}"}
         try:
-            async with self._session.post(self._base + path, json=body, headers=headers) as reply:
+            async with self._session.request(method, self._base + path, json=body, headers=headers) as reply:
                 if reply.status not in (200, 201):
                     log.warning("k8s: %s answered HTTP %d", path, reply.status)
                     raise upstream_unavailable(BACKEND, f"The Kubernetes API answered HTTP {reply.status}.")
-                data = await reply.json(content_type=None)
+                return await reply.json(content_type=None)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             log.warning("k8s: cannot reach %s: %s", self._base, exc.__class__.__name__ if not str(exc) else exc)
             raise upstream_unavailable(BACKEND) from None
-        status = data.get("status") if isinstance(data, dict) else None
-        return status if isinstance(status, dict) else {}
 
     async def close(self) -> None:
         if self._session is not None:

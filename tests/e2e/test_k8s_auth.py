@@ -25,7 +25,8 @@ def kube(tmp_path_factory):
         "bob-token": {"username": "bob", "uid": "uid-bob", "groups": ["system:authenticated"]},
         "proxy-token": {"username": "system:serviceaccount:ai:proxy", "uid": "uid-proxy"},
         "other-proxy-token": {"username": "system:serviceaccount:ai:other", "uid": "uid-other"},
-    }, allowed={"alice"})
+        "kubeadmin-token": {"username": "kube:admin", "groups": ["system:cluster-admins"]},
+    }, allowed={"alice", "kube:admin"})
     yield api
     api.close()
 
@@ -61,6 +62,11 @@ def test_k8s_allowed_user(k8s_gateway, kube, upstream):
     assert access_review["spec"]["nonResourceAttributes"] == {"path": "/ls-access", "verb": "get"}
     assert access_review["spec"]["user"] == "alice" and "devs" in access_review["spec"]["groups"]
     assert {review["caller"] for review in kube.reviews} == {"Bearer gateway-sa-token-1"}
+
+
+def test_kube_admin_is_named_by_the_cluster_id(k8s_gateway, kube):
+    reply = k8s_gateway.post("/v1/responses", {"input": "hi"}, headers=bearer("kubeadmin-token"))
+    assert owner_of(k8s_gateway, reply) == kube.cluster_id
 
 
 def test_k8s_denied_user_is_403(k8s_gateway, upstream):

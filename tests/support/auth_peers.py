@@ -197,11 +197,13 @@ class FakeKubeApi:
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     allowed: set[str] = field(default_factory=set)
     reviews: list[dict[str, Any]] = field(default_factory=list)
+    cluster_id: str = "9b1f0a3e-cluster"
 
     def __post_init__(self) -> None:
         app = web.Application()
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
         app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._access_review)
+        app.router.add_get("/apis/config.openshift.io/v1/clusterversions/version", self._cluster_version)
         self.server = ThreadServer(app, self.ca.server_context())
         self.url = f"https://127.0.0.1:{self.server.port}"
 
@@ -222,6 +224,10 @@ class FakeKubeApi:
         allowed = (spec.get("user") in self.allowed and spec.get("nonResourceAttributes")
                    == {"path": "/ls-access", "verb": "get"})
         return web.json_response({**body, "status": {"allowed": allowed}}, status=201)
+
+    async def _cluster_version(self, request: web.Request) -> web.Response:
+        self.reviews.append({"kind": "ClusterVersion", "caller": request.headers.get("Authorization")})
+        return web.json_response({"kind": "ClusterVersion", "spec": {"clusterID": self.cluster_id}})
 
     def close(self) -> None:
         self.server.close()
