@@ -13,6 +13,8 @@ from gateway.config import AuthenticationConfig
 class Identity:
     user_id: str
     username: str
+    # The end user's own bearer token, which `kubernetes` MCP headers pass on (tools.py);
+    # empty when the module has none of the user's: never a proxy's token or an API key.
     token: str = ""
     roles: tuple[str, ...] = ()
     # LCORE's flag: modules without a verified user (noop family) skip per-user checks

@@ -133,6 +133,10 @@ def test_noop_with_token_requires_bearer(tooled, upstream, headers, cause, code)
     assert tooled.get("/liveness", headers=headers).status == 401
 
 
+def test_start_up_warns_that_callers_choose_their_user_id(tooled):
+    assert "noop-with-token lets every caller choose its own user id" in tooled.log()
+
+
 def test_openai_sdk_sends_its_key_as_bearer(tooled):
     response = tooled.client(api_key="sdk-token").responses.create(input="sdk", tool_choice="none")
     assert response.status == "completed"
