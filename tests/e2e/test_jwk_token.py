@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 
-from tests.support.auth_peers import JwksServer, SigningKey, b64url, claims, hmac_token, owner_of, unsigned_token
+from tests.support.auth_peers import (JwksServer, SigningKey, TestCa, b64url, claims, hmac_token, owner_of,
+                                     unsigned_token)
 from tests.support.gateway_db import Counts, GatewayDb
 
 RSA = SigningKey.rsa("rsa-1")              # the JWK names alg RS256
@@ -238,3 +239,20 @@ def test_parser_errors_never_log_the_header(gateway_factory, upstream, jwks):
     between = "eyJzZWNyZXQtcHJlZml4In0." + "C" * 1500  # over max_header_bytes, under the parser's bound
     assert small.get("/v1/models", headers=bearer(between)).status == 431
     assert "refused status=431 module=jwk-token route=GET /v1/models" in small.log()
+
+
+def test_key_server_over_https_with_its_ca(gateway_factory, upstream, tmp_path):
+    ca = TestCa(tmp_path / "ca")
+    server = JwksServer(RSA, ca=ca)
+    try:
+        trusting = gateway_factory(upstream.url, authentication={
+            "module": "jwk-token", "jwk_config": jwk_config(server.url, ca_cert_path=str(ca.ca_path))})
+        assert owner_of(trusting, trusting.post("/v1/responses", {"input": "tls"},
+                                                headers=bearer(RSA.sign(claims(sub="over-tls"))))) == "over-tls"
+        # Without the CA the server's certificate is not trusted: no keys, so no token passes.
+        distrusting = gateway_factory(upstream.url, authentication={"module": "jwk-token",
+                                                                    "jwk_config": jwk_config(server.url)})
+        reply = distrusting.get("/v1/models", headers=bearer(RSA.sign(claims())))
+        assert reply.json()["detail"]["cause"] == "Unable to reach authentication key server"
+    finally:
+        server.close()

@@ -126,6 +126,13 @@ def test_k8s_api_with_an_unknown_ca_is_503(gateway_factory, upstream, kube, sa_t
     assert reply.status == 503 and reply.json()["detail"]["response"] == "Unable to connect to Kubernetes API"
 
 
+def test_k8s_skip_tls_verification(gateway_factory, upstream, kube, sa_token):
+    settings = {key: value for key, value in kube_settings(kube, sa_token).items() if key != "k8s_ca_cert_path"}
+    gateway = gateway_factory(upstream.url, authentication={"module": "k8s", "skip_tls_verification": True,
+                                                            **settings})
+    assert gateway.get("/v1/models", headers=bearer("alice-token")).status == 200
+
+
 # -- trusted-proxy -------------------------------------------------------------------
 
 

@@ -134,13 +134,15 @@ def hmac_token(claims: dict[str, Any], header: dict[str, Any], secret: bytes) ->
 
 
 class JwksServer:
-    def __init__(self, *keys: SigningKey):
+    """Serves `keys` as a JWKS at `url`; over HTTPS with a certificate from `ca` when given."""
+
+    def __init__(self, *keys: SigningKey, ca: "TestCa | None" = None):
         self.keys = list(keys)
         self.fetches = 0
         app = web.Application()
         app.router.add_get("/jwks", self._jwks)
-        self.server = ThreadServer(app)
-        self.url = f"http://127.0.0.1:{self.server.port}/jwks"
+        self.server = ThreadServer(app, ca.server_context() if ca is not None else None)
+        self.url = f"{'https' if ca is not None else 'http'}://127.0.0.1:{self.server.port}/jwks"
 
     async def _jwks(self, request: web.Request) -> web.Response:
         self.fetches += 1
