@@ -81,6 +81,8 @@ def parse_key_set(data: Any, allowed: list[str]) -> tuple[VerificationKey, ...]:
         raise KeySetUnavailable(MALFORMED) from None
     keys = []
     for jwk in key_set.keys:
+        # The JWK as served (PyJWK keeps it as `_jwk_data`): whether it names its own `alg`
+        # is what decides, and PyJWK's `algorithm_name` fills one in when it does not.
         algorithms = key_algorithms(jwk._jwk_data, allowed)
         if algorithms:
             keys.append(VerificationKey(jwk.key_id, jwk.key, algorithms))
