@@ -34,14 +34,19 @@ def header(identity: dict, entitlements: dict | None = None) -> dict[str, str]:
 def rh(gateway_factory, upstream):
     return gateway_factory(upstream.url, authentication={
         "module": "rh-identity", "skip_for_health_probes": True,
-        "rh_identity_config": {"required_entitlements": ["rhel", "ansible"], "max_header_size": 2048}})
+        "rh_identity_config": {"required_entitlements": ["rhel", "ansible"], "max_header_size": 2048}},
+        mcp_servers=[{"name": "kube", "url": "http://127.0.0.1:9/kube",
+                      "authorization_headers": {"Authorization": "kubernetes"}}])
 
 
 @pytest.mark.parametrize("identity, user_id", [
     (USER, "u-42"), (SYSTEM, "c87dcb4c-system"), (SYSTEM_NO_ACCOUNT, "cn-free"), (SERVICE_ACCOUNT, "client-7"),
 ])
-def test_identity_types(rh, identity, user_id):
+def test_identity_types(rh, upstream, identity, user_id):
+    upstream.clear()
     assert owner_of(rh, rh.post("/v1/responses", {"input": "hi"}, headers=header(identity))) == user_id
+    # No bearer of the user's: a `kubernetes` MCP server gets nothing and is skipped.
+    assert "kube" not in {tool.get("server_label") for tool in upstream.last()["body"].get("tools", [])}
 
 
 def _without(section: str, field: str) -> dict:
