@@ -94,6 +94,8 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
         try:
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
                 return _preflight(request, cors, extra)
+            # aiohttp's parser lets headers up to the body limit through (http/header_limits.py)
+            # so that a large one is refused here, in the envelope, before anything reads it.
             for name, value in request.raw_headers:
                 if len(name) + len(value) > max_header:
                     raise header_too_large(max_header)
