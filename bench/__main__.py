@@ -3,7 +3,8 @@
 Starts the scripted upstream (core 1), the naive relay and the gateway (core 0, one at
 a time under load), and runs every scenario against each target, in both upstream
 dialects for the streams: JSON (new and continuing conversations), SSE bulk, SSE paced,
-then the memory scenario on a fresh gateway. Prints a markdown report and writes it to
+the `jwk-token` authentication workload on gateways of its own (bench/auth.py), then
+the memory scenario on a fresh gateway. Prints a markdown report and writes it to
 bench/results/latest.md. Exit status 0 when every target passes, 1 otherwise.
 """
 
@@ -28,7 +29,7 @@ from bench.scenarios import DIALECTS, Settings, Target
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-WORKLOADS = ("json", "bulk", "paced", "memory")
+WORKLOADS = ("json", "bulk", "paced", "memory", "jwk")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -127,6 +128,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         for proc in (gateway, relay, nginx):  # the profiles and the memory scenario get fresh gateways
             if proc is not None:
                 proc.stop()
+        if "jwk" in wanted:
+            from bench.auth import jwk_token
+            results.auth = await jwk_token(settings, upstream, workdir, args.rounds)
         for workload in args.profile:
             print(f"bench: profiling a gateway with py-spy during SSE {workload}", flush=True)
             from bench.profile import profile_sse

@@ -223,18 +223,19 @@ def start_nginx(workdir: Path, upstream_url: str) -> Proc:
     return proc
 
 
-def gateway_config(upstream_url: str, db_path: Path, port: int) -> dict:
+def gateway_config(upstream_url: str, db_path: Path, port: int, authentication: dict | None = None) -> dict:
     return {
         "name": "gateway benchmark",
         "service": {"host": "127.0.0.1", "port": port, "access_log": False},
         # A generous pool: the benchmark, not the pool, should decide the concurrency.
         "llama_stack": {"url": upstream_url, "max_retries": 0, "max_connections": 4096, "timeout": 60},
-        "authentication": {"module": "noop"},
+        "authentication": authentication or {"module": "noop"},
         "database": {"sqlite": {"db_path": str(db_path)}},
     }
 
 
-def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_stats: Path | None = None) -> Proc:
+def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_stats: Path | None = None,
+                  authentication: dict | None = None) -> Proc:
     """`gateway serve -c FILE` on the gateway core, with its own SQLite file.
 
     `gc_stats`: run it through `bench.gcstats`, which times its garbage collections (--profile only).
@@ -243,7 +244,7 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
     home = workdir / name
     home.mkdir(parents=True, exist_ok=True)
     config_path = home / "lightspeed-stack.yaml"
-    config_path.write_text(yaml.safe_dump(gateway_config(upstream_url, home / "gateway.db", port)))
+    config_path.write_text(yaml.safe_dump(gateway_config(upstream_url, home / "gateway.db", port, authentication)))
     script = Path(sys.executable).parent / "gateway"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "gateway"]
     env = {"GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "WARNING")}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.memory import MemoryRun
 from bench.scenarios import Run
@@ -25,6 +26,7 @@ class Results:
     memory: MemoryRun | None = None
     rss_after_load: tuple[int, int] | None = None  # main gateway: KiB idle at start, idle after every scenario
     profile: str | None = None
+    auth: Any = None  # bench.auth.AuthRuns (the `jwk` workload)
 
 
 @dataclass
@@ -145,6 +147,10 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
         idle, after = results.rss_after_load
         lines += [f"| Memory after the load | gateway RSS MiB: idle at start → idle after every scenario above "
                   f"| {blank}{idle / 1024:.1f} → {after / 1024:.1f} | | | |"]
+    if results.auth is not None:
+        from bench.auth import render as render_auth
+
+        lines += [""] + render_auth(results.auth, verdicts)
     lines += ["", "## Targets", ""] + [f"- {_pass(v.ok)} {v.name}: {v.detail}" for v in verdicts]
     lines += ["", f"{sum(v.ok for v in verdicts)} of {len(verdicts)} targets pass.", ""]
     disturbed = [f"{name}, {run.target}: {problem}" for name, runs in results.runs.items()

@@ -124,9 +124,11 @@ async def _wrk(settings: Settings, target: Target, upstream: Proc, script: str, 
 
 # -- JSON -------------------------------------------------------------------------------
 
-async def json_new(settings: Settings, target: Target, upstream: Proc) -> Run:
-    """A new conversation every request (through the gateway: an extra upstream call)."""
-    script = loadgen.render("json", {"PATH": PATH, "BODY": orjson.dumps(json_body()).decode()})
+async def json_new(settings: Settings, target: Target, upstream: Proc, authorization: str = "") -> Run:
+    """A new conversation every request (through the gateway: an extra upstream call).
+    `authorization`: an Authorization header to send (the `jwk` workload)."""
+    script = loadgen.render("json", {"PATH": PATH, "BODY": orjson.dumps(json_body()).decode(),
+                                     "AUTHORIZATION": authorization})
     result, usage = await _wrk(settings, target, upstream, script)
     return _run(target, usage, result.requests, result.duration_s, errors=result.error_count,
                 checked=result.requests, p50_ms=result.p50_ms, p90_ms=result.p90_ms)

@@ -42,7 +42,7 @@ def _load(path: str) -> Configuration:
 def check_config(args: argparse.Namespace) -> int:
     path = _config_path(args)
     config = _load(path)
-    for warning in config.warnings():
+    for warning in config.warnings() + config.authentication.warnings():
         print(f"warning: {warning}")
     print(f"{path}: OK")
     return 0
@@ -50,6 +50,7 @@ def check_config(args: argparse.Namespace) -> int:
 
 def _run(config: Configuration, host: str | None = None, port: int | None = None) -> None:
     from gateway.app import create_app
+    from gateway.http.header_limits import install_log_filter, parser_limits
 
     if config.llama_stack.api == "chat_completions":
         sys.exit("error: llama_stack.api=chat_completions (the local agentic engine) is not available in "
@@ -57,7 +58,8 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
     app = create_app(config)
     app.cleanup_ctx.append(memory.background)
     _tune_gc()
-    web.run_app(app, loop=_event_loop(), host=host or config.service.host, port=port or config.service.port,
+    install_log_filter()
+    web.run_app(app, **parser_limits(config.service), loop=_event_loop(), host=host or config.service.host, port=port or config.service.port,
                 access_log=logging.getLogger("aiohttp.access") if config.service.access_log else None,
                 handler_cancellation=True, print=lambda message: logging.getLogger("gateway").info(
                     message.strip()), shutdown_timeout=10)

@@ -13,7 +13,7 @@ from gateway.http import catalog as catalog_routes
 from gateway.http import authorized, health, responses, root
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
-from gateway.http.services import PUBLIC, SERVICES, Services
+from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity import build_authenticator
 from gateway.pipeline import Pipeline
 from gateway.quota import QuotaService
@@ -47,7 +47,7 @@ async def build_services(config: Configuration) -> Services:
 def create_app(config: Configuration) -> web.Application:
     actions: dict = {}
     app = web.Application(client_max_size=config.service.max_request_body_bytes,
-                          middlewares=[gateway_middleware(config.service, config.authentication.module, actions)])
+                          middlewares=[gateway_middleware(config.service, config.authentication, actions)])
     prefixes = [""] + ([config.service.root_path] if config.service.root_path else [])
     for prefix in prefixes:
         responses.add_routes(app, prefix)
@@ -56,17 +56,22 @@ def create_app(config: Configuration) -> web.Application:
         root.add_routes(app, prefix)
         authorized.add_routes(app, prefix)
     actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
-    app[PUBLIC] = health.PUBLIC_HANDLERS | root.PUBLIC_HANDLERS
+    app[PUBLIC] = root.PUBLIC_HANDLERS
+    app[SKIP_WITHOUT_CREDENTIAL] = health.PROBE_HANDLERS if config.authentication.skip_for_health_probes \
+        else frozenset()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         services = await build_services(config)
         app[SERVICES] = services
         for warning in config.warnings():
             log.warning("configuration: %s", warning)
+        for warning in config.authentication.warnings():
+            log.warning("security: %s", warning)
         yield
         await services.pipeline.drain()
         await services.writer.close()
         await services.upstream.close()
+        await services.authenticator.close()
         await services.db.close()
 
     app.cleanup_ctx.append(lifecycle)

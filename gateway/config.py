@@ -17,14 +17,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from gateway.config_access import (AccessRule, ApiKeyConfig, AuthorizationConfig, RoleRule, Strict, raw_role_rules,
-                                   role_rules_adapter)
+from gateway.config_access import AccessRule, AuthorizationConfig, RoleRule, raw_role_rules, role_rules_adapter
+from gateway.config_auth import (LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,  # noqa: F401 (re-exported)
+                                 AuthenticationConfig)
+from gateway.config_base import Strict
 
 DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
 DEFAULT_USERNAME = "lightspeed-user"
-SUPPORTED_AUTH_MODULES = ("noop", "noop-with-token", "api-key-token")
-LCORE_AUTH_MODULES = SUPPORTED_AUTH_MODULES + (
-    "k8s", "jwk-token", "rh-identity", "trusted-proxy")
 
 
 def _http_url(value: str) -> str:
@@ -53,6 +52,9 @@ class ServiceConfig(Strict):
     tls_config: dict[str, Any] | None = None
     # Ours: requests with a larger body get 413 before anything is parsed.
     max_request_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    # Ours: a request header (name and value) larger than this gets 431. Real JWTs with
+    # many group claims pass aiohttp's 8 KiB default.
+    max_header_bytes: int = Field(32 * 1024, ge=1024)
     # Ours: error bodies on the endpoints OpenAI SDKs call carry OpenAI's `error` object
     # beside LCORE's `detail` (`both`), or are exactly LCORE's (`lcore`).
     error_body: Literal["both", "lcore"] = "both"
@@ -99,37 +101,6 @@ class LlamaStackConfig(Strict):
             raise ValueError("library client mode is not supported: the gateway needs a Llama Stack "
                              "server at llama_stack.url")
         return value
-
-
-class AuthenticationConfig(Strict):
-    module: str = "noop"
-    skip_tls_verification: bool = False
-    skip_for_health_probes: bool = False
-    skip_for_metrics: bool = False
-    k8s_cluster_api: str | None = None
-    k8s_ca_cert_path: str | None = None
-    jwk_config: dict[str, Any] | None = None
-    api_key_config: ApiKeyConfig | None = None
-    rh_identity_config: dict[str, Any] | None = None
-    trusted_proxy_config: dict[str, Any] | None = None
-
-    @field_validator("module")
-    @classmethod
-    def _module_supported(cls, value: str) -> str:
-        if value not in LCORE_AUTH_MODULES:
-            raise ValueError(f"unknown module {value!r}; one of {', '.join(LCORE_AUTH_MODULES)}")
-        if value not in SUPPORTED_AUTH_MODULES:
-            # Starting without the configured authentication would open the gateway to
-            # everyone, so this is an error, not a warning.
-            raise ValueError(f"{value!r} is not supported by this version; "
-                             f"supported: {', '.join(SUPPORTED_AUTH_MODULES)}")
-        return value
-
-    @model_validator(mode="after")
-    def _api_key_block(self) -> "AuthenticationConfig":
-        if self.module == "api-key-token" and self.api_key_config is None:
-            raise ValueError("api_key_config: required when module is api-key-token")
-        return self
 
 
 class InferenceConfig(Strict):
@@ -306,11 +277,6 @@ class Configuration(Strict):
             "llama_stack.library_client_config_path": self.llama_stack.library_client_config_path,
             "inference.context_windows": self.inference.context_windows,
             "inference.providers": self.inference.providers,
-            # Its role_rules are used (every module); the rest is jwk-token's.
-            "authentication.jwk_config": {key: value for key, value in (self.authentication.jwk_config or {}).items()
-                                          if key != "jwt_configuration"},
-            "authentication.rh_identity_config": self.authentication.rh_identity_config,
-            "authentication.trusted_proxy_config": self.authentication.trusted_proxy_config,
         }
         found += [f"{key}: accepted but not implemented by this version (ignored)"
                   for key, value in ignored.items() if value]

@@ -1,6 +1,6 @@
 """The access-control blocks of the configuration: `api_key_config`, LCORE's actions and
 `authorization.access_rules`, and `role_rules`. Split from `config.py` (which re-exports
-them) to keep each module small; like it, this imports nothing of ours."""
+them) to keep each module small; it imports only `config_base`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonpath_ng
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, model_validator
+from pydantic import Field, SecretStr, TypeAdapter, model_validator
 
-
-class Strict(BaseModel):
-    """Every block of the configuration: unknown keys fail start-up, naming the key."""
-
-    model_config = ConfigDict(extra="forbid")
+from gateway.config_base import Strict
 
 
 class ApiKeyEntry(Strict):

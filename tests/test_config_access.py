@@ -27,7 +27,7 @@ RULE = {"jsonpath": "$.groups[*]", "operator": "contains", "value": "admins", "r
 
 @pytest.mark.parametrize("data, expected", [
     ({**MINIMAL, "authentication": {"module": "api-key-token"}},
-     "authentication.api_key_config: required when module is api-key-token"),
+     "authentication.api_key_config: required by module api-key-token"),
     ({**MINIMAL, "authentication": {"module": "api-key-token", "api_key_config": {}}},
      "authentication.api_key_config: at least one of api_key and keys is required"),
     ({**MINIMAL, "authentication": {"module": "api-key-token", "api_key_config": {"api_key": ""}}},

@@ -5,3 +5,6 @@ wrk.method = "POST"
 wrk.path = PATH
 wrk.body = BODY
 wrk.headers["Content-Type"] = "application/json"
+if AUTHORIZATION ~= "" then
+   wrk.headers["Authorization"] = AUTHORIZATION
+end

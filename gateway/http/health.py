@@ -47,5 +47,6 @@ def add_routes(app: web.Application, prefix: str) -> None:
     app.router.add_get(f"{prefix}/readiness", readiness)
 
 
-# Probes reveal nothing and orchestrators cannot authenticate: they are always open.
-PUBLIC_HANDLERS = frozenset({liveness, readiness})
+# Probes are authenticated like every endpoint (LCORE); `skip_for_health_probes` lets
+# requests without a credential through (kubelet probes carry none).
+PROBE_HANDLERS = frozenset({liveness, readiness})

@@ -14,12 +14,13 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
-from gateway.config import ServiceConfig
+from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME, AuthenticationConfig, ServiceConfig
 from gateway.http.openapi import AUTHENTICATED_ONLY
 from gateway.http.responses_io import json_response
-from gateway.http.services import PUBLIC, SERVICES
+from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL
+from gateway.identity import Identity
 from gateway.identity.audit import REFUSALS, log_refusal
-from gateway.schema.errors import (ApiError, body_too_large, endpoint_forbidden, internal_error,
+from gateway.schema.errors import (ApiError, body_too_large, endpoint_forbidden, header_too_large, internal_error,
                                    method_not_allowed, route_not_found)
 
 log = logging.getLogger("gateway.http")
@@ -61,13 +62,19 @@ def _http_error(exc: web.HTTPException, request: web.Request) -> ApiError:
                     detail=exc.reason)
 
 
-def gateway_middleware(service: ServiceConfig, authentication_module: str, route_actions: Mapping[Any, str]):
+# LCORE's identity for a probe let through without a credential.
+_NO_AUTH = Identity(user_id=DEFAULT_USER_ID, username=DEFAULT_USERNAME, skip_userid_check=True)
+
+
+def gateway_middleware(service: ServiceConfig, authentication: AuthenticationConfig,
+                       route_actions: Mapping[Any, str]):
     """`route_actions`: each route's action (`openapi.route_actions`); the application
     fills it in once its routes are registered."""
     cors = service.cors
     origins = set(cors.allow_origins)
-    module = authentication_module
+    module = authentication.module
     actions = route_actions
+    max_header = service.max_header_bytes
     openai_paths = _OPENAI_PATHS + tuple(service.root_path + path for path in _OPENAI_PATHS) \
         if service.error_body == "both" else ()
 
@@ -93,14 +100,24 @@ def gateway_middleware(service: ServiceConfig, authentication_module: str, route
         try:
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
                 return _preflight(request, cors, extra)
+            # aiohttp's parser lets headers up to the body limit through (http/header_limits.py)
+            # so that a large one is refused here, in the envelope, before anything reads it.
+            for name, value in request.raw_headers:
+                if len(name) + len(value) > max_header:
+                    raise header_too_large(max_header)
             match = request.match_info
             if match.http_exception is None and match.handler not in request.app[PUBLIC]:
-                services = request.app[SERVICES]
-                caller = await services.authenticator.authenticate(request.headers, request.query)
-                request["identity"] = caller
-                action = actions[match.route]
-                if action not in caller.actions and action != AUTHENTICATED_ONLY:
-                    raise endpoint_forbidden(caller.user_id)
+                authenticator = request.app[SERVICES].authenticator
+                if match.handler in request.app[SKIP_WITHOUT_CREDENTIAL] \
+                        and authenticator.credential_header not in request.headers:
+                    # LCORE: a probe without credentials skips authentication and authorization.
+                    request["identity"] = _NO_AUTH
+                else:
+                    caller = await authenticator.authenticate(request.headers, request.query)
+                    request["identity"] = caller
+                    action = actions[match.route]
+                    if action not in caller.actions and action != AUTHENTICATED_ONLY:
+                        raise endpoint_forbidden(caller.user_id)
             response = await handler(request)
         except ApiError as exc:
             if exc.status in REFUSALS:

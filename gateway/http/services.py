@@ -31,3 +31,7 @@ class Services:
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)
 # Handlers that answer without authentication.
 PUBLIC: web.AppKey[frozenset] = web.AppKey("public_handlers", frozenset)
+# Handlers a request without the module's credential header reaches unauthenticated, as
+# LCORE's `skip_for_health_probes` / `skip_for_metrics` allow; with a credential they
+# authenticate like every other endpoint.
+SKIP_WITHOUT_CREDENTIAL: web.AppKey[frozenset] = web.AppKey("skip_without_credential", frozenset)

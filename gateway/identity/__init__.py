@@ -16,6 +16,8 @@ from gateway.config_access import DEFAULT_ACTIONS, AccessRule, RoleRule
 class Identity:
     user_id: str
     username: str
+    # The end user's own bearer token, which `kubernetes` MCP headers pass on (tools.py);
+    # empty when the module has none of the user's: never a proxy's token or an API key.
     token: str = ""
     roles: tuple[str, ...] = ()
     # LCORE's flag: modules without a verified user (noop family) skip per-user checks
@@ -31,19 +33,30 @@ class Identity:
 
 
 class Authenticator(Protocol):
+    # The header that carries the caller's credential: a probe without it may pass when
+    # `skip_for_health_probes` is set (LCORE).
+    credential_header: str
+
     async def authenticate(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity: ...
+
+    async def close(self) -> None: ...
 
 
 def build_authenticator(config: AuthenticationConfig, role_rules: Sequence[RoleRule] = (),
                         access_rules: Sequence[AccessRule] = ()) -> Authenticator:
     from gateway.identity.api_key import ApiKeyAuthenticator
     from gateway.identity.authorization import AuthorizingAuthenticator
+    from gateway.identity.jwk_token import JwkTokenAuthenticator
+    from gateway.identity.k8s import K8sAuthenticator
     from gateway.identity.noop import NoopAuthenticator
     from gateway.identity.noop_with_token import NoopWithTokenAuthenticator
+    from gateway.identity.rh_identity import RhIdentityAuthenticator
+    from gateway.identity.trusted_proxy import TrustedProxyAuthenticator
 
     modules = {"noop": NoopAuthenticator, "noop-with-token": NoopWithTokenAuthenticator,
-               "api-key-token": lambda: ApiKeyAuthenticator(config.api_key_config)}
-    module = modules[config.module]()
+               "api-key-token": ApiKeyAuthenticator, "jwk-token": JwkTokenAuthenticator, "k8s": K8sAuthenticator,
+               "rh-identity": RhIdentityAuthenticator, "trusted-proxy": TrustedProxyAuthenticator}
+    module = modules[config.module](config)
     if not role_rules and not access_rules:
         return module  # everyone has the default actions: nothing to resolve per request
     return AuthorizingAuthenticator(module, role_rules, access_rules)

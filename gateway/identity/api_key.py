@@ -14,8 +14,7 @@ import hashlib
 import hmac
 from typing import Mapping
 
-from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME
-from gateway.config_access import ApiKeyConfig
+from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME, AuthenticationConfig
 from gateway.identity import Identity
 from gateway.identity.noop_with_token import bearer_token
 from gateway.schema.errors import invalid_api_key
@@ -26,7 +25,10 @@ def _digest(key: str) -> bytes:
 
 
 class ApiKeyAuthenticator:
-    def __init__(self, config: ApiKeyConfig):
+    credential_header = "Authorization"
+
+    def __init__(self, authentication: AuthenticationConfig):
+        config = authentication.api_key_config
         self._keys: list[tuple[bytes, Identity]] = []
         if config.api_key is not None:
             self._keys.append((_digest(config.api_key.get_secret_value()),
@@ -46,3 +48,6 @@ class ApiKeyAuthenticator:
         if found is None:
             raise invalid_api_key()
         return found
+
+    async def close(self) -> None:
+        pass

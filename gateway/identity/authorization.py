@@ -62,6 +62,7 @@ class AuthorizingAuthenticator:
 
     def __init__(self, module: Authenticator, role_rules: Sequence[RoleRule], access_rules: Sequence[AccessRule]):
         self._module = module
+        self.credential_header = module.credential_header
         self._rules = RoleRules(role_rules)
         self._policy = AccessPolicy(access_rules)
 
@@ -73,3 +74,6 @@ class AuthorizingAuthenticator:
         return Identity(user_id=identity.user_id, username=identity.username, token=identity.token,
                         roles=tuple(sorted(roles)), skip_userid_check=identity.skip_userid_check,
                         document=identity.document, actions=self._policy.actions(roles))
+
+    async def close(self) -> None:
+        await self._module.close()

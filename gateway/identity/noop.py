@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME
+from gateway.config import AuthenticationConfig, DEFAULT_USER_ID, DEFAULT_USERNAME
 from gateway.identity import Identity
 from gateway.schema.errors import bad_request
 
@@ -19,5 +19,13 @@ def user_from_query(query: Mapping[str, str]) -> str:
 
 
 class NoopAuthenticator:
+    credential_header = "Authorization"
+
+    def __init__(self, config: AuthenticationConfig | None = None):
+        pass
+
     async def authenticate(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity:
         return Identity(user_id=user_from_query(query), username=DEFAULT_USERNAME, skip_userid_check=True)
+
+    async def close(self) -> None:
+        pass

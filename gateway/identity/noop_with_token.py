@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from gateway.config import DEFAULT_USERNAME
+from gateway.config import AuthenticationConfig, DEFAULT_USERNAME
 from gateway.identity import Identity
 from gateway.identity.noop import user_from_query
 from gateway.schema.errors import unauthorized
@@ -22,7 +22,15 @@ def bearer_token(headers: Mapping[str, str]) -> str:
 
 
 class NoopWithTokenAuthenticator:
+    credential_header = "Authorization"
+
+    def __init__(self, config: AuthenticationConfig | None = None):
+        pass
+
     async def authenticate(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity:
         token = bearer_token(headers)
         return Identity(user_id=user_from_query(query), username=DEFAULT_USERNAME, token=token,
                         skip_userid_check=True)
+
+    async def close(self) -> None:
+        pass

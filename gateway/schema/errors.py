@@ -21,6 +21,7 @@ _OPENAI_TYPES = {
     413: "invalid_request_error",
     422: "invalid_request_error",
     429: "rate_limit_error",
+    431: "invalid_request_error",
 }
 
 Detail = dict[str, str] | list[dict[str, Any]] | str
@@ -66,9 +67,21 @@ def bad_request(message: str, *, param: str | None = None, code: str = "invalid_
     return ApiError(400, "Bad request", message, code=code, param=param, detail=message)
 
 
-def unauthorized(cause: str, code: str = "invalid_credentials") -> ApiError:
+def unauthorized(cause: str, code: str = "invalid_credentials", detail: str | None = None) -> ApiError:
+    """LCORE's 401; `detail` for the modules whose 401 body is a plain string. Every 401
+    carries `WWW-Authenticate: Bearer` (RFC 9110 requires a challenge)."""
     return ApiError(401, "Missing or invalid credentials provided by client", cause, code=code,
-                    headers={"WWW-Authenticate": "Bearer"})
+                    headers={"WWW-Authenticate": "Bearer"}, detail=detail)
+
+
+def endpoint_forbidden(user_id: str) -> ApiError:
+    return ApiError(403, "User does not have permission to access this endpoint",
+                    f"User {user_id} is not authorized to access this endpoint.", code="forbidden")
+
+
+def header_too_large(limit: int) -> ApiError:
+    return ApiError(431, "Request header fields too large",
+                    f"A request header exceeds the limit of {limit} bytes.", code="request_header_too_large")
 
 
 def invalid_api_key() -> ApiError:

@@ -44,7 +44,7 @@ mcp_servers: [{name: m}]
     result = run("check-config", "-c", write(tmp_path / "bad.yaml", bad))
     assert result.returncode != 0
     for expected in ("service.port:", "service.colour: unknown key", "llama_stack.url:",
-                     "authentication.module:", "not supported", "mcp_servers[0].url:"):
+                     "authentication.jwk_config: required by module jwk-token", "mcp_servers[0].url:"):
         assert expected in result.stderr, (expected, result.stderr)
 
 

@@ -52,8 +52,8 @@ def test_bodies_conform_to_the_document(guarded, document):
     auth = {"Authorization": "Bearer t"}
     conforms(document, "ModelsResponse", guarded.get("/v1/models", headers=auth).json())
     conforms(document, "InfoResponse", guarded.get("/v1/info", headers=auth).json())
-    conforms(document, "LivenessResponse", guarded.get("/liveness").json())
-    conforms(document, "ReadinessResponse", guarded.get("/readiness").json())
+    conforms(document, "LivenessResponse", guarded.get("/liveness", headers=auth).json())
+    conforms(document, "ReadinessResponse", guarded.get("/readiness", headers=auth).json())
     created = guarded.post("/v1/responses", {"input": "describe yourself"}, headers=auth).json()
     conforms(document, "GatewayResponse", created)
     conforms(document, "GatewayResponse", guarded.get(f"/v1/responses/{created['id']}", headers=auth).json())

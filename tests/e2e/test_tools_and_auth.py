@@ -129,7 +129,12 @@ def test_noop_with_token_requires_bearer(tooled, upstream, headers, cause, code)
             assert data["error"]["type"] == "authentication_error" and data["error"]["code"] == code
     assert upstream.requests() == []
     assert_left_nothing(tooled, upstream, "no-bearer")
-    assert tooled.get("/liveness", headers=headers).status == 200
+    # Probes authenticate like every endpoint unless skip_for_health_probes is set (LCORE).
+    assert tooled.get("/liveness", headers=headers).status == 401
+
+
+def test_start_up_warns_that_callers_choose_their_user_id(tooled):
+    assert "noop-with-token lets every caller choose its own user id" in tooled.log()
 
 
 def test_openai_sdk_sends_its_key_as_bearer(tooled):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME
-from gateway.config_access import ApiKeyConfig
+from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME, AuthenticationConfig
 from gateway.identity.api_key import ApiKeyAuthenticator
 from gateway.schema.errors import ApiError
 
-CONFIG = ApiKeyConfig(api_key="lcore-key-0001", keys=[
+CONFIG = AuthenticationConfig(module="api-key-token", api_key_config={"api_key": "lcore-key-0001", "keys": [
     {"key": "team-a-key-0001", "user_id": "team-a", "roles": ["chat"]},
-    {"key": "team-b-key-0001", "user_id": "team-b", "username": "Team B"}])
+    {"key": "team-b-key-0001", "user_id": "team-b", "username": "Team B"}]})
 
 
 async def test_lcore_key_is_the_default_user():

@@ -34,6 +34,8 @@ def test_admin_grants_every_action():
 
 
 class Fixed:
+    credential_header = "Authorization"
+
     def __init__(self, identity: Identity):
         self.identity = identity
 

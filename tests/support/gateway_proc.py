@@ -116,14 +116,18 @@ class Gateway(Endpoint):
 
     def secrets(self) -> set[str]:
         """Credentials in the gateway's configuration: the upstream API key, the
-        api-key-token keys, and every value of an MCP header read from a file (and its
-        bare token)."""
+        api-key-token keys, every value of an MCP header read from a file (and its bare
+        token), and the gateway's own Kubernetes service-account token (`k8s_token_path`)."""
         config = yaml.safe_load(self.config_path.read_text())
         found = {config.get("llama_stack", {}).get("api_key") or ""}
-        api_keys = (config.get("authentication") or {}).get("api_key_config") or {}
+        authentication = config.get("authentication") or {}
+        api_keys = authentication.get("api_key_config") or {}
         found.add(api_keys.get("api_key") or "")
         for entry in api_keys.get("keys") or []:
             found.add(entry.get("key") or (Path(entry["key_file"]).read_text().strip() if "key_file" in entry else ""))
+        token_path = authentication.get("k8s_token_path")
+        if token_path and Path(token_path).is_file():
+            found.add(Path(token_path).read_text().strip())
         for server in config.get("mcp_servers") or []:
             for source in (server.get("authorization_headers") or {}).values():
                 path = Path(source)

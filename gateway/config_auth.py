@@ -1,0 +1,161 @@
+"""The `authentication` section of the configuration: LCORE's keys (`module`,
+`skip_for_health_probes`, `k8s_*`, `jwk_config`, `rh_identity_config`,
+`trusted_proxy_config`, `api_key_config`) and ours, each marked "Ours"."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from gateway.config_access import ApiKeyConfig
+from gateway.config_base import Strict
+
+SUPPORTED_AUTH_MODULES = ("noop", "noop-with-token", "api-key-token", "jwk-token", "k8s", "rh-identity",
+                          "trusted-proxy")
+LCORE_AUTH_MODULES = SUPPORTED_AUTH_MODULES
+
+
+def _https_or_loopback(value: str) -> str:
+    """Keys and reviews must not travel in clear text: https, or http to this host only."""
+    parts = urlsplit(value)
+    if parts.scheme == "https" and parts.hostname:
+        return value
+    if parts.scheme == "http" and parts.hostname and _is_loopback(parts.hostname):
+        return value
+    raise ValueError(f"must be an https:// URL (http:// only for a loopback address), got {value!r}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class JwtConfiguration(Strict):
+    user_id_claim: str = "user_id"
+    username_claim: str = "username"
+    # Evaluated against the verified claims by the authorization code (identity/roles.py).
+    role_rules: list[Any] = []
+
+
+# Asymmetric signature algorithms only: `none` and HMAC are never accepted for JWKS keys.
+JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+
+
+class JwkConfig(Strict):
+    # Required by jwk-token; other modules may give a jwk_config for its role_rules alone.
+    url: str | None = None
+    jwt_configuration: JwtConfiguration = JwtConfiguration()
+    # Ours: the CA bundle that signs the JWKS server's certificate (default: the system's).
+    ca_cert_path: str | None = None
+    # Ours: `iss` and `aud` the token must carry, when set.
+    issuer: str | None = None
+    audience: str | list[str] | None = None
+    # Ours: what a key without `alg` may verify, by its `kty` (and curve).
+    algorithms: list[Literal[JWT_ALGORITHMS]] = ["RS256", "PS256", "ES256", "ES384", "ES512", "EdDSA"]
+    # Ours: seconds the key set is used before it is fetched again (LCORE: one hour).
+    jwks_cache_seconds: float = Field(3600, ge=0)
+    # Ours: an unknown `kid` refetches the key set at most once per this many seconds.
+    jwks_refetch_min_seconds: float = Field(10, ge=0)
+    jwks_timeout_seconds: float = Field(5, gt=0)
+    # Ours: clock skew tolerated on exp, nbf and iat.
+    leeway_seconds: float = Field(30, ge=0, le=600)
+    # Ours: a verified token is remembered (by its hash) for this long, never past its exp;
+    # 0 verifies the signature on every request.
+    verified_token_cache_seconds: float = Field(60, ge=0)
+
+    _url_shape = field_validator("url")(lambda cls, value: None if value is None else _https_or_loopback(value))
+
+
+class RhIdentityConfig(Strict):
+    required_entitlements: list[str] = []
+    max_header_size: int = Field(8192, ge=1)
+
+
+class AllowedServiceAccount(Strict):
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+class TrustedProxyConfig(Strict):
+    user_header: str = Field("X-Forwarded-User", min_length=1)
+    allowed_service_accounts: list[AllowedServiceAccount] = []
+
+
+IN_CLUSTER_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+IN_CLUSTER_TOKEN = f"{IN_CLUSTER_DIR}/token"
+IN_CLUSTER_CA = f"{IN_CLUSTER_DIR}/ca.crt"
+
+
+class AuthenticationConfig(Strict):
+    module: str = "noop"
+    skip_tls_verification: bool = False
+    skip_for_health_probes: bool = False
+    skip_for_metrics: bool = False
+    k8s_cluster_api: str | None = None
+    k8s_ca_cert_path: str | None = None
+    # Ours: the gateway's own service-account token for TokenReview and
+    # SubjectAccessReview (default: the in-cluster path); re-read when it changes.
+    k8s_token_path: str | None = None
+    # Ours: seconds a TokenReview/SubjectAccessReview outcome is reused for the same token.
+    k8s_review_cache_seconds: float = Field(10, ge=0)
+    jwk_config: JwkConfig | None = None
+    api_key_config: ApiKeyConfig | None = None
+    rh_identity_config: RhIdentityConfig | None = None
+    trusted_proxy_config: TrustedProxyConfig | None = None
+
+    @field_validator("module")
+    @classmethod
+    def _module_supported(cls, value: str) -> str:
+        if value not in LCORE_AUTH_MODULES:
+            raise ValueError(f"unknown module {value!r}; one of {', '.join(LCORE_AUTH_MODULES)}")
+        if value not in SUPPORTED_AUTH_MODULES:
+            # Starting without the configured authentication would open the gateway to
+            # everyone, so this is an error, not a warning.
+            raise ValueError(f"{value!r} is not supported by this version; "
+                             f"supported: {', '.join(SUPPORTED_AUTH_MODULES)}")
+        return value
+
+    @field_validator("k8s_cluster_api")
+    @classmethod
+    def _cluster_api_shape(cls, value: str | None) -> str | None:
+        return None if value is None else _https_or_loopback(value)
+
+    def warnings(self) -> list[str]:
+        """What an operator must know about this choice of module."""
+        found = []
+        if self.module in ("noop", "noop-with-token"):
+            found.append(f"authentication.module: {self.module} lets every caller choose its own user id "
+                         "(?user_id=); conversations, quotas and anything per user are advisory")
+        if self.module != "noop" and not self.skip_for_health_probes:
+            found.append(f"authentication.skip_for_health_probes: false, so /liveness and /readiness need "
+                         f"{self.module} credentials (kubelet probes carry none); set it to true to let "
+                         "probes without credentials through")
+        if self.module == "rh-identity":
+            found.append("authentication.module: rh-identity trusts the x-rh-identity header as sent: run the "
+                         "gateway only behind a proxy that sets it and strips any client copy")
+        return found
+
+    @model_validator(mode="after")
+    def _module_block(self) -> "AuthenticationConfig":
+        if self.module == "jwk-token" and self.jwk_config is None:
+            raise ValueError("jwk_config: required by module jwk-token")
+        if self.module == "jwk-token" and self.jwk_config.url is None:
+            raise ValueError("jwk_config.url: required by module jwk-token")
+        if self.module == "api-key-token" and self.api_key_config is None:
+            raise ValueError("api_key_config: required by module api-key-token")
+        if self.module in ("k8s", "trusted-proxy"):
+            if self.k8s_cluster_api is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+                raise ValueError(f"k8s_cluster_api: required by module {self.module} outside a cluster")
+            token_path = self.k8s_token_path or IN_CLUSTER_TOKEN
+            if not os.path.isfile(token_path):
+                key = "k8s_token_path" if self.k8s_token_path else "k8s_token_path (default)"
+                raise ValueError(f"{key}: the service-account token file {token_path} does not exist")
+        return self

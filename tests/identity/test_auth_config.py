@@ -1,0 +1,64 @@
+"""The authentication section of the configuration: module blocks, URLs, start-up warnings."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.config import ConfigError, parse_config
+
+BASE = {"name": "x", "llama_stack": {"url": "http://127.0.0.1:1"}}
+
+
+def problems(authentication: dict) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({**BASE, "authentication": authentication})
+    return caught.value.problems
+
+
+def test_jwk_token_needs_its_block():
+    assert problems({"module": "jwk-token"}) == ["authentication.jwk_config: required by module jwk-token"]
+
+
+@pytest.mark.parametrize("url", ["http://keys.example/jwks", "ftp://127.0.0.1/jwks", "keys.example"])
+def test_jwks_url_must_be_https_unless_loopback(url):
+    assert problems({"module": "jwk-token", "jwk_config": {"url": url}})[0].startswith(
+        "authentication.jwk_config.url: must be an https:// URL")
+
+
+@pytest.mark.parametrize("url", ["https://keys.example/jwks", "http://127.0.0.1:8000/jwks", "http://localhost/j",
+                                 "http://[::1]:80/jwks"])
+def test_jwks_urls_accepted(url):
+    parse_config({**BASE, "authentication": {"module": "jwk-token", "jwk_config": {"url": url}}})
+
+
+def test_jwk_algorithms_are_asymmetric_only():
+    assert problems({"module": "jwk-token", "jwk_config": {"url": "https://k/j", "algorithms": ["HS256"]}})[0] \
+        .startswith("authentication.jwk_config.algorithms[0]:")
+
+
+def test_k8s_needs_a_service_account_token(tmp_path):
+    found = problems({"module": "k8s", "k8s_cluster_api": "https://127.0.0.1:1",
+                      "k8s_token_path": str(tmp_path / "absent")})
+    assert found == [f"authentication.k8s_token_path: the service-account token file {tmp_path / 'absent'} "
+                     "does not exist"]
+
+
+def test_k8s_cluster_api_must_be_https(tmp_path):
+    assert problems({"module": "k8s", "k8s_cluster_api": "http://kube.example:6443"})[0].startswith(
+        "authentication.k8s_cluster_api: must be an https:// URL")
+
+
+CHOOSE = "lets every caller choose its own user id"
+PROBES = "skip_for_health_probes: false"
+
+
+@pytest.mark.parametrize("authentication, present, absent", [
+    ({"module": "noop"}, [CHOOSE], [PROBES]),
+    ({"module": "noop-with-token"}, [CHOOSE, PROBES], []),
+    ({"module": "noop-with-token", "skip_for_health_probes": True}, [CHOOSE], [PROBES]),
+    ({"module": "rh-identity"}, ["strips any client copy", PROBES], [CHOOSE]),
+])
+def test_start_up_warnings(authentication, present, absent):
+    warnings = " | ".join(parse_config({**BASE, "authentication": authentication}).authentication.warnings())
+    assert all(text in warnings for text in present), warnings
+    assert not any(text in warnings for text in absent), warnings
