@@ -256,3 +256,19 @@ def test_key_server_over_https_with_its_ca(gateway_factory, upstream, tmp_path):
         assert reply.json()["detail"]["cause"] == "Unable to reach authentication key server"
     finally:
         server.close()
+
+
+def test_role_rules_over_the_claims_grant_actions(gateway_factory, upstream, jwks):
+    """LCORE's role_rules over the verified claims (a list claim, `contains`), and
+    access_rules that only those roles satisfy."""
+    ruled = gateway_factory(upstream.url, authentication={"module": "jwk-token", "jwk_config": jwk_config(
+        jwks.url, jwt_configuration={"user_id_claim": "sub", "username_claim": "preferred_username", "role_rules": [
+            {"jsonpath": "$.realm_access.roles[*]", "operator": "contains", "value": "ops", "roles": ["ops"]}]})},
+        authorization={"access_rules": [{"role": "*", "actions": ["info"]}, {"role": "ops", "actions": ["get_models"]}]})
+    ops = RSA.sign(claims(sub="ops-user", realm_access={"roles": ["ops", "dev"]}))
+    dev = RSA.sign(claims(sub="dev-user", realm_access={"roles": ["dev"]}))
+    assert ruled.get("/v1/models", headers=bearer(ops)).status == 200
+    denied = ruled.get("/v1/models", headers=bearer(dev))
+    assert denied.status == 403
+    assert denied.json()["detail"]["cause"] == "User dev-user is not authorized to access this endpoint."
+    assert ruled.get("/v1/info", headers=bearer(dev)).status == 200

@@ -177,3 +177,14 @@ def test_trusted_proxy_forwarded_user(proxied, upstream):
     # The proxy's own token is never passed on: the `kubernetes` MCP server is skipped.
     assert "kube" not in {tool.get("server_label") for tool in upstream.last()["body"].get("tools", [])}
     assert "proxy-token" not in proxied.log()
+
+
+def test_role_rules_over_the_token_review_groups(gateway_factory, upstream, kube, sa_token):
+    """role_rules apply to the TokenReview user (its groups) as to JWT claims."""
+    ruled = gateway_factory(upstream.url, authentication={
+        "module": "k8s", **kube_settings(kube, sa_token),
+        "jwk_config": {"jwt_configuration": {"role_rules": [
+            {"jsonpath": "$.groups[*]", "operator": "contains", "value": "devs", "roles": ["devs"]}]}}},
+        authorization={"access_rules": [{"role": "devs", "actions": ["get_models"]}]})
+    assert ruled.get("/v1/models", headers=bearer("alice-token")).status == 200   # in group devs
+    assert ruled.get("/v1/models", headers=bearer("kubeadmin-token")).status == 403  # allowed by SAR, not devs
