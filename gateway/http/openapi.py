@@ -21,7 +21,7 @@ _REF = "#/components/schemas/{model}"
 _ERRORS = {400: "Bad request", 401: "Missing or invalid credentials", 403: "Not allowed",
            404: "Not found", 409: "Conflict", 413: "Request or prompt too large",
            422: "Request validation failed (FastAPI's list in `detail`)", 429: "Quota exceeded",
-           500: "Internal server error", 503: "The upstream is unreachable"}
+           500: "Internal server error", 501: "Not available in this mode", 503: "The upstream is unreachable"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,11 @@ OPERATIONS: tuple[Operation, ...] = (
               "Create a response (JSON, or SSE with `stream: true`)", "responses",
               ok=GatewayResponse, request=ResponsesRequest, stream=True,
               errors=(400, 401, 403, 404, 409, 413, 422, 429, 500, 503)),
+    Operation("list_responses", "get", "/v1/responses",
+              "The caller's stored responses, a cursor page (engine mode)", "responses",
+              errors=(401, 404, 422, 500, 501),
+              query=(("after", "A response id to list after"), ("limit", "How many responses (1-100, default 20)"),
+                     ("order", "`asc` or `desc` (default) by creation"))),
     Operation("get_response", "get", "/v1/responses/{response_id}",
               "Retrieve one of the caller's responses", "responses",
               ok=GatewayResponse, errors=(401, 404, 500, 503), path_params=("response_id",)),

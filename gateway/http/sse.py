@@ -16,7 +16,7 @@ import logging
 from aiohttp import web
 
 from gateway.pipeline import Pipeline, Turn
-from gateway.streaming.events import Event
+from gateway.streaming.events import TERMINAL_EVENTS, Event
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.upstream.errors import upstream_error
 from gateway.upstream.responses import StreamBroken
@@ -72,6 +72,36 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
     except ConnectionResetError:
         # The client went away before the handler was cancelled; leaving the `async
         # with` above already closed the upstream connection.
+        log.info("client went away during the stream of %s", turn.conversation)
+        return response
+    finally:
+        pipeline.finish(turn)
+
+
+async def relay_events(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.StreamResponse:
+    """The local engine's stream: its events framed and enriched by the same rewriter
+    (`emit`), one write per upstream read; the terminal event waits for settlement.
+    Nothing is sent before the first events, so an upstream that refused the first
+    chat request still gets its HTTP status."""
+    assert pipeline.engine is not None
+    rewriter = StreamRewriter(pipeline.enricher(turn))
+    response = _EventStream(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
+    try:
+        async for events in pipeline.engine.events(turn):
+            terminal = events.pop() if events and events[-1].type in TERMINAL_EVENTS else None
+            frames = rewriter.emit(events)
+            if not response.prepared:
+                await response.prepare(request)
+            if terminal is not None:
+                turn.result = terminal.data["response"]
+                frames += rewriter.terminal(terminal, await pipeline.settle(turn))
+                await response.write_eof(frames)
+                return response
+            if frames:
+                await response.write(frames)
+        raise RuntimeError("the local engine ended without a terminal event")
+    except ConnectionResetError:
+        # The client went away: leaving the engine's iteration closed the upstream stream.
         log.info("client went away during the stream of %s", turn.conversation)
         return response
     finally:

@@ -36,3 +36,8 @@ def openai_conversation_id(bare: str) -> str:
 
 def new_conversation_id() -> str:
     return secrets.token_hex(24)
+
+
+def new_item_id(prefix: str) -> str:
+    """An OpenAI-style object id: `resp`, `msg`, `fc`, `rs`… + `_` + 48 hex."""
+    return f"{prefix}_{secrets.token_hex(24)}"

@@ -13,9 +13,13 @@ from typing import Any
 
 import orjson
 
+# `response.requires_action` ends a local-engine response whose function calls the
+# client runs (`inference.client_tool_status: requires_action`, spec 002).
 RESPONSE_EVENTS = frozenset({"response.created", "response.queued", "response.in_progress",
-                             "response.completed", "response.incomplete", "response.failed"})
-TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+                             "response.completed", "response.incomplete", "response.failed",
+                             "response.requires_action"})
+TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed",
+                             "response.requires_action"})
 
 _SEQ_KEY = b'"sequence_number":'
 _SEQ_DIGITS = re.compile(rb'"sequence_number":(\d+)')

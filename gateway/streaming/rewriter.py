@@ -88,6 +88,13 @@ class StreamRewriter:
                 return b"".join(out), terminal
         return b"".join(out), self.repairer.close()[0]
 
+    def emit(self, events: list[Event]) -> bytes:
+        """Frames for events the gateway made itself (the local engine's): enriched and
+        numbered like the upstream's, nothing to repair. Terminal events go through
+        `terminal()`."""
+        apply, frame_ = self.enricher.apply, self._frame
+        return b"".join([frame_(apply(event)) for event in events])
+
     def fail(self, message: str) -> Event | None:
         """The upstream broke mid-stream: the `response.failed` to end with (None if ended)."""
         failed = self.repairer.fail(message)

@@ -123,8 +123,20 @@ def test_demo_serves_a_working_gateway(tmp_path):
         proc.stop()
 
 
-def test_serve_refuses_the_unbuilt_chat_completions_engine(tmp_path, upstream):
-    config = gateway_config(upstream.url, tmp_path / "db.sqlite")
-    config["llama_stack"]["api"] = "chat_completions"
-    result = run("serve", "-c", write(tmp_path / "cc.yaml", config))
-    assert result.returncode != 0 and "chat_completions" in result.stderr
+def test_demo_runs_the_local_engine(tmp_path):
+    port = free_port()
+    proc = spawn("demo-engine", [str(GATEWAY_BIN), "demo", "--engine", "--port", str(port), "--data-dir",
+                                 str(tmp_path)], tmp_path)
+    try:
+        wait_http(proc, f"http://127.0.0.1:{port}/readiness", ok=lambda status: status == 200)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/responses",
+                                         data=json.dumps({"input": "Hello engine"}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            body = json.loads(resp.read())
+        assert body["output_text"] == "Scripted reply (turn 1, 1 messages): Hello engine"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/responses", timeout=10) as resp:
+            assert [item["id"] for item in json.loads(resp.read())["data"]] == [body["id"]]
+        assert "local engine" in proc.log()
+    finally:
+        proc.stop()

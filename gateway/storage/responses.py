@@ -1,0 +1,72 @@
+"""The local engine's response store: one row per stored response, scoped to its owner.
+
+A row is written when the response is created (`in_progress`), after each tool round
+and at the end (upserted in place, so its creation order `seq` is kept), which is what
+lets `GET /v1/responses/{id}` show a stream's progress. `context` is the whole item
+history through the response (earlier turns, this input, this output): a continuation
+by `previous_response_id` or by conversation reads that one row. It grows with the
+conversation; compaction of long histories belongs with the compaction issue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.storage.database import Database
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    id: str
+    user_id: str
+    response: dict[str, Any]
+    input: list[dict[str, Any]]
+    context: list[dict[str, Any]]
+
+
+class ResponseStore:
+    def __init__(self, db: Database):
+        self._db = db
+
+    async def save(self, user_id: str, response: dict[str, Any], input_: list[dict[str, Any]],
+                   context: list[dict[str, Any]]) -> None:
+        await self._db.execute(
+            "INSERT INTO responses (id, user_id, status, response, input, context) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET status = excluded.status, response = excluded.response, "
+            "context = excluded.context",
+            (response["id"], user_id, response["status"], orjson.dumps(response), orjson.dumps(input_),
+             orjson.dumps(context)))
+
+    async def get(self, response_id: str, user_id: str) -> StoredResponse | None:
+        """The response if it exists and belongs to `user_id` (None otherwise: another
+        user's response is indistinguishable from a missing one)."""
+        row = await self._db.fetchone("SELECT id, user_id, response, input, context FROM responses "
+                                      "WHERE id = ? AND user_id = ?", (response_id, user_id))
+        if row is None:
+            return None
+        return StoredResponse(row["id"], row["user_id"], orjson.loads(row["response"]), orjson.loads(row["input"]),
+                              orjson.loads(row["context"]))
+
+    async def delete(self, response_id: str, user_id: str) -> bool:
+        return await self._db.execute("DELETE FROM responses WHERE id = ? AND user_id = ?",
+                                      (response_id, user_id)) > 0
+
+    async def list(self, user_id: str, *, after: str | None, limit: int, descending: bool,
+                   ) -> tuple[list[dict[str, Any]], bool] | None:
+        """A page of the user's responses in creation order, and whether more follow;
+        None when `after` names no response of the user."""
+        bound = ""
+        params: list[Any] = [user_id]
+        if after is not None:
+            row = await self._db.fetchone("SELECT seq FROM responses WHERE id = ? AND user_id = ?", (after, user_id))
+            if row is None:
+                return None
+            bound = f" AND seq {'<' if descending else '>'} ?"
+            params.append(row["seq"])
+        rows = await self._db.fetchall(
+            f"SELECT response FROM responses WHERE user_id = ?{bound} ORDER BY seq {'DESC' if descending else 'ASC'} "
+            "LIMIT ?", (*params, limit + 1))
+        return [orjson.loads(row["response"]) for row in rows[:limit]], len(rows) > limit
