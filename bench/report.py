@@ -25,6 +25,7 @@ class Results:
     memory: MemoryRun | None = None
     rss_after_load: tuple[int, int] | None = None  # main gateway: KiB idle at start, idle after every scenario
     profile: str | None = None
+    engine: tuple[list[str], list[tuple[str, bool, str]]] | None = None  # bench/engine.py: rows, verdicts
 
 
 @dataclass
@@ -145,6 +146,10 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
         idle, after = results.rss_after_load
         lines += [f"| Memory after the load | gateway RSS MiB: idle at start → idle after every scenario above "
                   f"| {blank}{idle / 1024:.1f} → {after / 1024:.1f} | | | |"]
+    if results.engine:
+        rows, engine_verdicts = results.engine
+        lines += rows
+        verdicts += [Verdict(name, ok, detail) for name, ok, detail in engine_verdicts]
     lines += ["", "## Targets", ""] + [f"- {_pass(v.ok)} {v.name}: {v.detail}" for v in verdicts]
     lines += ["", f"{sum(v.ok for v in verdicts)} of {len(verdicts)} targets pass.", ""]
     disturbed = [f"{name}, {run.target}: {problem}" for name, runs in results.runs.items()
