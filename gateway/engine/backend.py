@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
 
 from gateway.config import InferenceConfig
 from gateway.engine import translate
+from gateway.engine.chat_round import UpstreamChatError
+from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolExecutor
 from gateway.engine.loop import Loop, Plan
@@ -22,10 +24,8 @@ from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
 from gateway.storage.responses import ResponseStore
 from gateway.streaming.events import TERMINAL_EVENTS, Event
-from gateway.streaming.sse import SSEDecoder
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.responses import StreamBroken, UpstreamStream
-from gateway.engine.chat_round import UpstreamChatError
 
 if TYPE_CHECKING:
     from gateway.pipeline import Turn
@@ -107,20 +107,20 @@ class LocalEngine:
             raise not_found("Response", previous_id, code="response_not_found", param="previous_response_id")
         return previous.context
 
-    async def _chat(self, request: dict[str, Any], model: str) -> AsyncIterator[list[dict[str, Any]]]:
+    async def _chat(self, request: dict[str, Any], model: str) -> AsyncIterator[list[Chunk]]:
         """The upstream's chat stream, decoded: the chunks of each read."""
-        decoder = SSEDecoder()
+        decoder = ChatDecoder()
         async with UpstreamStream(self._client.open("POST", CHAT_PATH, json=request), model) as reads:
             try:
                 async for data in reads:
-                    events = decoder.feed(data)
-                    if events:
-                        yield [event.data for event in events]
+                    chunks = decoder.feed(data)
+                    if chunks:
+                        yield chunks
             except StreamBroken as exc:
                 raise UpstreamChatError(str(exc)) from None
             tail = decoder.close()
             if tail:
-                yield [event.data for event in tail]
+                yield tail
 
 
 def _with_id(item: dict[str, Any]) -> dict[str, Any]:

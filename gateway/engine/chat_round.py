@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
+from gateway.engine.chat_stream import Chunk
 from gateway.engine.emitter import Emitter
 from gateway.engine.translate import usage_of
 from gateway.schema.ids import new_item_id
@@ -30,7 +33,14 @@ class ChatRound:
         self.usage: dict[str, Any] | None = None
         self.text: list[str] = []         # the assistant's text, for the next round's messages
 
-    def feed(self, chunk: dict[str, Any]) -> None:
+    def feed(self, chunk: Chunk) -> None:
+        if chunk.__class__ is bytes:  # a text piece's JSON string (chat_stream.py)
+            text = orjson.loads(chunk)  # type: ignore[arg-type]
+            if text:
+                self.text.append(text)
+                self._emitter.text(text, chunk)  # type: ignore[arg-type]
+            return
+        assert isinstance(chunk, dict)
         error = chunk.get("error")
         if error is not None:
             message = error.get("message") if isinstance(error, dict) else error

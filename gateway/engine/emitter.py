@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import orjson
+
 from gateway.schema.ids import new_item_id
 from gateway.streaming.events import Event
 
@@ -48,12 +50,13 @@ def _copy(item: dict[str, Any]) -> dict[str, Any]:
 class _Open:
     """An item being streamed: where it is and what it has so far."""
 
-    __slots__ = ("item", "index", "text")
+    __slots__ = ("item", "index", "text", "head")
 
     def __init__(self, item: dict[str, Any], index: int):
         self.item = item
         self.index = index
         self.text: list[str] = []   # text / refusal / reasoning pieces, or argument pieces
+        self.head: bytes | None = None  # a text delta event's bytes up to the delta
 
 
 class Emitter:
@@ -102,34 +105,44 @@ class Emitter:
         self._emit({"type": "response.output_item.added", "output_index": opened.index, "item": _copy(item)})
         return opened
 
-    def text(self, delta: str) -> None:
-        self._part_delta("output_text", delta)
+    def text(self, delta: str, literal: bytes | None = None) -> None:
+        """A piece of the answer; `literal` is its JSON string as the upstream sent it
+        (then it is copied into the event as it is, not encoded again)."""
+        message = self._message_for("output_text")
+        message.text.append(delta)
+        head = message.head
+        if head is None:
+            head = message.head = b'{"type":"response.output_text.delta","item_id":"%s","output_index":%d,' \
+                                  b'"content_index":0,"logprobs":[],"delta":' % (message.item["id"].encode(),
+                                                                                 message.index)
+        # The hot path (one event per upstream chunk): bytes, never a dict.
+        raw = b"%s%s,\"sequence_number\":%d}" % (head, literal or orjson.dumps(delta), self._next)
+        self._next += 1
+        self._events.append(Event("response.output_text.delta", raw))
 
     def refusal(self, delta: str) -> None:
-        self._part_delta("refusal", delta)
+        message = self._message_for("refusal")
+        message.text.append(delta)
+        self._emit({"type": "response.refusal.delta", "item_id": message.item["id"], "output_index": message.index,
+                    "content_index": 0, "delta": delta})
 
-    def _part_delta(self, kind: str, delta: str) -> None:
+    def _message_for(self, kind: str) -> _Open:
+        """The open assistant message whose part is of `kind` (opened, or a new one)."""
+        message = self._message
+        if message is not None and message.item["content"][0]["type"] == kind:
+            return message
         if self._reasoning is not None:  # the model finished thinking: the answer is its own item
             self._close(self._reasoning)
-        message = self._message
-        if message is not None and message.item["content"][0]["type"] != kind:
+        if message is not None:
             self._close(message)
-            message = None
-        if message is None:
-            message = self._message = self._open({"id": new_item_id("msg"), "type": "message", "role": "assistant",
-                                                  "status": "in_progress", "content": []})
-            part = ({"type": "output_text", "text": "", "annotations": [], "logprobs": []} if kind == "output_text"
-                    else {"type": "refusal", "refusal": ""})
-            message.item["content"].append(part)
-            self._emit({"type": "response.content_part.added", "item_id": message.item["id"],
-                        "output_index": message.index, "content_index": 0, "part": dict(part)})
-        message.text.append(delta)
-        event = "response.output_text.delta" if kind == "output_text" else "response.refusal.delta"
-        data = {"type": event, "item_id": message.item["id"], "output_index": message.index, "content_index": 0,
-                "delta": delta}
-        if kind == "output_text":
-            data["logprobs"] = []
-        self._emit(data)
+        message = self._message = self._open({"id": new_item_id("msg"), "type": "message", "role": "assistant",
+                                              "status": "in_progress", "content": []})
+        part = ({"type": "output_text", "text": "", "annotations": [], "logprobs": []} if kind == "output_text"
+                else {"type": "refusal", "refusal": ""})
+        message.item["content"].append(part)
+        self._emit({"type": "response.content_part.added", "item_id": message.item["id"],
+                    "output_index": message.index, "content_index": 0, "part": dict(part)})
+        return message
 
     def reasoning(self, delta: str) -> None:
         reasoning = self._reasoning

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from gateway.engine.chat_round import ChatRound, UpstreamChatError
+from gateway.engine.chat_stream import Chunk
 from gateway.engine.emitter import Emitter
 from gateway.engine.executor import ToolCall, ToolExecutor, ToolResult
 from gateway.engine.translate import add_usage, incomplete_reason, usage_of
@@ -37,7 +38,7 @@ from gateway.streaming.events import Event
 log = logging.getLogger("gateway.engine")
 
 # The model: a chat request in, the decoded chunks of its stream out, a list per read.
-Model = Callable[[dict[str, Any]], AsyncIterator[list[dict[str, Any]]]]
+Model = Callable[[dict[str, Any]], AsyncIterator[list[Chunk]]]
 # Called with the items produced so far and whether the response is finished.
 Save = Callable[[Emitter, bool], Awaitable[None]]
 
