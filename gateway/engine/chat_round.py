@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.engine.chat_stream import Chunk
 from gateway.engine.emitter import Emitter
 from gateway.engine.translate import usage_of
@@ -24,21 +22,18 @@ class UpstreamChatError(Exception):
 
 
 class ChatRound:
-    __slots__ = ("_emitter", "_seen", "finish_reason", "usage", "text")
+    __slots__ = ("_emitter", "_seen", "finish_reason", "usage")
 
     def __init__(self, emitter: Emitter, seen_call_ids: set[str]):
         self._emitter = emitter
         self._seen = seen_call_ids        # call ids used so far in this response
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
-        self.text: list[str] = []         # the assistant's text, for the next round's messages
 
     def feed(self, chunk: Chunk) -> None:
         if chunk.__class__ is bytes:  # a text piece's JSON string (chat_stream.py)
-            text = orjson.loads(chunk)  # type: ignore[arg-type]
-            if text:
-                self.text.append(text)
-                self._emitter.text(text, chunk)  # type: ignore[arg-type]
+            if chunk != b'""':
+                self._emitter.text_literal(chunk)  # type: ignore[arg-type]
             return
         assert isinstance(chunk, dict)
         error = chunk.get("error")
@@ -56,7 +51,6 @@ class ChatRound:
                 self._emitter.reasoning(reasoning)
             content = delta.get("content")
             if content:
-                self.text.append(content)
                 self._emitter.text(content)
             if delta.get("refusal"):
                 self._emitter.refusal(delta["refusal"])

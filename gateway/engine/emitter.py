@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from gateway.schema.ids import new_item_id
-from gateway.streaming.events import Event
+from gateway.streaming.events import Event, Numbered
 
 TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.incomplete",
                   "failed": "response.failed", "requires_action": "response.requires_action"}
@@ -55,12 +55,12 @@ class _Open:
     def __init__(self, item: dict[str, Any], index: int):
         self.item = item
         self.index = index
-        self.text: list[str] = []   # text / refusal / reasoning pieces, or argument pieces
+        self.text: list = []        # pieces: JSON strings (output text), else str
         self.head: bytes | None = None  # a text delta event's bytes up to the delta
 
 
 class Emitter:
-    __slots__ = ("response", "_events", "_next", "_message", "_reasoning", "_calls", "_opened")
+    __slots__ = ("response", "_events", "_next", "_message", "_reasoning", "_calls", "_opened", "round_text")
 
     def __init__(self, response: dict[str, Any]):
         self.response = response
@@ -70,6 +70,7 @@ class Emitter:
         self._reasoning: _Open | None = None
         self._calls: dict[int, _Open] = {}      # the round's tool calls by their Chat Completions index
         self._opened: list[_Open] = []          # open items, in the order they were opened
+        self.round_text: list[str] = []         # the answer's text closed this round (for the next messages)
 
     @property
     def started(self) -> bool:
@@ -105,20 +106,25 @@ class Emitter:
         self._emit({"type": "response.output_item.added", "output_index": opened.index, "item": _copy(item)})
         return opened
 
-    def text(self, delta: str, literal: bytes | None = None) -> None:
-        """A piece of the answer; `literal` is its JSON string as the upstream sent it
-        (then it is copied into the event as it is, not encoded again)."""
+    def text(self, delta: str) -> None:
+        """A piece of the answer."""
+        self.text_literal(orjson.dumps(delta))
+
+    def text_literal(self, literal: bytes) -> None:
+        """A piece of the answer as a JSON string, as the upstream sent it: copied into
+        the event as it is. The hot path (one event per upstream chunk): bytes, never a
+        dict, and the text is decoded once, when the item closes."""
         message = self._message_for("output_text")
-        message.text.append(delta)
+        message.text.append(literal)  # type: ignore[arg-type]
         head = message.head
         if head is None:
             head = message.head = b'{"type":"response.output_text.delta","item_id":"%s","output_index":%d,' \
                                   b'"content_index":0,"logprobs":[],"delta":' % (message.item["id"].encode(),
                                                                                  message.index)
-        # The hot path (one event per upstream chunk): bytes, never a dict.
-        raw = b"%s%s,\"sequence_number\":%d}" % (head, literal or orjson.dumps(delta), self._next)
-        self._next += 1
-        self._events.append(Event("response.output_text.delta", raw))
+        number = self._next
+        self._next = number + 1
+        self._events.append(Numbered("response.output_text.delta",
+                                     b"%s%s,\"sequence_number\":%d}" % (head, literal, number), number))
 
     def refusal(self, delta: str) -> None:
         message = self._message_for("refusal")
@@ -189,7 +195,12 @@ class Emitter:
         item = opened.item
         self._opened.remove(opened)
         base = {"item_id": item["id"], "output_index": opened.index}
-        text = "".join(opened.text)
+        if item["type"] == "message" and item["content"][0]["type"] == "output_text":
+            # The pieces are JSON strings: their insides joined are one JSON string.
+            text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))  # type: ignore[misc]
+            self.round_text.append(text)
+        else:
+            text = "".join(opened.text)
         if item["type"] == "message":
             part = item["content"][0]
             if part["type"] == "output_text":

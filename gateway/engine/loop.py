@@ -79,6 +79,7 @@ class Loop:
             if choice is not None:
                 chat["tool_choice"] = choice
             round_ = ChatRound(emitter, plan.seen_call_ids)
+            emitter.round_text.clear()
             try:
                 async for chunks in self._model(chat):
                     if not started:
@@ -110,7 +111,7 @@ class Loop:
             if any(self._client_side(plan, call) for call in calls):
                 yield await self._end(emitter, save, emitter.finish(plan.client_tool_status, usage))
                 return
-            plan.messages.append({"role": "assistant", "content": "".join(round_.text) or None,
+            plan.messages.append({"role": "assistant", "content": "".join(emitter.round_text) or None,
                                   "tool_calls": [{"id": call["call_id"], "type": "function",
                                                   "function": {"name": call["name"], "arguments": call["arguments"]}}
                                                  for call in calls]})

@@ -64,6 +64,17 @@ class Event:
         return f"Event({self.type!r}, parsed={self.parsed})"
 
 
+class Numbered(Event):
+    """An event the gateway made as JSON bytes with its `sequence_number` in place (the
+    local engine's text deltas): framed as it is when the number is the stream's next."""
+
+    __slots__ = ("number",)
+
+    def __init__(self, type: str, raw: bytes, number: int):
+        super().__init__(type, raw)
+        self.number = number
+
+
 def _patch_sequence(raw: bytes, number: int) -> bytes | None:
     """Replace the digits after `"sequence_number":`, or None if they are not there or
     the key occurs more than once (a nested object has one too: only a parse tells

@@ -28,7 +28,7 @@ import re
 
 from gateway.streaming import passthrough as pt
 from gateway.streaming.enrich import Enricher
-from gateway.streaming.events import TERMINAL_EVENTS, Event
+from gateway.streaming.events import TERMINAL_EVENTS, Event, Numbered
 from gateway.streaming.repair import StreamRepairer
 from gateway.streaming.sse import DONE_FRAME, SSEDecoder, frame
 
@@ -92,8 +92,14 @@ class StreamRewriter:
         """Frames for events the gateway made itself (the local engine's): enriched and
         numbered like the upstream's, nothing to repair. Terminal events go through
         `terminal()`."""
-        apply, frame_ = self.enricher.apply, self._frame
-        return b"".join([frame_(apply(event)) for event in events])
+        out = []
+        for event in events:
+            if event.__class__ is Numbered and event.number == self._next:  # type: ignore[attr-defined]
+                out.append(frame(event.type, event.raw))  # type: ignore[arg-type]
+                self._next += 1
+            else:
+                out.append(self._frame(self.enricher.apply(event)))
+        return b"".join(out)
 
     def fail(self, message: str) -> Event | None:
         """The upstream broke mid-stream: the `response.failed` to end with (None if ended)."""

@@ -223,3 +223,22 @@ async def test_cancel_stops_the_loop_and_running_tools():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert executor.cancelled == 1 and len(model.requests) == 1
+
+
+async def test_text_and_calls_of_a_round_go_back_as_one_assistant_message():
+    executor = Executor({"a"})
+    mixed = text_round("let me check")[:-2] + calls_round(("c1", "a", "{}"))
+    model = FakeModel(mixed, text_round("done"))
+    events = await run(Loop(model, [executor]), plan("a"))
+    check_stream(events)
+    assistant = model.requests[1]["messages"][-2]
+    assert assistant["content"] == "letmecheck" and assistant["tool_calls"][0]["id"] == "c1"
+    assert [item["type"] for item in events[-1].data["response"]["output"]] == [
+        "message", "function_call", "function_call_output", "message"]
+
+
+async def test_escaped_text_pieces_are_decoded_once():
+    chunks = [b'"say \\"hi\\""', b'"\\n\\u00e9"', {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    events = await run(Loop(FakeModel(chunks)), plan())
+    check_stream(events)
+    assert events[-1].data["response"]["output"][0]["content"][0]["text"] == 'say "hi"\né'
