@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from gateway.schema.ids import new_item_id
-from gateway.streaming.events import Event, Numbered
+from gateway.streaming.events import Event, Framed
 
 TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.incomplete",
                   "failed": "response.failed", "requires_action": "response.requires_action"}
@@ -118,13 +118,13 @@ class Emitter:
         message.text.append(literal)  # type: ignore[arg-type]
         head = message.head
         if head is None:
-            head = message.head = b'{"type":"response.output_text.delta","item_id":"%s","output_index":%d,' \
-                                  b'"content_index":0,"logprobs":[],"delta":' % (message.item["id"].encode(),
-                                                                                 message.index)
+            head = message.head = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",' \
+                                  b'"item_id":"%s","output_index":%d,"content_index":0,"logprobs":[],"delta":' % (
+                                      message.item["id"].encode(), message.index)
         number = self._next
         self._next = number + 1
-        self._events.append(Numbered("response.output_text.delta",
-                                     b"%s%s,\"sequence_number\":%d}" % (head, literal, number), number))
+        self._events.append(Framed("response.output_text.delta",
+                                   b"%s%s,\"sequence_number\":%d}\n\n" % (head, literal, number), number))
 
     def refusal(self, delta: str) -> None:
         message = self._message_for("refusal")

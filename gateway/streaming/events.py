@@ -64,15 +64,32 @@ class Event:
         return f"Event({self.type!r}, parsed={self.parsed})"
 
 
-class Numbered(Event):
-    """An event the gateway made as JSON bytes with its `sequence_number` in place (the
-    local engine's text deltas): framed as it is when the number is the stream's next."""
+class Framed(Event):
+    """An event the gateway made as a whole SSE frame (`event:` line, `data:` line with
+    its `sequence_number` in place): the local engine's text deltas, written as they
+    are when `number` is the stream's next."""
 
     __slots__ = ("number",)
 
-    def __init__(self, type: str, raw: bytes, number: int):
-        super().__init__(type, raw)
+    def __init__(self, type: str, frame: bytes, number: int):
+        # No super().__init__: this is made once per streamed text piece.
+        self.type = type
+        self.raw = frame
+        self._data = None
         self.number = number
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            frame = self.raw
+            assert frame is not None
+            self._data = orjson.loads(frame[frame.index(b"\ndata: ") + 7:])
+        return self._data
+
+    def payload(self, sequence_number: int) -> bytes:
+        data = self.data
+        data["sequence_number"] = sequence_number
+        return orjson.dumps(data)
 
 
 def _patch_sequence(raw: bytes, number: int) -> bytes | None:

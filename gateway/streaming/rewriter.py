@@ -28,7 +28,7 @@ import re
 
 from gateway.streaming import passthrough as pt
 from gateway.streaming.enrich import Enricher
-from gateway.streaming.events import TERMINAL_EVENTS, Event, Numbered
+from gateway.streaming.events import TERMINAL_EVENTS, Event, Framed
 from gateway.streaming.repair import StreamRepairer
 from gateway.streaming.sse import DONE_FRAME, SSEDecoder, frame
 
@@ -94,8 +94,8 @@ class StreamRewriter:
         `terminal()`."""
         out = []
         for event in events:
-            if event.__class__ is Numbered and event.number == self._next:  # type: ignore[attr-defined]
-                out.append(frame(event.type, event.raw))  # type: ignore[arg-type]
+            if event.__class__ is Framed and event.number == self._next:  # type: ignore[attr-defined]
+                out.append(event.raw)  # type: ignore[arg-type]
                 self._next += 1
             else:
                 out.append(self._frame(self.enricher.apply(event)))
