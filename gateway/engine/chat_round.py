@@ -31,9 +31,8 @@ class ChatRound:
         self.usage: dict[str, Any] | None = None
 
     def feed(self, chunk: Chunk) -> None:
-        if chunk.__class__ is bytes:  # a text piece's JSON string (chat_stream.py)
-            if chunk != b'""':
-                self._emitter.text_literal(chunk)  # type: ignore[arg-type]
+        if chunk.__class__ is list:  # text pieces' JSON strings (chat_stream.py)
+            self._emitter.text_literals(chunk)  # type: ignore[arg-type]
             return
         assert isinstance(chunk, dict)
         error = chunk.get("error")

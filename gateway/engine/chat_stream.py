@@ -2,7 +2,7 @@
 
 Most chunks of a stream are a piece of text and nothing else. Those are recognised by
 one regular expression over their bytes and handed on as the JSON string literal of
-the piece (`bytes`), which the emitter copies into its delta event unparsed (DESIGN
+the piece (consecutive ones in one list), which the emitter copies into its delta event unparsed (DESIGN
 decision 2). Every other chunk (role, tool calls, reasoning, finish, usage, errors)
 is parsed into a dict. The expression only matches when every top-level key besides
 `choices` holds a scalar, so a literal it returns is the one choice's whole delta.
@@ -22,7 +22,8 @@ _TEXT_CHUNK = re.compile(
     rb'"logprobs":null,"finish_reason":null\}\]'
     rb'(?:,"[a-z_]+":' + _SCALAR + rb')*\}')
 
-Chunk = dict[str, Any] | bytes   # a parsed chunk, or a text piece's JSON string literal
+# A parsed chunk, or the JSON string literals of consecutive text pieces.
+Chunk = dict[str, Any] | list[bytes]
 
 
 class ChatDecoder:
@@ -40,11 +41,16 @@ class ChatDecoder:
         out: list[Chunk] = []
         pos = 0
         match, decode = _TEXT_CHUNK.fullmatch, self._sse.decode
+        run: list[bytes] | None = None  # consecutive text pieces go on as one list
         while (stop := data.find(b"\n\n", pos)) >= 0:
             found = match(data, pos, stop)
             if found is not None:
-                out.append(found[1])
+                if run is None:
+                    run = []
+                    out.append(run)
+                run.append(found[1])
             else:
+                run = None
                 event = decode(data[pos:stop])
                 if event is not None:
                     out.append(event.data)

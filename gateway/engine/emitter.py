@@ -108,23 +108,28 @@ class Emitter:
 
     def text(self, delta: str) -> None:
         """A piece of the answer."""
-        self.text_literal(orjson.dumps(delta))
+        if delta:
+            self.text_literals([orjson.dumps(delta)])
 
-    def text_literal(self, literal: bytes) -> None:
-        """A piece of the answer as a JSON string, as the upstream sent it: copied into
-        the event as it is. The hot path (one event per upstream chunk): bytes, never a
-        dict, and the text is decoded once, when the item closes."""
+    def text_literals(self, literals: list[bytes]) -> None:
+        """Pieces of the answer as JSON strings, as the upstream sent them: copied into
+        their events as they are. The hot path (an event per upstream chunk): bytes,
+        never a dict, each event a whole frame; the text is decoded once, when the
+        item closes."""
+        literals = [literal for literal in literals if literal != b'""']
+        if not literals:
+            return
         message = self._message_for("output_text")
-        message.text.append(literal)  # type: ignore[arg-type]
+        message.text += literals
         head = message.head
         if head is None:
             head = message.head = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",' \
                                   b'"item_id":"%s","output_index":%d,"content_index":0,"logprobs":[],"delta":' % (
                                       message.item["id"].encode(), message.index)
         number = self._next
-        self._next = number + 1
-        self._events.append(Framed("response.output_text.delta",
-                                   b"%s%s,\"sequence_number\":%d}\n\n" % (head, literal, number), number))
+        self._next = number + len(literals)
+        self._events += [Framed("response.output_text.delta", b"%s%s,\"sequence_number\":%d}\n\n" % (head, literal, n), n)
+                         for n, literal in enumerate(literals, number)]
 
     def refusal(self, delta: str) -> None:
         message = self._message_for("refusal")

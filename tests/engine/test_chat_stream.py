@@ -17,10 +17,11 @@ def frame(choices: bytes, tail: bytes = b"") -> bytes:
 TEXT = b'[{"index":0,"delta":{"content":"he said \\"hi\\"\\n"},"logprobs":null,"finish_reason":null}]'
 
 CASES = [
-    ("text piece", frame(TEXT), [b'"he said \\"hi\\"\\n"']),
-    ("text with a null usage after", frame(TEXT, b',"usage":null'), [b'"he said \\"hi\\"\\n"']),
+    ("text piece", frame(TEXT), [[b'"he said \\"hi\\"\\n"']]),
+    ("text pieces in a row are one list", frame(TEXT) * 2, [[b'"he said \\"hi\\"\\n"'] * 2]),
+    ("text with a null usage after", frame(TEXT, b',"usage":null'), [[b'"he said \\"hi\\"\\n"']]),
     ("role and empty content", frame(b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
-                                     b'"finish_reason":null}]'), [b'""']),
+                                     b'"finish_reason":null}]'), [[b'""']]),
     ("usage object is parsed", frame(TEXT, b',"usage":{"prompt_tokens":1}'), "parsed"),
     ("tool call is parsed", frame(b'[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c"}]},"logprobs":null,'
                                   b'"finish_reason":null}]'), "parsed"),
@@ -48,7 +49,7 @@ def test_split_reads_and_crlf():
     for start in range(0, len(body), 7):
         chunks += decoder.feed(body[start:start + 7])
     chunks += decoder.close()
-    assert chunks[0] == b'"he said \\"hi\\"\\n"' and chunks[1]["usage"] == {"prompt_tokens": 3}
+    assert chunks[0] == [b'"he said \\"hi\\"\\n"'] and chunks[1]["usage"] == {"prompt_tokens": 3}
 
 
 def test_a_last_chunk_without_its_blank_line():

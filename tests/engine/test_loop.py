@@ -238,7 +238,7 @@ async def test_text_and_calls_of_a_round_go_back_as_one_assistant_message():
 
 
 async def test_escaped_text_pieces_are_decoded_once():
-    chunks = [b'"say \\"hi\\""', b'"\\n\\u00e9"', {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    chunks = [[b'"say \\"hi\\""', b'"\\n\\u00e9"'], {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
     events = await run(Loop(FakeModel(chunks)), plan())
     check_stream(events)
     assert events[-1].data["response"]["output"][0]["content"][0]["text"] == 'say "hi"\né'
