@@ -254,3 +254,57 @@ def test_auto_picks_the_engine_when_the_upstream_has_no_responses_api(gateway_fa
     assert "run on the local engine" in gateway.log()
     models = gateway.get("/v1/models").ok()
     assert "scripted-chat" in [model["id"] for model in models["data"]]
+
+
+USER = {"role": "user", "content": "Hi there"}
+SHAPES = [
+    pytest.param({"input": [{"role": "developer", "content": "Answer in French."}, USER]},
+                 {"messages": [{"role": "system", "content": "Answer in French."}, USER]}, id="developer-role"),
+    pytest.param({"input": [{"type": "message", "role": "user",
+                             "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}]}],
+                  "instructions": "Be terse."},
+                 {"messages": [{"role": "system", "content": "Be terse."},
+                               {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                            {"type": "text", "text": "b"}]}]}, id="parts+instructions"),
+    pytest.param({"input": "Hi there", "temperature": 0.3, "top_p": 0.5, "max_output_tokens": 99,
+                  "metadata": {"k": "v"}, "safety_identifier": "user-7", "top_logprobs": 2},
+                 {"messages": [USER], "temperature": 0.3, "top_p": 0.5, "max_tokens": 99, "metadata": {"k": "v"},
+                  "user": "user-7", "top_logprobs": 2, "logprobs": True}, id="options"),
+    pytest.param({"input": "Hi there", "tools": [WEATHER_TOOL], "tool_choice": {"type": "function",
+                                                                                "name": "get_weather"},
+                  "parallel_tool_calls": False},
+                 {"messages": [USER], "tools": [{"type": "function", "function": {
+                     "name": "get_weather", "description": "Get the weather for a city",
+                     "parameters": WEATHER_TOOL["parameters"]}}],
+                  "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+                  "parallel_tool_calls": False}, id="forced-tool"),
+    pytest.param({"input": "Hi there", "tools": [WEATHER_TOOL], "tool_choice": "none"},
+                 # As spec 001 and forward mode have it: `none` sends no tools at all.
+                 {"messages": [USER]}, id="tool-choice-none"),
+    pytest.param({"input": "Hi there", "text": {"format": {"type": "json_object"}}},
+                 {"messages": [USER], "response_format": {"type": "json_object"}}, id="json-object"),
+    pytest.param({"input": [{"role": "user", "content": [{"type": "input_file", "filename": "a.txt",
+                                                          "file_data": "data:text/plain;base64,aGk="}]}]},
+                 {"messages": [{"role": "user", "content": [{"type": "file", "file": {
+                     "file_data": "data:text/plain;base64,aGk=", "filename": "a.txt"}}]}]}, id="input-file"),
+    pytest.param({"input": [USER, {"type": "function_call", "call_id": "c1", "name": "get_weather",
+                                   "arguments": "{}"},
+                            {"type": "function_call", "call_id": "c2", "name": "get_weather", "arguments": "{}"},
+                            {"type": "function_call_output", "call_id": "c1", "output": "sun"},
+                            {"type": "function_call_output", "call_id": "c2", "output": "rain"}],
+                  "tools": [WEATHER_TOOL]},
+                 {"messages": [USER, {"role": "assistant", "content": None, "tool_calls": [
+                     {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
+                     {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+                     {"role": "tool", "tool_call_id": "c1", "content": "sun"},
+                     {"role": "tool", "tool_call_id": "c2", "content": "rain"}],
+                  "tools": [{"type": "function", "function": {
+                      "name": "get_weather", "description": "Get the weather for a city",
+                      "parameters": WEATHER_TOOL["parameters"]}}]}, id="merged-calls"),
+]
+
+
+@pytest.mark.parametrize("request_body, expected", SHAPES)
+def test_the_upstream_receives_exactly(engine, chat_upstream, request_body, expected):
+    engine.post("/v1/responses", request_body).ok()
+    assert last_chat(chat_upstream) == {"model": "scripted-chat", **OPTIONS, **expected}

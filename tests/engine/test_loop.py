@@ -242,3 +242,14 @@ async def test_escaped_text_pieces_are_decoded_once():
     events = await run(Loop(FakeModel(chunks)), plan())
     check_stream(events)
     assert events[-1].data["response"]["output"][0]["content"][0]["text"] == 'say "hi"\né'
+
+
+async def test_refusal_deltas_become_a_refusal_part():
+    chunks = [{"choices": [{"index": 0, "delta": {"refusal": "I can't "}}]},
+              {"choices": [{"index": 0, "delta": {"refusal": "help."}}]},
+              {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    events = await run(Loop(FakeModel(chunks)), plan())
+    check_stream(events)
+    assert kinds(events)[2:] == ["output_item.added", "content_part.added", "refusal.delta", "refusal.delta",
+                                 "refusal.done", "content_part.done", "output_item.done", "completed"]
+    assert events[-1].data["response"]["output"][0]["content"] == [{"type": "refusal", "refusal": "I can't help."}]
