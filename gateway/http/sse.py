@@ -12,6 +12,7 @@ cancels the handler, which closes the upstream connection.
 from __future__ import annotations
 
 import logging
+from contextlib import aclosing
 
 from aiohttp import web
 
@@ -87,18 +88,19 @@ async def relay_events(request: web.Request, pipeline: Pipeline, turn: Turn) -> 
     rewriter = StreamRewriter(pipeline.enricher(turn))
     response = _EventStream(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
     try:
-        async for events in pipeline.engine.events(turn):
-            terminal = events.pop() if events and events[-1].type in TERMINAL_EVENTS else None
-            frames = rewriter.emit(events)
-            if not response.prepared:
-                await response.prepare(request)
-            if terminal is not None:
-                turn.result = terminal.data["response"]
-                frames += rewriter.terminal(terminal, await pipeline.settle(turn))
-                await response.write_eof(frames)
-                return response
-            if frames:
-                await response.write(frames)
+        async with aclosing(pipeline.engine.events(turn)) as stream:
+            async for events in stream:
+                terminal = events.pop() if events and events[-1].type in TERMINAL_EVENTS else None
+                frames = rewriter.emit(events)
+                if not response.prepared:
+                    await response.prepare(request)
+                if terminal is not None:
+                    turn.result = terminal.data["response"]
+                    frames += rewriter.terminal(terminal, await pipeline.settle(turn))
+                    await response.write_eof(frames)
+                    return response
+                if frames:
+                    await response.write(frames)
         raise RuntimeError("the local engine ended without a terminal event")
     except ConnectionResetError:
         # The client went away: leaving the engine's iteration closed the upstream stream.
