@@ -74,8 +74,16 @@ async def health(request: web.Request) -> web.Response:
     return web.Response(body=HEALTH_BODY, content_type="application/json")
 
 
+# What a plain OpenAI-compatible server (vLLM) lists: its chat models, without Llama
+# Stack's `custom_metadata` (the --no-responses mode).
+PLAIN_MODELS_BODY = orjson.dumps({"object": "list", "data": [
+    {"id": model["id"], "object": "model", "created": CREATED, "owned_by": "vllm"}
+    for model in orjson.loads(MODELS_BODY)["data"] if model["custom_metadata"]["model_type"] == "llm"]})
+
+
 async def list_models(request: web.Request) -> web.Response:
-    return web.Response(body=MODELS_BODY, content_type="application/json")
+    body = MODELS_BODY if request.app[STATE].responses_enabled else PLAIN_MODELS_BODY
+    return web.Response(body=body, content_type="application/json")
 
 
 async def get_model(request: web.Request) -> web.Response:

@@ -252,8 +252,11 @@ def test_auto_picks_the_engine_when_the_upstream_has_no_responses_api(gateway_fa
     gateway = gateway_factory(chat_upstream.url)
     assert gateway.post("/v1/responses", {"input": "auto"}).ok()["output_text"].endswith("auto")
     assert "run on the local engine" in gateway.log()
-    models = gateway.get("/v1/models").ok()
-    assert "scripted-chat" in [model["id"] for model in models["data"]]
+    # An OpenAI-compatible /v1/models has no Llama Stack custom_metadata: every model is an LLM.
+    assert "custom_metadata" not in chat_upstream.get("/v1/models").json()["data"][0]
+    models = gateway.get("/v1/models?model_type=llm").ok()
+    assert [model["id"] for model in models["data"]] == ["scripted-chat", "scripted-mini"]
+    assert gateway.post("/v1/responses", {"input": "pick", "model": "scripted-mini"}).ok()["model"] == "scripted-mini"
 
 
 USER = {"role": "user", "content": "Hi there"}
