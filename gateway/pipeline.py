@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, AsyncContextManager, AsyncIterator, Mapping, Protocol
 
 import orjson
 
@@ -85,6 +85,20 @@ class Turn:
         return openai_conversation_id(self.conversation_id) if self.conversation_id else None
 
 
+class Backend(Protocol):
+    """Where a prepared turn runs (DESIGN: one interface, two implementations): the
+    upstream's Responses API (`UpstreamResponses`, forward mode) or the local engine
+    over its Chat Completions (`LocalEngine`). Everything around it is shared."""
+
+    async def respond(self, turn: Turn) -> dict[str, Any]:
+        """The finished response object (a JSON request)."""
+
+    def open(self, turn: Turn) -> AsyncContextManager[AsyncIterator[Any]]:
+        """The turn's stream: `async with backend.open(turn) as reads`, then one item per
+        upstream read: the upstream's raw SSE bytes (forward: the rewriter's fast path)
+        or a list of events (the engine)."""
+
+
 class Pipeline:
     def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
                  backend: UpstreamResponses, catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools,
@@ -137,6 +151,12 @@ class Pipeline:
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": raw["solr"]}).decode()
         return turn
+
+    def backend_of(self, turn: Turn) -> Backend:
+        if turn.engine:
+            assert self.engine is not None
+            return self.engine
+        return self.backend
 
     async def uses_engine(self) -> bool:
         """Whether turns run on the local engine (learnt from the upstream once, for `auto`)."""

@@ -11,7 +11,8 @@ layer frames and enriches them exactly as forward mode's rewritten events.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Sequence
 
 from gateway.config import InferenceConfig
 from gateway.engine import translate
@@ -48,7 +49,14 @@ class LocalEngine:
         """Refuse (422) what the engine cannot run, before the turn creates anything."""
         translate.check_request(body)
 
-    async def create(self, turn: "Turn") -> dict[str, Any]:
+    # The backend interface (gateway.pipeline.Backend).
+
+    def open(self, turn: "Turn") -> AsyncContextManager[AsyncIterator[list[Event]]]:
+        """`async with engine.open(turn) as reads`: the events, a list per upstream read;
+        leaving the block closes the loop (and the upstream stream) at once."""
+        return aclosing(self.events(turn))
+
+    async def respond(self, turn: "Turn") -> dict[str, Any]:
         """The finished response object (non-streaming: what the stream ends with)."""
         terminal: Event | None = None
         async for events in self.events(turn):

@@ -13,7 +13,7 @@ from multidict import MultiDict
 from gateway.http import engine_responses
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
-from gateway.http.sse import relay, relay_events
+from gateway.http.sse import relay
 from gateway.schema.errors import ApiError, not_found
 from gateway.storage.conversations import TurnRecord
 from gateway.streaming.repair import repair_input_items, repair_response
@@ -24,13 +24,9 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     pipeline = services.pipeline
     turn = await pipeline.prepare(identity(request), await read_json(request), request.headers)
     if turn.stream:
-        return await (relay_events if turn.engine else relay)(request, pipeline, turn)
+        return await relay(request, pipeline, turn)
     try:
-        if turn.engine:
-            assert pipeline.engine is not None
-            result = await pipeline.engine.create(turn)
-        else:
-            result = repair_response(await pipeline.backend.create(turn.body, turn.headers, turn.model.id))
+        result = repair_response(await pipeline.backend_of(turn).respond(turn))
         turn.result = result
         quotas = await pipeline.settle(turn)
     finally:

@@ -1,7 +1,8 @@
 """The SSE writer: relays a turn's stream to the client.
 
-Per upstream read, the `StreamRewriter` turns the bytes into client frames, written
-with one `write()` (DESIGN decision 2). The terminal event waits for
+Per upstream read, the `StreamRewriter` turns what the backend yielded (the upstream's
+bytes, or the local engine's events) into client frames, written with one `write()`
+(DESIGN decision 2). The terminal event waits for
 `pipeline.settle()` so its `available_quotas` is the balance after the turn. Errors
 after the first byte become `response.failed` then `data: [DONE]` (decision 6); an
 upstream that refuses the request as its stream's first event, before the gateway has
@@ -12,12 +13,11 @@ cancels the handler, which closes the upstream connection.
 from __future__ import annotations
 
 import logging
-from contextlib import aclosing
 
 from aiohttp import web
 
 from gateway.pipeline import Pipeline, Turn
-from gateway.streaming.events import TERMINAL_EVENTS, Event
+from gateway.streaming.events import Event
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.upstream.errors import upstream_error
 from gateway.upstream.responses import StreamBroken
@@ -45,9 +45,13 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
         return frames + rewriter.terminal(terminal, await pipeline.settle(turn))
 
     try:
-        async with pipeline.backend.stream(turn.body, turn.headers, turn.model.id) as chunks:
-            turn.body = {}  # sent: nothing needs it while the stream is open
-            feed, write = rewriter.feed, response.write  # once, not per read of a paced stream
+        async with pipeline.backend_of(turn).open(turn) as chunks:
+            if not turn.engine:  # the engine reads it at its first step, then drops it
+                turn.body = {}  # sent: nothing needs it while the stream is open
+            # Once, not per read of a paced stream. The forward backend yields the
+            # upstream's bytes (the rewriter's fast path), the engine lists of events.
+            feed = rewriter.feed_events if turn.engine else rewriter.feed
+            write = response.write
             try:
                 async for chunk in chunks:
                     frames, terminal = feed(chunk)
@@ -73,37 +77,6 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
     except ConnectionResetError:
         # The client went away before the handler was cancelled; leaving the `async
         # with` above already closed the upstream connection.
-        log.info("client went away during the stream of %s", turn.conversation)
-        return response
-    finally:
-        pipeline.finish(turn)
-
-
-async def relay_events(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.StreamResponse:
-    """The local engine's stream: its events framed and enriched by the same rewriter
-    (`emit`), one write per upstream read; the terminal event waits for settlement.
-    Nothing is sent before the first events, so an upstream that refused the first
-    chat request still gets its HTTP status."""
-    assert pipeline.engine is not None
-    rewriter = StreamRewriter(pipeline.enricher(turn))
-    response = _EventStream(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
-    try:
-        async with aclosing(pipeline.engine.events(turn)) as stream:
-            async for events in stream:
-                terminal = events.pop() if events and events[-1].type in TERMINAL_EVENTS else None
-                frames = rewriter.emit(events)
-                if not response.prepared:
-                    await response.prepare(request)
-                if terminal is not None:
-                    turn.result = terminal.data["response"]
-                    frames += rewriter.terminal(terminal, await pipeline.settle(turn))
-                    await response.write_eof(frames)
-                    return response
-                if frames:
-                    await response.write(frames)
-        raise RuntimeError("the local engine ended without a terminal event")
-    except ConnectionResetError:
-        # The client went away: leaving the engine's iteration closed the upstream stream.
         log.info("client went away during the stream of %s", turn.conversation)
         return response
     finally:

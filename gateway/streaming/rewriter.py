@@ -88,6 +88,14 @@ class StreamRewriter:
                 return b"".join(out), terminal
         return b"".join(out), self.repairer.close()[0]
 
+    def feed_events(self, events: list[Event]) -> tuple[bytes, Event | None]:
+        """`feed` for a backend that yields events (the local engine): the frames of a
+        read's events, and the terminal event if it is the last (unframed, as `feed`)."""
+        terminal = events.pop() if events and events[-1].type in TERMINAL_EVENTS else None
+        if terminal is not None:
+            self.repairer.terminal = terminal  # `done`: nothing after it counts
+        return self.emit(events), terminal
+
     def emit(self, events: list[Event]) -> bytes:
         """Frames for events the gateway made itself (the local engine's): enriched and
         numbered like the upstream's, nothing to repair. Terminal events go through
