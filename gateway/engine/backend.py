@@ -10,6 +10,7 @@ layer frames and enriches them exactly as forward mode's rewritten events.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Sequence
@@ -85,12 +86,18 @@ class LocalEngine:
         response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, tools)
         emitter = Emitter(response)
 
-        async def save(emitter: Emitter, finished: bool) -> None:
-            if not turn.store:
-                return
+        def snapshot() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
             stored = {**emitter.response, "output": list(emitter.output), "model": turn.display_model,
                       "conversation": turn.conversation}
-            await self.store.save(turn.identity.user_id, stored, inputs, history + inputs + emitter.output)
+            return stored, inputs, history + inputs + emitter.output
+
+        async def save(emitter: Emitter, finished: bool) -> None:
+            """Queued at creation and after each round; awaited at the end, before the
+            client can see the terminal event."""
+            if turn.store:
+                done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=finished)
+                if done is not None:
+                    await asyncio.shield(done)  # a client that leaves must not undo the commit
 
         turn.body = {}  # translated: nothing needs it while the stream is open
         ended = False

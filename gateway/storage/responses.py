@@ -11,12 +11,15 @@ conversation; compaction of long histories belongs with the compaction issue.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
 from gateway.storage.database import Database
+
+log = logging.getLogger("gateway.storage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,41 +36,61 @@ _UPSERT = ("INSERT INTO responses (id, user_id, status, response, input, context
            "context = excluded.context")
 
 
+# What a save writes, taken when the row is written: the response, this request's
+# input items and the whole item history through the response.
+Snapshot = Callable[[], tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]]
+
+
 class ResponseStore:
     """Saves are group-committed: while one write is in the database's thread, the saves
     that arrive queue and go together in the next transaction (a trip to that thread
-    costs more CPU than a row), with no waiting when there is no queue."""
+    costs more CPU than a row), with no waiting when there is no queue. A response saved
+    again before its queued save was written is written once, in its newer state (a
+    short stream's creation and end are often one row write)."""
 
     def __init__(self, db: Database):
         self._db = db
-        self._queued: list[tuple[tuple[Any, ...], asyncio.Future]] = []
+        self._queued: dict[str, tuple[str, Snapshot, list[asyncio.Future]]] = {}
         self._writing = False
 
-    async def save(self, user_id: str, response: dict[str, Any], input_: list[dict[str, Any]],
-                   context: list[dict[str, Any]]) -> None:
-        """Insert or update the response; returns once it is committed."""
-        done = asyncio.get_running_loop().create_future()
-        self._queued.append(((response["id"], user_id, response["status"], orjson.dumps(response),
-                              orjson.dumps(input_), orjson.dumps(context)), done))
+    def save(self, response_id: str, user_id: str, snapshot: Snapshot, *, wait: bool) -> "asyncio.Future | None":
+        """Queue an insert or update of the response. `wait`: returns a future that
+        resolves once it is committed (else nothing: it is written as soon as it can be)."""
+        queued = self._queued.get(response_id)
+        waiters = queued[2] if queued is not None else []
+        self._queued[response_id] = (user_id, snapshot, waiters)
+        done = None
+        if wait:
+            done = asyncio.get_running_loop().create_future()
+            waiters.append(done)
         if not self._writing:
             self._writing = True
             asyncio.ensure_future(self._drain())
-        await asyncio.shield(done)  # a cancelled stream must not cancel the others' commit
+        return done
 
     async def _drain(self) -> None:
         try:
             while self._queued:
-                batch, self._queued = self._queued, []
+                batch, self._queued = self._queued, {}
+                rows = []
+                for response_id, (user_id, snapshot, _) in batch.items():
+                    response, input_, context = snapshot()
+                    rows.append((_UPSERT, (response_id, user_id, response["status"], orjson.dumps(response),
+                                           orjson.dumps(input_), orjson.dumps(context))))
+                error: Exception | None = None
                 try:
-                    await self._db.write([(_UPSERT, params) for params, _ in batch])
+                    await self._db.write(rows)
                 except Exception as exc:
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_exception(exc)
-                    continue
-                for _, done in batch:
-                    if not done.done():
-                        done.set_result(None)
+                    log.error("saving %d responses failed: %s", len(rows), exc)
+                    error = exc
+                for _, _, waiters in batch.values():
+                    for done in waiters:
+                        if done.done():
+                            continue
+                        if error is None:
+                            done.set_result(None)
+                        else:
+                            done.set_exception(error)
         finally:
             self._writing = False
 

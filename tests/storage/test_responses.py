@@ -10,12 +10,29 @@ def response(response_id: str, status: str = "completed") -> dict:
     return {"id": response_id, "object": "response", "status": status, "output": []}
 
 
+async def test_a_save_queued_again_is_written_once_in_its_newer_state(tmp_path):
+    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+    store = ResponseStore(db)
+    blocker = store.save("resp_0", "alice", lambda: (response("resp_0"), [], []), wait=True)  # in flight
+    taken = []
+    store.save("resp_1", "alice", lambda: taken.append("first") or (response("resp_1", "in_progress"), [], []),
+               wait=False)
+    done = store.save("resp_1", "alice", lambda: taken.append("second") or (response("resp_1"), [], []), wait=True)
+    await blocker
+    await done
+    assert taken == ["second"]
+    assert (await store.get("resp_1", "alice")).response["status"] == "completed"
+    await db.close()
+
+
 async def test_save_get_scoped_and_upserted(tmp_path):
     db = await Database.open_sqlite(str(tmp_path / "g.db"))
     store = ResponseStore(db)
-    await store.save("alice", response("resp_1", "in_progress"), [{"id": "msg_1"}], [{"id": "msg_1"}])
-    await store.save("alice", response("resp_2"), [], [])
-    await store.save("alice", response("resp_1"), [{"id": "msg_1"}], [{"id": "msg_1"}, {"id": "msg_2"}])
+    store.save("resp_1", "alice", lambda: (response("resp_1", "in_progress"), [{"id": "msg_1"}], [{"id": "msg_1"}]),
+               wait=False)
+    await store.save("resp_2", "alice", lambda: (response("resp_2"), [], []), wait=True)
+    await store.save("resp_1", "alice", lambda: (response("resp_1"), [{"id": "msg_1"}],
+                                                 [{"id": "msg_1"}, {"id": "msg_2"}]), wait=True)
     found = await store.get("resp_1", "alice")
     assert found is not None and found.response["status"] == "completed"
     assert found.input == [{"id": "msg_1"}] and len(found.context) == 2
