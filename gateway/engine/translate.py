@@ -3,8 +3,7 @@
 Request side: the conversation's items (history, then this request's input) become
 chat `messages`; tools, `tool_choice`, `text.format` and the sampling options become
 their Chat Completions forms. Anything the engine cannot express to a Chat Completions
-server is refused here with a 422 before anything is created (`TranslationError` is an
-`ApiError`). The mistakes other gateways made and this module avoids are listed in
+server is refused here with a 422 (`unsupported`) before anything is created. The mistakes other gateways made and this module avoids are listed in
 the README's engine section: string input and items without `type` are messages,
 `developer` is a system message, consecutive `function_call`s are one assistant
 message, a forced `tool_choice` takes Chat Completions' nested form, usage is read
@@ -28,7 +27,8 @@ _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "r
 _ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 
 
-def TranslationError(cause: str, param: str = "input") -> ApiError:  # noqa: N802 - reads as a type at raise sites
+def unsupported(cause: str, param: str = "input") -> ApiError:
+    """What the engine cannot send to a Chat Completions server: LCORE's 422 shape."""
     return invalid_attribute(cause, param=param, code="unsupported_by_engine")
 
 
@@ -71,7 +71,7 @@ def to_messages(items: Iterable[dict[str, Any]], instructions: str | None = None
                 continue
             found = references.get(str(item.get("id")))
             if found is None:
-                raise TranslationError(f"item_reference {item.get('id')!r} names no item of this conversation")
+                raise unsupported(f"item_reference {item.get('id')!r} names no item of this conversation")
             item, kind = found, found.get("type")
         if kind in _SKIPPED_ITEMS:
             continue
@@ -100,7 +100,7 @@ def to_messages(items: Iterable[dict[str, Any]], instructions: str | None = None
         if kind == "message":
             messages.append(_message(item))
             continue
-        raise TranslationError(f"Input items of type {kind!r} are not supported by the local engine")
+        raise unsupported(f"Input items of type {kind!r} are not supported by the local engine")
     return messages
 
 
@@ -130,12 +130,12 @@ def _text(value: Any) -> str:
 def _message(item: dict[str, Any]) -> dict[str, Any]:
     role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
     if role is None:
-        raise TranslationError(f"Messages with role {item.get('role')!r} are not supported")
+        raise unsupported(f"Messages with role {item.get('role')!r} are not supported")
     content = item.get("content")
     if isinstance(content, str):
         return {"role": role, "content": content}
     if not isinstance(content, list):
-        raise TranslationError("A message's content must be a string or a list of parts")
+        raise unsupported("A message's content must be a string or a list of parts")
     if role == "assistant":
         # Chat Completions' assistant content is text; a refusal has its own field.
         text = "".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") in _TEXT_PARTS)
@@ -148,7 +148,7 @@ def _message(item: dict[str, Any]) -> dict[str, Any]:
     if role == "system":
         # System messages take text only.
         if any(part["type"] != "text" for part in parts):
-            raise TranslationError("System and developer messages can only contain text")
+            raise unsupported("System and developer messages can only contain text")
     return {"role": role, "content": parts}
 
 
@@ -162,9 +162,9 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
             url = url.get("url")
         if not isinstance(url, str) or not url:
             if part.get("file_id"):
-                raise TranslationError("input_image by file_id needs the Files API, which the local engine "
+                raise unsupported("input_image by file_id needs the Files API, which the local engine "
                                        "does not have; send image_url (a URL or a data: URL)")
-            raise TranslationError("input_image needs an image_url (a URL or a data: URL)")
+            raise unsupported("input_image needs an image_url (a URL or a data: URL)")
         image: dict[str, Any] = {"url": url}
         if part.get("detail") in ("low", "high", "auto"):
             image["detail"] = part["detail"]
@@ -173,15 +173,15 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
         # Chat Completions' `file` part takes inline data or an uploaded file's id; a URL
         # it cannot fetch.
         if part.get("file_url"):
-            raise TranslationError("input_file by file_url is not supported by Chat Completions upstreams; "
+            raise unsupported("input_file by file_url is not supported by Chat Completions upstreams; "
                                    "send file_data (base64) with a filename")
         file = {key: part[key] for key in ("file_data", "file_id", "filename") if part.get(key)}
         if not file.get("file_data") and not file.get("file_id"):
-            raise TranslationError("input_file needs file_data or file_id")
+            raise unsupported("input_file needs file_data or file_id")
         return {"type": "file", "file": file}
     if kind == "input_audio":
         return {"type": "input_audio", "input_audio": part.get("input_audio") or {}}
-    raise TranslationError(f"Content parts of type {kind!r} are not supported by the local engine")
+    raise unsupported(f"Content parts of type {kind!r} are not supported by the local engine")
 
 
 def chat_tools(tools: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -190,7 +190,7 @@ def chat_tools(tools: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
     out = []
     for tool in tools or ():
         if tool.get("type") != "function":
-            raise TranslationError(f"Tools of type {tool.get('type')!r} are not supported by the local engine "
+            raise unsupported(f"Tools of type {tool.get('type')!r} are not supported by the local engine "
                                    "yet (only function tools)", param="tools")
         function: dict[str, Any] = {"name": tool.get("name")}
         for key in ("description", "parameters", "strict"):
@@ -214,7 +214,7 @@ def tool_choice(choice: Any) -> tuple[Any, frozenset[str] | None]:
             names = frozenset(str(tool.get("name")) for tool in choice.get("tools") or ()
                               if isinstance(tool, dict) and tool.get("type") == "function")
             return ("required" if choice.get("mode") == "required" else "auto"), names
-    raise TranslationError(f"tool_choice {choice!r} is not supported by the local engine", param="tool_choice")
+    raise unsupported(f"tool_choice {choice!r} is not supported by the local engine", param="tool_choice")
 
 
 def response_format(text: Any) -> dict[str, Any] | None:
@@ -230,7 +230,7 @@ def response_format(text: Any) -> dict[str, Any] | None:
             if fmt.get(key) is not None:
                 schema[key] = fmt[key]
         return {"type": "json_schema", "json_schema": schema}
-    raise TranslationError(f"text.format of type {fmt['type']!r} is not supported", param="text")
+    raise unsupported(f"text.format of type {fmt['type']!r} is not supported", param="text")
 
 
 # Request option → Chat Completions option, copied when present.
@@ -261,10 +261,10 @@ def chat_options(body: Mapping[str, Any], has_tools: bool) -> dict[str, Any]:
 def check_request(body: Mapping[str, Any]) -> None:
     """Refuse, before anything is created, what the engine cannot run (422)."""
     if body.get("prompt") is not None:
-        raise TranslationError("Stored prompt templates (`prompt`) are not supported by the local engine; "
+        raise unsupported("Stored prompt templates (`prompt`) are not supported by the local engine; "
                                "send the text as `instructions` or input", param="prompt")
     if body.get("background"):
-        raise TranslationError("Background responses are not supported by the local engine", param="background")
+        raise unsupported("Background responses are not supported by the local engine", param="background")
     chat_tools(body.get("tools"))
     tool_choice(body.get("tool_choice"))
     response_format(body.get("text"))
