@@ -311,3 +311,9 @@ SHAPES = [
 def test_the_upstream_receives_exactly(engine, chat_upstream, request_body, expected):
     engine.post("/v1/responses", request_body).ok()
     assert last_chat(chat_upstream) == {"model": "scripted-chat", **OPTIONS, **expected}
+
+
+def test_listing_responses_in_forward_mode_is_a_clear_501(gateway):
+    reply = gateway.get("/v1/responses")
+    assert reply.status == 501
+    assert reply.json()["error"]["code"] == "not_implemented" and "engine mode" in reply.json()["detail"]["cause"]
