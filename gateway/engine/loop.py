@@ -34,6 +34,7 @@ from gateway.engine.translate import add_usage, incomplete_reason, usage_of
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import new_item_id
 from gateway.streaming.events import Event
+from gateway.upstream.errors import upstream_error
 
 log = logging.getLogger("gateway.engine")
 
@@ -91,6 +92,8 @@ class Loop:
                     yield emitter.take()
             except (ApiError, UpstreamChatError) as exc:
                 if not started:
+                    if isinstance(exc, UpstreamChatError):  # its first chunk was an error
+                        raise upstream_error(500, str(exc)) from None
                     raise
                 message = exc.cause if isinstance(exc, ApiError) else str(exc)
                 log.warning("the upstream failed during %s: %s", emitter.response["id"], message)

@@ -253,3 +253,9 @@ async def test_refusal_deltas_become_a_refusal_part():
     assert kinds(events)[2:] == ["output_item.added", "content_part.added", "refusal.delta", "refusal.delta",
                                  "refusal.done", "content_part.done", "output_item.done", "completed"]
     assert events[-1].data["response"]["output"][0]["content"] == [{"type": "refusal", "refusal": "I can't help."}]
+
+
+async def test_an_error_as_the_first_chunk_is_an_http_error():
+    with pytest.raises(ApiError) as raised:
+        await run(Loop(FakeModel([{"error": {"message": "model overloaded"}}])), plan())
+    assert raised.value.status == 500 and raised.value.cause == "model overloaded"
