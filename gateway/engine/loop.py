@@ -84,6 +84,7 @@ class Loop:
             try:
                 async for chunks in self._model(chat):
                     if not started:
+                        _refuse_before_the_first_event(chunks)
                         started = True
                         emitter.start()
                         await save(emitter, False)
@@ -92,8 +93,6 @@ class Loop:
                     yield emitter.take()
             except (ApiError, UpstreamChatError) as exc:
                 if not started:
-                    if isinstance(exc, UpstreamChatError):  # its first chunk was an error
-                        raise upstream_error(500, str(exc)) from None
                     raise
                 message = exc.cause if isinstance(exc, ApiError) else str(exc)
                 log.warning("the upstream failed during %s: %s", emitter.response["id"], message)
@@ -161,6 +160,15 @@ class Loop:
                 jobs.append(_run(executor, ToolCall(call["call_id"], call["name"], call["arguments"], tool)))
         # gather: a cancelled loop cancels every running tool with it.
         return list(await asyncio.gather(*jobs)), made
+
+
+def _refuse_before_the_first_event(chunks: list[Chunk]) -> None:
+    """An upstream whose stream opens with an error gets the HTTP error: nothing was
+    sent to the client yet."""
+    first = chunks[0] if chunks else None
+    if first.__class__ is dict and first.get("error") is not None:  # type: ignore[union-attr]
+        error = first["error"]  # type: ignore[index]
+        raise upstream_error(500, str(error.get("message") if isinstance(error, dict) else error))
 
 
 def _allowed(plan: Plan, name: str) -> bool:
