@@ -13,8 +13,8 @@ Per round: one chat request, its stream read into the emitter; then
   outside `allowed_tools`, or beyond `max_tool_calls`, is never executed: the model is
   told with an error result. Chat Completions' `tool` message has no error flag, so an
   error result's content is `Error: <message>` (and `is_error` on the stored item).
-A forced `tool_choice` applies to the first round only (then `auto`), or the model
-would call the tool forever. Usage is summed over the rounds. `max_infer_iters`
+A `required` or forced `tool_choice` applies to the first round only (then `auto`, as
+spec 000 says), or the model would call tools forever. Usage is summed over the rounds. `max_infer_iters`
 rounds without a final answer → `incomplete`. Cancelling the task that iterates the
 loop (a client that went away) cancels the upstream stream and every running tool.
 """
@@ -125,8 +125,8 @@ class Loop:
                                       "content": f"Error: {result.output}" if result.is_error else result.output})
             yield emitter.take()
             await save(emitter, False)
-            if isinstance(choice, dict):
-                choice = "auto"  # forced for the first round only
+            if choice is not None:
+                choice = "auto"  # required or forced: the first round only (spec 000: no endless loop)
         yield await self._end(emitter, save, emitter.finish("incomplete", usage))
 
     async def _end(self, emitter: Emitter, save: Save, terminal: Event) -> list[Event]:

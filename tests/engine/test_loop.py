@@ -159,11 +159,11 @@ async def test_forced_tool_choice_applies_to_the_first_round_only():
     assert model.requests[0]["tool_choice"] == forced and model.requests[1]["tool_choice"] == "auto"
 
 
-async def test_required_is_kept_and_none_never_loops():
+async def test_required_applies_to_the_first_round_and_none_never_loops():
     executor = Executor({"a"})
     model = FakeModel(calls_round(("c1", "a", "{}")), text_round("ok"))
     await run(Loop(model, [executor]), plan("a", tool_choice="required"))
-    assert [request["tool_choice"] for request in model.requests] == ["required", "required"]
+    assert [request["tool_choice"] for request in model.requests] == ["required", "auto"]
     # none: tools are visible, a call the model makes anyway is shown, never executed.
     executor = Executor({"a"})
     model = FakeModel(calls_round(("c1", "a", "{}")))
