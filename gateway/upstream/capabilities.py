@@ -14,7 +14,6 @@ import asyncio
 import logging
 
 from gateway.config import LlamaStackConfig
-from gateway.schema.errors import ApiError
 from gateway.upstream.client import UpstreamClient
 
 log = logging.getLogger("gateway.upstream")
