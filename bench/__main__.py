@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bench import procs, report, scenarios
 from bench.cpu import wait_idle
+from bench.engine import engine_scenario
 from bench.memory import memory
 from bench.report import Results
 from bench.scenarios import DIALECTS, Settings, Target
@@ -29,7 +30,7 @@ from bench.scenarios import DIALECTS, Settings, Target
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-WORKLOADS = ("json", "bulk", "paced", "memory", "jwk")
+WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "engine")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -139,6 +140,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         if "memory" in wanted:
             print(f"bench: memory, {settings.memory_streams} streams held open on a fresh gateway", flush=True)
             results.memory = await memory(settings.memory_streams, workdir, upstream, dialects[-1])
+        if "engine" in wanted:
+            print("bench: local engine (its own upstream with 64-piece chat streams; Llama Stack if installed)",
+                  flush=True)
+            upstream.stop()  # the engine scenario starts its own, with --chat-deltas
+            results.engine = await engine_scenario(settings, workdir, args.rounds)
     except Exception:
         for proc in (gateway, relay, nginx, upstream):
             if proc is not None:

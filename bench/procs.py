@@ -156,7 +156,7 @@ def _wait_http(proc: Proc, path: str, timeout: float = 30.0) -> None:
     raise RuntimeError(f"{proc.name} did not answer {path} within {timeout}s:\n{proc.log_tail()}")
 
 
-def start_upstream(workdir: Path, plain: bool = False) -> Proc:
+def start_upstream(workdir: Path, plain: bool = False, *extra: str, name: str = "upstream") -> Proc:
     """The scripted upstream on the load core: zero delay, nothing recorded.
 
     By default it runs through `bench.upstream`, which is the same server with CPython's
@@ -167,8 +167,8 @@ def start_upstream(workdir: Path, plain: bool = False) -> Proc:
     port = free_port()
     module = "gateway.devserver" if plain else "bench.upstream"
     argv = [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port), "--no-record",
-            "--delay-ms", "0"]
-    proc = _spawn("upstream", argv, LOAD_CORE, workdir, {}, port)
+            "--delay-ms", "0", *extra]
+    proc = _spawn(name, argv, LOAD_CORE, workdir, {}, port)
     _wait_http(proc, "/health")
     return proc
 
@@ -235,7 +235,7 @@ def gateway_config(upstream_url: str, db_path: Path, port: int, authentication: 
 
 
 def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_stats: Path | None = None,
-                  authentication: dict | None = None) -> Proc:
+                  authentication: dict | None = None, api: str = "auto") -> Proc:
     """`gateway serve -c FILE` on the gateway core, with its own SQLite file.
 
     `gc_stats`: run it through `bench.gcstats`, which times its garbage collections (--profile only).
@@ -244,7 +244,9 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
     home = workdir / name
     home.mkdir(parents=True, exist_ok=True)
     config_path = home / "lightspeed-stack.yaml"
-    config_path.write_text(yaml.safe_dump(gateway_config(upstream_url, home / "gateway.db", port, authentication)))
+    config = gateway_config(upstream_url, home / "gateway.db", port, authentication)
+    config["llama_stack"]["api"] = api  # chat_completions: the local engine
+    config_path.write_text(yaml.safe_dump(config))
     script = Path(sys.executable).parent / "gateway"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "gateway"]
     env = {"GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "WARNING")}

@@ -27,6 +27,7 @@ class Results:
     rss_after_load: tuple[int, int] | None = None  # main gateway: KiB idle at start, idle after every scenario
     profile: str | None = None
     auth: Any = None  # bench.auth.AuthRuns (the `jwk` workload)
+    engine: tuple[list[str], list[tuple[str, bool, str]]] | None = None  # bench/engine.py: rows, verdicts
 
 
 @dataclass
@@ -151,6 +152,10 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
         from bench.auth import render as render_auth
 
         lines += [""] + render_auth(results.auth, verdicts)
+    if results.engine:
+        rows, engine_verdicts = results.engine
+        lines += rows
+        verdicts += [Verdict(name, ok, detail) for name, ok, detail in engine_verdicts]
     lines += ["", "## Targets", ""] + [f"- {_pass(v.ok)} {v.name}: {v.detail}" for v in verdicts]
     lines += ["", f"{sum(v.ok for v in verdicts)} of {len(verdicts)} targets pass.", ""]
     disturbed = [f"{name}, {run.target}: {problem}" for name, runs in results.runs.items()

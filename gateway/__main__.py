@@ -52,9 +52,6 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
     from gateway.app import create_app
     from gateway.http.header_limits import install_log_filter, parser_limits
 
-    if config.llama_stack.api == "chat_completions":
-        sys.exit("error: llama_stack.api=chat_completions (the local agentic engine) is not available in "
-                 "this version; use `responses` or `auto` with a Responses-capable upstream")
     app = create_app(config)
     app.cleanup_ctx.append(memory.background)
     _tune_gc()
@@ -116,7 +113,7 @@ def demo(args: argparse.Namespace) -> int:
     _setup_logging()
     from gateway.demo import demo_app
 
-    app, banner = demo_app(args.port, args.data_dir)
+    app, banner = demo_app(args.port, args.data_dir, engine=args.engine)
     print(banner, flush=True)
     web.run_app(app, host="127.0.0.1", port=args.port, handler_cancellation=True, print=None,
                 access_log=None, shutdown_timeout=5)
@@ -137,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     try_it = commands.add_parser("demo", help="run the gateway in front of the bundled scripted upstream")
     try_it.add_argument("--port", type=int, default=8080)
     try_it.add_argument("--data-dir", help="where the demo keeps its SQLite file (default: a temp dir)")
+    try_it.add_argument("--engine", action="store_true",
+                        help="run the Responses API on the gateway's local engine over the scripted "
+                             "upstream's Chat Completions (default: forward to its Responses API)")
     try_it.set_defaults(func=demo)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)

@@ -9,6 +9,7 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from gateway.config import Configuration
+from gateway.engine.backend import LocalEngine
 from gateway.http import catalog as catalog_routes
 from gateway.http import authorized, health, responses, root
 from gateway.http.middleware import gateway_middleware
@@ -19,6 +20,7 @@ from gateway.pipeline import Pipeline
 from gateway.quota import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
+from gateway.storage.responses import ResponseStore
 from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
 from gateway.upstream.capabilities import Capabilities
@@ -38,7 +40,9 @@ async def build_services(config: Configuration) -> Services:
     writer = TurnWriter(conversations)
     writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
-    pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), ConfiguredTools(config))
+    engine = LocalEngine(upstream, ResponseStore(db), config.inference)
+    pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), ConfiguredTools(config),
+                        engine)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
                     writer=writer, pipeline=pipeline,
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules))

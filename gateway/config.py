@@ -108,6 +108,11 @@ class InferenceConfig(Strict):
     default_model: str | None = None
     max_infer_iters: int = Field(10, ge=1)
     max_tool_calls: int = Field(30, ge=1)
+    # Ours (engine mode only). How a response that ends with calls of the client's
+    # function tools ends: `completed` (OpenAI's behaviour, every SDK understands it) or
+    # `requires_action` with a `response.requires_action` terminal event (spec 002; not
+    # in the `openai` package's types).
+    client_tool_status: Literal["completed", "requires_action"] = "completed"
     context_windows: dict[str, int] | None = None
     providers: list[dict[str, Any]] | None = None
 

@@ -20,14 +20,16 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def demo_app(port: int, data_dir: str | None) -> tuple[web.Application, str]:
+def demo_app(port: int, data_dir: str | None, engine: bool = False) -> tuple[web.Application, str]:
+    """The demo app and its banner; `engine`: the scripted upstream serves only Chat
+    Completions and the gateway runs the Responses API itself (the local engine)."""
     upstream_port = _free_port()
     upstream_url = f"http://127.0.0.1:{upstream_port}"
     workdir = Path(data_dir or tempfile.mkdtemp(prefix="gateway-demo-"))
     config = parse_config({
         "name": "gateway demo",
         "service": {"host": "127.0.0.1", "port": port},
-        "llama_stack": {"url": upstream_url},
+        "llama_stack": {"url": upstream_url, "api": "chat_completions" if engine else "auto"},
         "database": {"sqlite": {"db_path": str(workdir / "gateway.db")}},
     })
     app = create_app(config)
@@ -35,7 +37,7 @@ def demo_app(port: int, data_dir: str | None) -> tuple[web.Application, str]:
     async def scripted_upstream(app: web.Application) -> AsyncIterator[None]:
         from gateway.devserver import create_app as create_upstream
 
-        runner = web.AppRunner(create_upstream(record=False), access_log=None)
+        runner = web.AppRunner(create_upstream(record=False, responses=not engine), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", upstream_port).start()
         yield
@@ -46,6 +48,7 @@ def demo_app(port: int, data_dir: str | None) -> tuple[web.Application, str]:
     base = f"http://127.0.0.1:{port}"
     banner = f"""
 Gateway demo on {base} (scripted upstream on {upstream_url}; SQLite in {workdir})
+Mode: {"local engine over the upstream's Chat Completions" if engine else "forwarding to the upstream's Responses API"}
 Try it:
   curl -s {base}/v1/responses -H 'Content-Type: application/json' -d '{{"input": "Hello gateway"}}'
   curl -sN {base}/v1/responses -H 'Content-Type: application/json' -d '{{"input": "Hello again", "stream": true}}'

@@ -17,12 +17,13 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, AsyncContextManager, AsyncIterator, Mapping, Protocol
 
 import orjson
 
 from gateway.config import Configuration
 from gateway.config_access import Action
+from gateway.engine.backend import LocalEngine
 from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
 from gateway.quota import QuotaService
@@ -43,7 +44,8 @@ log = logging.getLogger("gateway.pipeline")
 
 # Llama Stack's add-items endpoint, like OpenAI's, takes at most this many items a call.
 _ITEMS_PER_CALL = 20
-_RECORDED_STATUSES = ("completed", "incomplete")
+# requires_action: a local-engine response waiting for the client's function results.
+_RECORDED_STATUSES = ("completed", "incomplete", "requires_action")
 
 
 def _now() -> str:
@@ -72,6 +74,7 @@ class Turn:
     existing: ConversationRecord | None  # None: this turn starts the conversation
     forked_from: str | None              # the response this turn forks from (a new conversation)
     store: bool = True                   # False: nothing is created or recorded for this turn
+    engine: bool = False                 # run by the local engine (else forwarded upstream)
     append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
     appended_input: Any = None           # the input to add then (kept only in that case)
     started: float = field(default_factory=time.time)  # formatted only when recorded
@@ -85,13 +88,31 @@ class Turn:
         return openai_conversation_id(self.conversation_id) if self.conversation_id else None
 
 
+class Backend(Protocol):
+    """Where a prepared turn runs (DESIGN: one interface, two implementations): the
+    upstream's Responses API (`UpstreamResponses`, forward mode) or the local engine
+    over its Chat Completions (`LocalEngine`). Everything around it is shared."""
+
+    async def respond(self, turn: Turn) -> dict[str, Any]:
+        """The finished response object (a JSON request)."""
+
+    def open(self, turn: Turn) -> AsyncContextManager[AsyncIterator[Any]]:
+        """The turn's stream: `async with backend.open(turn) as reads`, then one item per
+        upstream read: the upstream's raw SSE bytes (forward: the rewriter's fast path)
+        or a list of events (the engine)."""
+
+
 class Pipeline:
     def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
-                 backend: UpstreamResponses, catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools):
+                 backend: UpstreamResponses, catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools,
+                 engine: LocalEngine | None = None):
         self._config = config
         self._conversations = conversations
         self._writer = writer
+        # The two backends (DESIGN: one interface, two implementations): the upstream's
+        # Responses API (forward), or the local engine over its Chat Completions.
         self.backend = backend
+        self.engine = engine
         self._catalog = catalog
         self._quota = quota
         self._tools = tools
@@ -108,17 +129,20 @@ class Pipeline:
         await self._quota.check(identity)
         existing, forked_from = await self._resolve_conversation(identity, request)
         model = await self._select_model(identity, request, existing)
-        await self.backend.capabilities.require_responses_api()
+        engine = await self.uses_engine()
+        if engine:
+            assert self.engine is not None
+            self.engine.check({**raw, "tools": tools})
 
         # Everything is valid: now create what the turn needs.
-        conversation_id, upstream_id = await self._conversation_for(request, existing, forked_from)
+        conversation_id, upstream_id = await self._conversation_for(request, existing, forked_from, engine)
         # The turn keeps what it needs from the request, not the validated model: it lives
         # as long as the stream, and memory per open stream is a budget.
         turn = Turn(identity=identity, stream=request.stream, previous_response_id=request.previous_id,
                     generate_topic_summary=request.generate_topic_summary, body={}, headers={}, model=model,
                     display_model=request.model or model.display_id, conversation_id=conversation_id,
                     upstream_conversation_id=upstream_id, existing=existing if forked_from is None else None,
-                    forked_from=forked_from, store=request.store)
+                    forked_from=forked_from, store=request.store, engine=engine)
         if request.store and upstream_id is not None and turn.existing is not None \
                 and turn.existing.last_response_id and _answers_approval(raw["input"]):
             # Llama Stack finds the approval request only in the previous response, and
@@ -131,8 +155,18 @@ class Pipeline:
             turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": raw["solr"]}).decode()
         return turn
 
+    def backend_of(self, turn: Turn) -> Backend:
+        if turn.engine:
+            assert self.engine is not None
+            return self.engine
+        return self.backend
+
+    async def uses_engine(self) -> bool:
+        """Whether turns run on the local engine (learnt from the upstream once, for `auto`)."""
+        return self.engine is not None and await self.backend.capabilities.uses_engine()
+
     async def _conversation_for(self, request: ResponsesRequest, existing: ConversationRecord | None,
-                                forked_from: str | None) -> tuple[str | None, str | None]:
+                                forked_from: str | None, engine: bool) -> tuple[str | None, str | None]:
         """The conversation this turn belongs to (bare id) and its upstream id."""
         if existing is not None and forked_from is None:
             return existing.id, existing.upstream_id
@@ -142,6 +176,9 @@ class Pipeline:
             # A fork is continued by chaining previous_response_id, which replays the
             # whole context upstream; Llama Stack's API cannot give a new conversation
             # the ordered history up to the fork point.
+            return new_conversation_id(), None
+        if engine:
+            # The engine keeps the conversation: its turns chain by previous_response_id.
             return new_conversation_id(), None
         upstream_id = await self.backend.create_conversation()
         conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
@@ -345,8 +382,10 @@ class Pipeline:
         inference = self._config.inference
         if "max_tool_calls" not in raw:
             body["max_tool_calls"] = inference.max_tool_calls
-        if "max_infer_iters" not in raw and self.backend.capabilities.is_llama_stack:
+        if "max_infer_iters" not in raw and (self.backend.capabilities.is_llama_stack or turn.engine):
             body["max_infer_iters"] = inference.max_infer_iters
+        if turn.engine:
+            return body  # the engine reads the Responses body itself
         if not self.backend.capabilities.is_llama_stack:
             body.pop("max_infer_iters", None)  # a Llama Stack extension other servers refuse
         elif isinstance(body.get("input"), list):

@@ -37,6 +37,10 @@ Triggers (words in the last user text of the current turn):
   event (no response.completed / finish chunk / [DONE]).
 * ``error-event``: responses -> the untyped ``{"error": {...}}`` event after in_progress;
   chat -> a ``data: {"error": {...}}`` chunk after the role chunk, then [DONE].
+* chat only: ``finish-length`` / ``content-filter`` end the completion with that
+  ``finish_reason``; ``think-aloud`` streams ``reasoning_content`` ("Thinking about:
+  <text>") before the text; ``parallel-calls`` (with a tool trigger) calls every tool in
+  one turn. ``--chat-deltas N`` streams every completion's text in N pieces.
 * an MCP tool whose ``server_url`` contains ``unreachable``: 502 like Llama Stack when it
   cannot reach an MCP server (response.failed in a stream).
 * an MCP tool whose ``server_url`` contains ``faulty`` also lists ``explode``, ``reject``

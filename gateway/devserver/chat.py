@@ -6,12 +6,15 @@ Llama Stack's `remote::vllm` provider points at /v1 here: /v1/models, /health,
 
 Streams: a role chunk, one chunk per word (or per 16-character piece of tool-call
 arguments, after a chunk that carries the call id and name), a finish chunk, a usage
-chunk when `stream_options.include_usage`, then `data: [DONE]`.
+chunk when `stream_options.include_usage`, then `data: [DONE]`. Triggers in the last
+user text (`triggers.py`) add `reasoning_content` (think-aloud), a call of every tool
+in one turn (parallel-calls) or end with `length` / `content_filter`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any
@@ -21,7 +24,8 @@ from aiohttp import web
 
 from . import sse, triggers
 from .embeddings import DEFAULT_DIM, embed, encode_base64, input_texts
-from .model import ToolSpec, chunk16, content_text, count_words, decide, new_call_id, split_words
+from .model import (ToolSpec, chunk16, content_text, count_words, decide, make_arguments, new_call_id,
+                    split_words)
 from .shapes import json_response
 from .state import STATE
 
@@ -70,8 +74,16 @@ async def health(request: web.Request) -> web.Response:
     return web.Response(body=HEALTH_BODY, content_type="application/json")
 
 
+# What a plain OpenAI-compatible server (vLLM) lists: its chat models, without Llama
+# Stack's `custom_metadata` (the --no-responses mode).
+PLAIN_MODELS_BODY = orjson.dumps({"object": "list", "data": [
+    {"id": model["id"], "object": "model", "created": CREATED, "owned_by": "vllm"}
+    for model in orjson.loads(MODELS_BODY)["data"] if model["custom_metadata"]["model_type"] == "llm"]})
+
+
 async def list_models(request: web.Request) -> web.Response:
-    return web.Response(body=MODELS_BODY, content_type="application/json")
+    body = MODELS_BODY if request.app[STATE].responses_enabled else PLAIN_MODELS_BODY
+    return web.Response(body=body, content_type="application/json")
 
 
 async def get_model(request: web.Request) -> web.Response:
@@ -105,6 +117,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if model not in CHAT_MODELS:
         return _model_missing(model)
     knobs = triggers.read_knobs(body.get("metadata"), state.delay_ms)
+    if knobs.deltas is None:
+        knobs.deltas = state.chat_deltas
     trigger = triggers.find_trigger(content_text(messages[-1].get("content")))
     stream = body.get("stream") is True
     if trigger == triggers.HANG_UPSTREAM:
@@ -115,27 +129,36 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if trigger == triggers.CONTEXT_OVERFLOW:
         return openai_error(triggers.CONTEXT_OVERFLOW_MESSAGE, 400, "invalid_request_error",
                             "context_length_exceeded", "messages")
-    reply = decide(messages, _tool_specs(body.get("tools")),
-                   tool_choice=body.get("tool_choice"), deltas=knobs.deltas)
+    specs = _tool_specs(body.get("tools"))
+    reply = decide(messages, specs, tool_choice=body.get("tool_choice"), deltas=knobs.deltas)
     completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
-    usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-             "total_tokens": reply.prompt_tokens + reply.completion_tokens}
-    call_id = new_call_id() if reply.tool_name else None
+    calls = _calls(reply, specs, messages, trigger == triggers.PARALLEL_CALLS)
+    reasoning = ("Thinking about: " + content_text(messages[-1].get("content"))
+                 if trigger == triggers.THINK_ALOUD and not calls else None)
+    finish_reason = {triggers.FINISH_LENGTH: "length", triggers.CONTENT_FILTER: "content_filter"}.get(
+        trigger or "", "tool_calls" if calls else "stop")
+    completion_tokens = reply.completion_tokens + sum(count_words(c[2]) for c in calls[1:]) \
+        + (count_words(reasoning) if reasoning else 0)
+    usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": completion_tokens,
+             "total_tokens": reply.prompt_tokens + completion_tokens}
+    if reasoning:
+        usage["completion_tokens_details"] = {"reasoning_tokens": count_words(reasoning)}
     if not stream:
         if knobs.delay_s:
             await asyncio.sleep(knobs.delay_s)
-        if reply.tool_name:
+        if calls:
             message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": call_id, "type": "function",
-                 "function": {"name": reply.tool_name, "arguments": reply.arguments}}]}
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                for call_id, name, arguments in calls]}
         else:
             message = {"role": "assistant", "content": reply.text}
+            if reasoning:
+                message["reasoning_content"] = reasoning
         return json_response({
             "id": completion_id, "object": "chat.completion", "created": created,
             "model": model, "choices": [{"index": 0, "message": message, "logprobs": None,
-                                         "finish_reason": "tool_calls" if reply.tool_name
-                                         else "stop"}],
+                                         "finish_reason": finish_reason}],
             "usage": usage, "system_fingerprint": "scripted"})
 
     head = orjson.dumps({"id": completion_id, "object": "chat.completion.chunk",
@@ -158,20 +181,23 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             "message": triggers.ERROR_EVENT_MESSAGE, "type": "server_error", "param": None,
             "code": 500}}) + b"\n\n")
         frames.append(DONE)
-    elif reply.tool_name:
-        frames.append(chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
-                                             "function": {"name": reply.tool_name,
-                                                          "arguments": ""}}]}))
-        for piece in chunk16(reply.arguments or ""):
-            frames.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}))
+    elif calls:
+        for index, (call_id, name, arguments) in enumerate(calls):
+            frames.append(chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                                 "function": {"name": name, "arguments": ""}}]}))
+            for piece in chunk16(arguments):
+                frames.append(chunk({"tool_calls": [{"index": index,
+                                                     "function": {"arguments": piece}}]}))
     else:
+        for piece in split_words(reasoning or ""):
+            frames.append(chunk({"reasoning_content": piece}))
         pieces = reply.pieces if reply.pieces is not None else split_words(reply.text or "")
         if trigger == triggers.BREAK_STREAM:
             pieces = pieces[:triggers.BREAK_AFTER_DELTAS]
         frames.extend(prefix + b'{"content":' + orjson.dumps(p) + b"}" + open_tail
                       for p in pieces)
     if trigger not in (triggers.BREAK_STREAM, triggers.ERROR_EVENT):
-        finish = b'"tool_calls"' if reply.tool_name else b'"stop"'
+        finish = orjson.dumps(finish_reason)
         frames.append(prefix + b'{},"logprobs":null,"finish_reason":' + finish + b"}]}\n\n")
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage"):
@@ -182,6 +208,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     await sse.write_frames(resp, frames, knobs.delay_s)
     await sse.finish(resp)
     return resp
+
+
+def _calls(reply: Any, specs: list[ToolSpec], messages: list[dict[str, Any]],
+           parallel: bool) -> list[tuple[str, str, str]]:
+    """The reply's tool calls as (call id, name, arguments); with `parallel-calls`, one
+    call of every tool in one turn."""
+    if not reply.tool_name:
+        return []
+    if not parallel:
+        return [(new_call_id(), reply.tool_name, reply.arguments or "{}")]
+    text = content_text(messages[-1].get("content"))
+    return [(new_call_id(), spec.name, json.dumps(make_arguments(spec.parameters, text))) for spec in specs]
 
 
 async def embeddings(request: web.Request) -> web.Response:

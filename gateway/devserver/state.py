@@ -20,6 +20,7 @@ class ServerState:
     conversations_enabled: bool = True
     delay_ms: float = 0.0
     dialect: str = "llama-stack"   # how /v1/responses streams are framed (stream.py)
+    chat_deltas: int | None = None  # text pieces of every chat completion (None: a word each)
     recorder: Recorder = field(default_factory=Recorder)
     responses: ResponseStore = field(default_factory=ResponseStore)
     conversations: ConversationStore = field(default_factory=ConversationStore)

@@ -15,10 +15,15 @@ HANG_UPSTREAM = "hang-upstream"
 STALL_STREAM = "stall-stream"
 BREAK_STREAM = "break-stream"
 ERROR_EVENT = "error-event"
+# Chat Completions only: how a completion ends, or what else it carries.
+FINISH_LENGTH = "finish-length"        # finish_reason "length" after the text
+CONTENT_FILTER = "content-filter"      # finish_reason "content_filter" after the text
+THINK_ALOUD = "think-aloud"            # reasoning_content deltas before the text
+PARALLEL_CALLS = "parallel-calls"      # one call of every tool in one turn
 
 # Checked in this order; the first one found wins.
 ALL_TRIGGERS = (HANG_UPSTREAM, FAIL_UPSTREAM, CONTEXT_OVERFLOW, STALL_STREAM, BREAK_STREAM,
-                ERROR_EVENT)
+                ERROR_EVENT, FINISH_LENGTH, CONTENT_FILTER, THINK_ALOUD, PARALLEL_CALLS)
 
 UPSTREAM_FAILURE_MESSAGE = "scripted upstream failure"
 CONTEXT_OVERFLOW_MESSAGE = ("Input exceeds the model's maximum context length "

@@ -24,7 +24,7 @@ _REF = "#/components/schemas/{model}"
 _ERRORS = {400: "Bad request", 401: "Missing or invalid credentials", 403: "Not allowed",
            404: "Not found", 409: "Conflict", 413: "Request or prompt too large",
            422: "Request validation failed (FastAPI's list in `detail`)", 429: "Quota exceeded",
-           500: "Internal server error", 503: "The upstream is unreachable"}
+           500: "Internal server error", 501: "Not available in this mode", 503: "The upstream is unreachable"}
 
 
 # The action of a route any authenticated caller may use (LCORE's `POST /authorized`).
@@ -59,6 +59,11 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=(400, 401, 403, 404, 409, 413, 422, 429, 500, 503), action=Action.RESPONSES,
               note="LCORE's; naming a model also needs `model_override`, another user's conversation "
                    "`query_other_conversations`"),
+    Operation("list_responses", "get", "/v1/responses",
+              "The caller's stored responses, a cursor page (engine mode)", "responses",
+              errors=(401, 403, 404, 422, 500, 501), action=Action.RESPONSES, note="not in LCORE: its nearest action",
+              query=(("after", "A response id to list after"), ("limit", "How many responses (1-100, default 20)"),
+                     ("order", "`asc` or `desc` (default) by creation"))),
     Operation("get_response", "get", "/v1/responses/{response_id}",
               "Retrieve one of the caller's responses", "responses",
               ok=GatewayResponse, errors=(401, 403, 404, 500, 503), path_params=("response_id",),

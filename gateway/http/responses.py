@@ -1,5 +1,7 @@
 """`/v1/responses`: create (JSON or SSE), and retrieve / delete / input_items of
-responses the caller owns (404 for any other, so ids cannot be probed)."""
+responses the caller owns (404 for any other, so ids cannot be probed). In engine mode
+the stored responses are the gateway's own (`engine_responses.py`); forwarded ones
+are read from the upstream."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ from urllib.parse import quote
 from aiohttp import web
 from multidict import MultiDict
 
+from gateway.http import engine_responses
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
 from gateway.http.sse import relay
-from gateway.schema.errors import not_found
+from gateway.schema.errors import ApiError, not_found
 from gateway.storage.conversations import TurnRecord
 from gateway.streaming.repair import repair_input_items, repair_response
 
@@ -23,7 +26,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if turn.stream:
         return await relay(request, pipeline, turn)
     try:
-        result = repair_response(await pipeline.backend.create(turn.body, turn.headers, turn.model.id))
+        result = repair_response(await pipeline.backend_of(turn).respond(turn))
         turn.result = result
         quotas = await pipeline.settle(turn)
     finally:
@@ -48,7 +51,13 @@ def _upstream_path(turn: TurnRecord, suffix: str = "") -> str:
     return f"/v1/responses/{quote(turn.response_id, safe='')}{suffix}"
 
 
+async def _engine_mode(request: web.Request) -> bool:
+    return await request.app[SERVICES].pipeline.uses_engine()
+
+
 async def get_response(request: web.Request) -> web.Response:
+    if await _engine_mode(request):
+        return await engine_responses.get_response(request)
     turn = await _owned_turn(request)
     services = request.app[SERVICES]
     reply = await services.upstream.request_ok("GET", _upstream_path(turn))
@@ -58,6 +67,8 @@ async def get_response(request: web.Request) -> web.Response:
 
 
 async def delete_response(request: web.Request) -> web.Response:
+    if await _engine_mode(request):
+        return await engine_responses.delete_response(request)
     turn = await _owned_turn(request)
     services = request.app[SERVICES]
     reply = await services.upstream.request_ok("DELETE", _upstream_path(turn))
@@ -66,6 +77,8 @@ async def delete_response(request: web.Request) -> web.Response:
 
 
 async def list_input_items(request: web.Request) -> web.Response:
+    if await _engine_mode(request):
+        return await engine_responses.list_input_items(request)
     turn = await _owned_turn(request)
     services = request.app[SERVICES]
     # Only the listing's own parameters go upstream (not `user_id` or anything else).
@@ -74,8 +87,17 @@ async def list_input_items(request: web.Request) -> web.Response:
     return web.Response(body=repair_input_items(reply.body), content_type="application/json")
 
 
+async def list_responses(request: web.Request) -> web.Response:
+    if await _engine_mode(request):
+        return await engine_responses.list_responses(request)
+    # The upstream's list is every user's: the gateway would have to filter it.
+    raise ApiError(501, "Not implemented", "Listing responses is available in engine mode only "
+                   "(llama_stack.api: chat_completions).", code="not_implemented")
+
+
 def add_routes(app: web.Application, prefix: str) -> None:
     app.router.add_post(f"{prefix}/v1/responses", create_response)
+    app.router.add_get(f"{prefix}/v1/responses", list_responses)
     app.router.add_get(f"{prefix}/v1/responses/{{response_id}}", get_response)
     app.router.add_delete(f"{prefix}/v1/responses/{{response_id}}", delete_response)
     app.router.add_get(f"{prefix}/v1/responses/{{response_id}}/input_items", list_input_items)

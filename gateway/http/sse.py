@@ -1,7 +1,8 @@
 """The SSE writer: relays a turn's stream to the client.
 
-Per upstream read, the `StreamRewriter` turns the bytes into client frames, written
-with one `write()` (DESIGN decision 2). The terminal event waits for
+Per upstream read, the `StreamRewriter` turns what the backend yielded (the upstream's
+bytes, or the local engine's events) into client frames, written with one `write()`
+(DESIGN decision 2). The terminal event waits for
 `pipeline.settle()` so its `available_quotas` is the balance after the turn. Errors
 after the first byte become `response.failed` then `data: [DONE]` (decision 6); an
 upstream that refuses the request as its stream's first event, before the gateway has
@@ -44,9 +45,13 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
         return frames + rewriter.terminal(terminal, await pipeline.settle(turn))
 
     try:
-        async with pipeline.backend.stream(turn.body, turn.headers, turn.model.id) as chunks:
-            turn.body = {}  # sent: nothing needs it while the stream is open
-            feed, write = rewriter.feed, response.write  # once, not per read of a paced stream
+        async with pipeline.backend_of(turn).open(turn) as chunks:
+            if not turn.engine:  # the engine reads it at its first step, then drops it
+                turn.body = {}  # sent: nothing needs it while the stream is open
+            # Once, not per read of a paced stream. The forward backend yields the
+            # upstream's bytes (the rewriter's fast path), the engine lists of events.
+            feed = rewriter.feed_events if turn.engine else rewriter.feed
+            write = response.write
             try:
                 async for chunk in chunks:
                     frames, terminal = feed(chunk)

@@ -8,6 +8,8 @@ as it is: LCORE refuses `conv_<uuid>`) and talks to Llama Stack with the `conv_`
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import re
 import secrets
 import uuid
@@ -34,5 +36,21 @@ def openai_conversation_id(bare: str) -> str:
     return f"conv_{bare}" if _HEX48.match(bare) else bare
 
 
+# New ids are a keyed hash of a counter: as unguessable as random ones (the key is 32
+# random bytes, never shown) without a getrandom() call per id, which releases the GIL
+# and can leave the turn waiting for it (several ids per engine turn).
+_ID_KEY = secrets.token_bytes(32)
+_ID_COUNTER = itertools.count()
+
+
+def _new_hex48() -> str:
+    return hashlib.blake2b(next(_ID_COUNTER).to_bytes(8, "little"), key=_ID_KEY, digest_size=24).hexdigest()
+
+
 def new_conversation_id() -> str:
-    return secrets.token_hex(24)
+    return _new_hex48()
+
+
+def new_item_id(prefix: str) -> str:
+    """An OpenAI-style object id: `resp`, `msg`, `fc`, `rs`… + `_` + 48 hex."""
+    return f"{prefix}_{_new_hex48()}"

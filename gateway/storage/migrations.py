@@ -38,4 +38,19 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             deleted INTEGER NOT NULL DEFAULT 0
         )""",
     ]),
+    # The local engine's responses (engine mode only): the response object, this
+    # request's input items, and the whole item history through this response, so a
+    # continuation reads one row. Listed per user in creation order (`seq`).
+    (2, [
+        """CREATE TABLE responses (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            user_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            response BLOB NOT NULL,
+            input BLOB NOT NULL,
+            context BLOB NOT NULL
+        )""",
+        "CREATE INDEX responses_user ON responses (user_id, seq)",
+    ]),
 ]

@@ -13,9 +13,13 @@ from typing import Any
 
 import orjson
 
+# `response.requires_action` ends a local-engine response whose function calls the
+# client runs (`inference.client_tool_status: requires_action`, spec 002).
 RESPONSE_EVENTS = frozenset({"response.created", "response.queued", "response.in_progress",
-                             "response.completed", "response.incomplete", "response.failed"})
-TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+                             "response.completed", "response.incomplete", "response.failed",
+                             "response.requires_action"})
+TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed",
+                             "response.requires_action"})
 
 _SEQ_KEY = b'"sequence_number":'
 _SEQ_DIGITS = re.compile(rb'"sequence_number":(\d+)')
@@ -58,6 +62,34 @@ class Event:
 
     def __repr__(self) -> str:
         return f"Event({self.type!r}, parsed={self.parsed})"
+
+
+class Framed(Event):
+    """An event the gateway made as a whole SSE frame (`event:` line, `data:` line with
+    its `sequence_number` in place): the local engine's text deltas, written as they
+    are when `number` is the stream's next."""
+
+    __slots__ = ("number",)
+
+    def __init__(self, type: str, frame: bytes, number: int):
+        # No super().__init__: this is made once per streamed text piece.
+        self.type = type
+        self.raw = frame
+        self._data = None
+        self.number = number
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            frame = self.raw
+            assert frame is not None
+            self._data = orjson.loads(frame[frame.index(b"\ndata: ") + 7:])
+        return self._data
+
+    def payload(self, sequence_number: int) -> bytes:
+        data = self.data
+        data["sequence_number"] = sequence_number
+        return orjson.dumps(data)
 
 
 def _patch_sequence(raw: bytes, number: int) -> bytes | None:

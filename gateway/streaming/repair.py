@@ -17,7 +17,8 @@ seen in Llama Stack 0.7.3's captures:
   item they belong to, or dropped when there is none. `mcp_list_tools.in_progress`,
   which comes before its item, is held until the item is announced.
 - Response objects get the fields the `openai` types require but the upstream omits
-  (usage details, a valid error code).
+  (usage details, a valid error code), and `incomplete_details.reason` in OpenAI's
+  terms (Llama Stack says `length`: `max_output_tokens`).
 - A failed MCP call's `error` is a string where the `openai` types have an object
   (McpToolCallError), wherever an `mcp_call` item appears: a response's `output`,
   `output_item.added`/`.done`, and `input_items` (which replay earlier turns' output).
@@ -63,6 +64,10 @@ RESPONSE_ERROR_CODES = frozenset({
 })
 
 
+INCOMPLETE_REASONS = frozenset({"max_output_tokens", "max_messages", "content_filter", "steered", None})
+_INCOMPLETE_FROM_FINISH = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
 def repair_response(response: dict[str, Any]) -> dict[str, Any]:
     """Fill what the `openai` Response type requires and Llama Stack leaves out."""
     usage = response.get("usage")
@@ -84,6 +89,10 @@ def repair_response(response: dict[str, Any]) -> dict[str, Any]:
         error["code"] = "server_error"
     if isinstance(error, dict) and not isinstance(error.get("message"), str):
         error["message"] = str(error.get("message") or "the upstream failed")
+    incomplete = response.get("incomplete_details")
+    if isinstance(incomplete, dict) and incomplete.get("reason") not in INCOMPLETE_REASONS:
+        # Llama Stack 0.7.3 passes Chat Completions' finish_reason through (`length`).
+        incomplete["reason"] = _INCOMPLETE_FROM_FINISH.get(incomplete.get("reason"))
     repair_items(response.get("output"))
     return response
 

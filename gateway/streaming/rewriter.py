@@ -28,7 +28,7 @@ import re
 
 from gateway.streaming import passthrough as pt
 from gateway.streaming.enrich import Enricher
-from gateway.streaming.events import TERMINAL_EVENTS, Event
+from gateway.streaming.events import TERMINAL_EVENTS, Event, Framed
 from gateway.streaming.repair import StreamRepairer
 from gateway.streaming.sse import DONE_FRAME, SSEDecoder, frame
 
@@ -87,6 +87,27 @@ class StreamRewriter:
             if terminal is not None:
                 return b"".join(out), terminal
         return b"".join(out), self.repairer.close()[0]
+
+    def feed_events(self, events: list[Event]) -> tuple[bytes, Event | None]:
+        """`feed` for a backend that yields events (the local engine): the frames of a
+        read's events, and the terminal event if it is the last (unframed, as `feed`)."""
+        terminal = events.pop() if events and events[-1].type in TERMINAL_EVENTS else None
+        if terminal is not None:
+            self.repairer.terminal = terminal  # `done`: nothing after it counts
+        return self.emit(events), terminal
+
+    def emit(self, events: list[Event]) -> bytes:
+        """Frames for events the gateway made itself (the local engine's): enriched and
+        numbered like the upstream's, nothing to repair. Terminal events go through
+        `terminal()`."""
+        out = []
+        for event in events:
+            if event.__class__ is Framed and event.number == self._next:  # type: ignore[attr-defined]
+                out.append(event.raw)  # type: ignore[arg-type]
+                self._next += 1
+            else:
+                out.append(self._frame(self.enricher.apply(event)))
+        return b"".join(out)
 
     def fail(self, message: str) -> Event | None:
         """The upstream broke mid-stream: the `response.failed` to end with (None if ended)."""

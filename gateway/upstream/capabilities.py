@@ -4,7 +4,8 @@ Llama Stack lists its routes at `GET /v1/inspect/routes` (a route with no provid
 not served); other servers are probed with an empty `POST /v1/responses`, which a
 server with the route refuses as invalid (400/422) and one without answers 404/405.
 Whether the upstream keeps conversations is learnt on first use: a 404/405 on
-`POST /v1/conversations` means the gateway keeps them itself.
+`POST /v1/conversations` means the gateway keeps them itself. With `api: auto`, an
+upstream without a Responses API gets the local engine (`uses_engine`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import asyncio
 import logging
 
 from gateway.config import LlamaStackConfig
-from gateway.schema.errors import ApiError
 from gateway.upstream.client import UpstreamClient
 
 log = logging.getLogger("gateway.upstream")
@@ -48,17 +48,18 @@ class Capabilities:
             log.info("upstream %s: llama_stack=%s responses_api=%s", self._client.base_url,
                      self.is_llama_stack, self.has_responses)
 
-    async def require_responses_api(self) -> None:
-        if self._api == "responses":
-            if self.is_llama_stack is None:
-                await self.probe()
-            return
-        await self.probe()
-        if not self.has_responses:
-            raise ApiError(500, "Internal server error",
-                           "The upstream has no Responses API (/v1/responses) and this version of the "
-                           "gateway cannot run the agentic loop over Chat Completions yet.",
-                           code="upstream_api_unsupported")
+    async def uses_engine(self) -> bool:
+        """Whether turns run on the local engine (over Chat Completions) rather than
+        being forwarded: `chat_completions` says so, `responses` says not, `auto` asks
+        the upstream once whether it has a Responses API."""
+        if self._api == "chat_completions":
+            return True
+        if self.is_llama_stack is None:
+            await self.probe()
+            if self._api == "auto":
+                log.info("llama_stack.api auto: turns %s", "are forwarded to the upstream's Responses API"
+                         if self.has_responses else "run on the local engine over /v1/chat/completions")
+        return self._api == "auto" and not self.has_responses
 
     @property
     def conversations_upstream(self) -> bool | None:

@@ -24,6 +24,15 @@ class UpstreamResponses:
         self._client = client
         self.capabilities = capabilities
 
+    # The backend interface (gateway.pipeline.Backend): a prepared turn's `body`,
+    # `headers` and `model.id` are what is forwarded.
+
+    async def respond(self, turn: Any) -> dict[str, Any]:
+        return await self.create(turn.body, turn.headers, turn.model.id)
+
+    def open(self, turn: Any) -> "UpstreamStream":
+        return self.stream(turn.body, turn.headers, turn.model.id)
+
     async def create(self, body: dict[str, Any], headers: Mapping[str, str], model: str) -> dict[str, Any]:
         reply = await self._client.request_ok("POST", "/v1/responses", json=body, headers=headers, model=model)
         try:

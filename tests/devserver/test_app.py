@@ -122,6 +122,9 @@ async def test_no_responses_mode(aiohttp_client):
     resp = await client.post("/v1/chat/completions", json={
         "model": "scripted-chat", "messages": [{"role": "user", "content": "hi"}]})
     assert resp.status == 200
+    # Its model list is a plain OpenAI-compatible server's: chat models, no custom_metadata.
+    models = (await (await client.get("/v1/models")).json())["data"]
+    assert [(m["id"], "custom_metadata" in m) for m in models] == [("scripted-chat", False), ("scripted-mini", False)]
 
 
 async def test_no_conversations_mode(aiohttp_client):

@@ -194,3 +194,46 @@ async def test_embeddings_dimensions_and_base64(client):
     assert resp.status == 404
     resp = await client.post("/v1/embeddings", json={"model": "scripted-embed", "input": 4.5})
     assert resp.status == 400
+
+
+TIME_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+                                                                                 "properties": {}}}}
+
+
+async def _chunks(client, text, **body):
+    resp = await chat(client, messages=[{"role": "user", "content": text}], stream=True,
+                      stream_options={"include_usage": True}, **body)
+    payloads = sse_data(await resp.text())
+    assert payloads[-1] == "[DONE]"
+    return [ChatCompletionChunk.model_validate(json.loads(p)) for p in payloads[:-1]]
+
+
+async def test_think_aloud_streams_reasoning_content_first(client):
+    chunks = await _chunks(client, "think-aloud please")
+    reasoning = [c.choices[0].delta.model_extra.get("reasoning_content") for c in chunks if c.choices]
+    assert "".join(r for r in reasoning if r) == "Thinking about: think-aloud please"
+    assert chunks[-1].usage.completion_tokens_details.reasoning_tokens == 4
+
+
+async def test_parallel_calls_call_every_tool_in_one_turn(client):
+    chunks = await _chunks(client, "parallel-calls: use the tools", tools=[WEATHER_TOOL, TIME_TOOL])
+    starts = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or () if call.id]
+    assert [(call.index, call.function.name) for call in starts] == [(0, "get_weather"), (1, "get_time")]
+    assert chunks[-2].choices[0].finish_reason == "tool_calls" and chunks[-1].usage is not None
+
+
+async def test_finish_reason_triggers(client):
+    for text, reason in (("finish-length now", "length"), ("content-filter now", "content_filter")):
+        chunks = await _chunks(client, text)
+        assert chunks[-2].choices[0].finish_reason == reason
+        body = await (await chat(client, messages=[{"role": "user", "content": text}])).json()
+        assert body["choices"][0]["finish_reason"] == reason
+
+
+async def test_chat_deltas_for_every_stream(aiohttp_client):
+    from gateway.devserver import create_app
+
+    client = await aiohttp_client(create_app(chat_deltas=5))
+    chunks = await _chunks(client, "hello there")
+    texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(texts) == 5

@@ -43,6 +43,7 @@ ALLOWED = {
 # Every route: (method, path, body) and the status an allowed caller gets.
 ROUTES = {
     ("post", "/v1/responses"): ({"input": "hello", "tool_choice": "none"}, 200),
+    ("get", "/v1/responses"): (None, 501),   # listing exists in engine mode; this gateway forwards
     ("get", "/v1/responses/{response_id}"): (None, 404),
     ("delete", "/v1/responses/{response_id}"): (None, 404),
     ("get", "/v1/responses/{response_id}/input_items"): (None, 404),

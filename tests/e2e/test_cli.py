@@ -9,6 +9,7 @@ import subprocess
 import sys
 import urllib.request
 
+import pytest
 import yaml
 
 from tests.support.gateway_proc import GATEWAY_BIN, Gateway, gateway_config
@@ -106,25 +107,23 @@ def test_serve_refuses_bad_config(tmp_path):
     assert result.returncode == 2 and "llama_stack.url" in result.stderr
 
 
-def test_demo_serves_a_working_gateway(tmp_path):
+@pytest.mark.parametrize("flags, mode", [((), "forwarding"), (("--engine",), "local engine")])
+def test_demo_serves_a_working_gateway(tmp_path, flags, mode):
     port = free_port()
-    proc = spawn("demo", [str(GATEWAY_BIN), "demo", "--port", str(port), "--data-dir", str(tmp_path)], tmp_path)
+    proc = spawn("demo", [str(GATEWAY_BIN), "demo", *flags, "--port", str(port), "--data-dir", str(tmp_path)],
+                 tmp_path)
+    base = f"http://127.0.0.1:{port}"
     try:
-        wait_http(proc, f"http://127.0.0.1:{port}/readiness", ok=lambda status: status == 200)
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/responses",
-                                         data=json.dumps({"input": "Hello gateway"}).encode(),
+        wait_http(proc, f"{base}/readiness", ok=lambda status: status == 200)
+        request = urllib.request.Request(f"{base}/v1/responses", data=json.dumps({"input": "Hello gateway"}).encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=10) as resp:
             body = json.loads(resp.read())
         assert body["output_text"] == "Scripted reply (turn 1, 1 messages): Hello gateway"
         assert (tmp_path / "gateway.db").exists()
-        assert "curl" in proc.log()
+        assert "curl" in proc.log() and f"Mode: {mode}" in proc.log()
+        if flags:  # the engine keeps the responses itself
+            with urllib.request.urlopen(f"{base}/v1/responses", timeout=10) as resp:
+                assert [item["id"] for item in json.loads(resp.read())["data"]] == [body["id"]]
     finally:
         proc.stop()
-
-
-def test_serve_refuses_the_unbuilt_chat_completions_engine(tmp_path, upstream):
-    config = gateway_config(upstream.url, tmp_path / "db.sqlite")
-    config["llama_stack"]["api"] = "chat_completions"
-    result = run("serve", "-c", write(tmp_path / "cc.yaml", config))
-    assert result.returncode != 0 and "chat_completions" in result.stderr

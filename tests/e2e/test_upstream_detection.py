@@ -11,14 +11,14 @@ def chat_only(upstream_with):
     return upstream_with("--no-responses")
 
 
-def test_upstream_without_responses_api_is_a_clear_error(gateway_factory, chat_only):
+def test_upstream_without_responses_api_gets_the_local_engine(gateway_factory, chat_only):
     gateway = gateway_factory(chat_only.url)
     chat_only.clear()
     reply = gateway.post("/v1/responses", {"input": "hi"})
-    assert reply.status == 500
-    error = reply.json()["error"]
-    assert error["code"] == "upstream_api_unsupported" and "/v1/responses" in error["message"]
-    assert [r["path"] for r in chat_only.requests() if r["method"] == "POST"] == ["/v1/responses"]  # the probe
+    assert reply.ok()["output_text"] == "Scripted reply (turn 1, 1 messages): hi"
+    # The probe, then the turn over Chat Completions.
+    assert [r["path"] for r in chat_only.requests() if r["method"] == "POST"] == ["/v1/responses",
+                                                                                   "/v1/chat/completions"]
 
 
 def test_probe_happens_once(gateway_factory, upstream):

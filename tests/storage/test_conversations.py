@@ -55,7 +55,7 @@ async def test_migrations_apply_once(tmp_path):
     await ConversationRepository(db).save(conversation(), turn("r1"))
     await db.close()
     db = await Database.open_sqlite(path)
-    assert [row["version"] for row in await db.fetchall("SELECT version FROM schema_migrations")] == [1]
+    assert [row["version"] for row in await db.fetchall("SELECT version FROM schema_migrations")] == [1, 2]
     assert (await ConversationRepository(db).get("c1")).message_count == 1
     await db.close()
 

@@ -210,3 +210,11 @@ def test_an_error_as_the_first_event_is_a_refusal_with_its_status():
     begun.feed(Event.build({"type": "response.created", "sequence_number": 0, "response": {"id": "r"}}))
     begun.feed(Event.build({"error": {"message": "Model 'm' not found.", "code": "404"}}))
     assert begun.refusal is None and begun.terminal is not None
+
+
+@pytest.mark.parametrize("reason, repaired", [("length", "max_output_tokens"), ("content_filter", "content_filter"),
+                                              ("max_output_tokens", "max_output_tokens"), ("weird", None)])
+def test_incomplete_reason_in_openai_terms(reason, repaired):
+    # Llama Stack 0.7.3 passes finish_reason through (found by the engine parity test).
+    response = repair_response({"id": "resp_1", "status": "incomplete", "incomplete_details": {"reason": reason}})
+    assert response["incomplete_details"] == {"reason": repaired}

@@ -1,0 +1,145 @@
+"""`LocalEngine`: the backend that runs the Responses API itself over the upstream's
+`/v1/chat/completions` (engine mode).
+
+The pipeline hands it a prepared turn whose body is a Responses request like the one
+the forward backend sends (tools injected, `previous_response_id` set for a
+conversation's next turn). It reads the history from its response store, translates
+(`translate.py`), runs the loop (`loop.py`) and yields the emitter's events; the HTTP
+layer frames and enriches them exactly as forward mode's rewritten events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Sequence
+
+from gateway.config import InferenceConfig
+from gateway.engine import translate
+from gateway.engine.chat_round import UpstreamChatError
+from gateway.engine.chat_stream import ChatDecoder, Chunk
+from gateway.engine.emitter import Emitter, new_response
+from gateway.engine.executor import ToolExecutor
+from gateway.engine.loop import Loop, Plan
+from gateway.schema.errors import not_found
+from gateway.schema.ids import new_item_id
+from gateway.storage.responses import ResponseStore
+from gateway.streaming.events import TERMINAL_EVENTS, Event
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.responses import StreamBroken, UpstreamStream
+
+if TYPE_CHECKING:
+    from gateway.pipeline import Turn
+
+log = logging.getLogger("gateway.engine")
+CHAT_PATH = "/v1/chat/completions"
+_ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
+
+
+class LocalEngine:
+    def __init__(self, client: UpstreamClient, store: ResponseStore, inference: InferenceConfig,
+                 executors: Sequence[ToolExecutor] = ()):
+        self._client = client
+        self.store = store
+        self._inference = inference
+        self._executors = tuple(executors)
+
+    @staticmethod
+    def check(body: dict[str, Any]) -> None:
+        """Refuse (422) what the engine cannot run, before the turn creates anything."""
+        translate.check_request(body)
+
+    # The backend interface (gateway.pipeline.Backend).
+
+    def open(self, turn: "Turn") -> AsyncContextManager[AsyncIterator[list[Event]]]:
+        """`async with engine.open(turn) as reads`: the events, a list per upstream read;
+        leaving the block closes the loop (and the upstream stream) at once."""
+        return aclosing(self.events(turn))
+
+    async def respond(self, turn: "Turn") -> dict[str, Any]:
+        """The finished response object (non-streaming: what the stream ends with)."""
+        terminal: Event | None = None
+        async for events in self.events(turn):
+            terminal = events[-1] if events else terminal
+        assert terminal is not None
+        return terminal.data["response"]
+
+    async def events(self, turn: "Turn") -> AsyncIterator[list[Event]]:
+        """The response's events, a list per upstream read, the terminal event last."""
+        body = turn.body
+        history = await self._history(turn, body.get("previous_response_id"))
+        inputs = [_with_id(item) for item in translate.input_items(body.get("input"))]
+        references = {item["id"]: item for item in history + inputs if isinstance(item.get("id"), str)}
+        tools = body.get("tools") or []
+        choice, allowed = translate.tool_choice(body.get("tool_choice")) if tools else (None, None)
+        chat: dict[str, Any] = {"model": turn.model.id, "stream": True, "stream_options": {"include_usage": True},
+                                **translate.chat_options(body, bool(tools))}
+        if tools:
+            chat["tools"] = translate.chat_tools(tools)
+        plan = Plan(chat=chat, messages=translate.to_messages(history + inputs, body.get("instructions"), references),
+                    tools={tool["name"]: tool for tool in tools if tool.get("type") == "function"},
+                    tool_choice=choice, allowed=allowed,
+                    max_infer_iters=int(body.get("max_infer_iters") or self._inference.max_infer_iters),
+                    max_tool_calls=body.get("max_tool_calls"),
+                    client_tool_status=self._inference.client_tool_status)
+        response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, tools)
+        emitter = Emitter(response)
+
+        def snapshot() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+            stored = {**emitter.response, "output": list(emitter.output), "model": turn.display_model,
+                      "conversation": turn.conversation}
+            return stored, inputs, history + inputs + emitter.output
+
+        async def save(emitter: Emitter, finished: bool) -> None:
+            """Queued at creation and after each round; awaited at the end, before the
+            client can see the terminal event."""
+            if turn.store:
+                done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=finished)
+                if done is not None:
+                    await asyncio.shield(done)  # a client that leaves must not undo the commit
+
+        turn.body = {}  # translated: nothing needs it while the stream is open
+        ended = False
+        try:
+            async for events in Loop(lambda request: self._chat(request, turn.model.id), self._executors).run(
+                    plan, emitter, save):
+                ended = bool(events) and events[-1].type in TERMINAL_EVENTS
+                yield events
+        except Exception:
+            if not emitter.started or ended:
+                raise
+            # A fault of ours after the first event: the stream still ends as the
+            # protocol says (DESIGN decision 6); the cause goes to the log only.
+            log.exception("the local engine failed during %s", response["id"])
+            yield [*emitter.take(), emitter.fail("An unexpected error occurred while processing the request.")]
+
+    async def _history(self, turn: "Turn", previous_id: str | None) -> list[dict[str, Any]]:
+        if not previous_id:
+            return []
+        previous = await self.store.get(previous_id, turn.identity.user_id)
+        if previous is None:
+            raise not_found("Response", previous_id, code="response_not_found", param="previous_response_id")
+        return previous.context
+
+    async def _chat(self, request: dict[str, Any], model: str) -> AsyncIterator[list[Chunk]]:
+        """The upstream's chat stream, decoded: the chunks of each read."""
+        decoder = ChatDecoder()
+        async with UpstreamStream(self._client.open("POST", CHAT_PATH, json=request), model) as reads:
+            try:
+                async for data in reads:
+                    chunks = decoder.feed(data)
+                    if chunks:
+                        yield chunks
+            except StreamBroken as exc:
+                raise UpstreamChatError(str(exc)) from None
+            tail = decoder.close()
+            if tail:
+                yield tail
+
+
+def _with_id(item: dict[str, Any]) -> dict[str, Any]:
+    """An input item as stored: with an id (input_items and item_reference name it)."""
+    if isinstance(item.get("id"), str):
+        return item
+    return {"id": new_item_id(_ITEM_PREFIXES.get(item.get("type"), "item")), **item}  # type: ignore[arg-type]

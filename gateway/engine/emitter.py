@@ -1,0 +1,258 @@
+"""The one emitter of a response's stream (sans-I/O): it owns the response object,
+`sequence_number` (contiguous from 0), output indexes and item ids across every round
+of the loop, and pairs every `*.added` with its `*.done`.
+
+The loop tells it what the model produced (`text`, `refusal`, `reasoning`, a tool
+call's start and argument pieces, a finished item) and takes the events with `take()`.
+Items are opened lazily and closed in the order they were opened when the round ends
+(`close_items`). `response.created` and `response.in_progress` come once (`start`),
+exactly one terminal event at the end (`finish` or `fail`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from gateway.schema.ids import new_item_id
+from gateway.streaming.events import Event, Framed
+
+TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.incomplete",
+                  "failed": "response.failed", "requires_action": "response.requires_action"}
+
+
+def new_response(response_id: str, model: str, body: dict[str, Any], previous_response_id: str | None,
+                 tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The response object as `response.created` shows it (every key the `openai` type
+    reads, with the request's settings echoed)."""
+    return {
+        "id": response_id, "object": "response", "created_at": int(time.time()), "status": "in_progress",
+        "background": False, "completed_at": None, "error": None, "incomplete_details": None,
+        "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
+        "max_tool_calls": body.get("max_tool_calls"), "metadata": body.get("metadata") or {}, "model": model,
+        "output": [], "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": previous_response_id, "reasoning": body.get("reasoning"),
+        "safety_identifier": body.get("safety_identifier"), "service_tier": "default",
+        "store": body.get("store", True), "temperature": body.get("temperature"),
+        "text": body.get("text") or {"format": {"type": "text"}}, "tool_choice": body.get("tool_choice") or "auto",
+        "tools": tools, "top_p": body.get("top_p"), "truncation": body.get("truncation") or "disabled",
+        "usage": None,
+    }
+
+
+def _copy(item: dict[str, Any]) -> dict[str, Any]:
+    """The item as it is now: events are serialised later, after the item changed."""
+    return {key: list(value) if isinstance(value, list) else value for key, value in item.items()}
+
+
+class _Open:
+    """An item being streamed: where it is and what it has so far."""
+
+    __slots__ = ("item", "index", "text", "head")
+
+    def __init__(self, item: dict[str, Any], index: int):
+        self.item = item
+        self.index = index
+        self.text: list = []        # pieces: JSON strings (output text), else str
+        self.head: bytes | None = None  # a text delta event's bytes up to the delta
+
+
+class Emitter:
+    __slots__ = ("response", "_events", "_next", "_message", "_reasoning", "_calls", "_opened", "round_text")
+
+    def __init__(self, response: dict[str, Any]):
+        self.response = response
+        self._events: list[Event] = []
+        self._next = 0
+        self._message: _Open | None = None      # the open assistant message (text or refusal part)
+        self._reasoning: _Open | None = None
+        self._calls: dict[int, _Open] = {}      # the round's tool calls by their Chat Completions index
+        self._opened: list[_Open] = []          # open items, in the order they were opened
+        self.round_text: list[str] = []         # the answer's text closed this round (for the next messages)
+
+    @property
+    def started(self) -> bool:
+        return self._next > 0
+
+    @property
+    def output(self) -> list[dict[str, Any]]:
+        return self.response["output"]
+
+    def take(self) -> list[Event]:
+        """The events emitted since the last call."""
+        events, self._events = self._events, []
+        return events
+
+    def _emit(self, data: dict[str, Any]) -> None:
+        data["sequence_number"] = self._next
+        self._next += 1
+        self._events.append(Event(data["type"], None, data))
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {**self.response, "output": list(self.response["output"])}
+
+    def start(self) -> None:
+        self._emit({"type": "response.created", "response": self._snapshot()})
+        self._emit({"type": "response.in_progress", "response": self._snapshot()})
+
+    # Items.
+
+    def _open(self, item: dict[str, Any]) -> _Open:
+        opened = _Open(item, len(self.output))
+        self.output.append(item)
+        self._opened.append(opened)
+        self._emit({"type": "response.output_item.added", "output_index": opened.index, "item": _copy(item)})
+        return opened
+
+    def text(self, delta: str) -> None:
+        """A piece of the answer."""
+        if delta:
+            self.text_literals([orjson.dumps(delta)])
+
+    def text_literals(self, literals: list[bytes]) -> None:
+        """Pieces of the answer as JSON strings, as the upstream sent them: copied into
+        their events as they are. The hot path (an event per upstream chunk): bytes,
+        never a dict, each event a whole frame; the text is decoded once, when the
+        item closes."""
+        literals = [literal for literal in literals if literal != b'""']
+        if not literals:
+            return
+        message = self._message_for("output_text")
+        message.text += literals
+        head = message.head
+        if head is None:
+            head = message.head = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",' \
+                                  b'"item_id":"%s","output_index":%d,"content_index":0,"logprobs":[],"delta":' % (
+                                      message.item["id"].encode(), message.index)
+        number = self._next
+        self._next = number + len(literals)
+        self._events += [Framed("response.output_text.delta", b"%s%s,\"sequence_number\":%d}\n\n" % (head, literal, n), n)
+                         for n, literal in enumerate(literals, number)]
+
+    def refusal(self, delta: str) -> None:
+        message = self._message_for("refusal")
+        message.text.append(delta)
+        self._emit({"type": "response.refusal.delta", "item_id": message.item["id"], "output_index": message.index,
+                    "content_index": 0, "delta": delta})
+
+    def _message_for(self, kind: str) -> _Open:
+        """The open assistant message whose part is of `kind` (opened, or a new one)."""
+        message = self._message
+        if message is not None and message.item["content"][0]["type"] == kind:
+            return message
+        if self._reasoning is not None:  # the model finished thinking: the answer is its own item
+            self._close(self._reasoning)
+        if message is not None:
+            self._close(message)
+        message = self._message = self._open({"id": new_item_id("msg"), "type": "message", "role": "assistant",
+                                              "status": "in_progress", "content": []})
+        part = ({"type": "output_text", "text": "", "annotations": [], "logprobs": []} if kind == "output_text"
+                else {"type": "refusal", "refusal": ""})
+        message.item["content"].append(part)
+        self._emit({"type": "response.content_part.added", "item_id": message.item["id"],
+                    "output_index": message.index, "content_index": 0, "part": dict(part)})
+        return message
+
+    def reasoning(self, delta: str) -> None:
+        reasoning = self._reasoning
+        if reasoning is None:
+            reasoning = self._reasoning = self._open({"id": new_item_id("rs"), "type": "reasoning", "summary": [],
+                                                      "content": [], "status": "in_progress"})
+            self._emit({"type": "response.content_part.added", "item_id": reasoning.item["id"],
+                        "output_index": reasoning.index, "content_index": 0,
+                        "part": {"type": "reasoning_text", "text": ""}})
+        reasoning.text.append(delta)
+        self._emit({"type": "response.reasoning_text.delta", "item_id": reasoning.item["id"],
+                    "output_index": reasoning.index, "content_index": 0, "delta": delta})
+
+    def call_started(self, index: int, call_id: str, name: str) -> None:
+        """A tool call of this round begins (Chat Completions' `tool_calls[].index`)."""
+        self._calls[index] = self._open({"id": new_item_id("fc"), "type": "function_call", "call_id": call_id,
+                                         "name": name, "arguments": "", "status": "in_progress"})
+
+    def call_arguments(self, index: int, delta: str) -> None:
+        call = self._calls[index]
+        call.text.append(delta)
+        self._emit({"type": "response.function_call_arguments.delta", "item_id": call.item["id"],
+                    "output_index": call.index, "delta": delta})
+
+    def has_call(self, index: int) -> bool:
+        return index in self._calls
+
+    def add_item(self, item: dict[str, Any]) -> dict[str, Any]:
+        """A finished item (a tool's result, a server-side call): added and done at once."""
+        opened = self._open(item)
+        self._close(opened)
+        return item
+
+    def close_items(self) -> list[dict[str, Any]]:
+        """End the round: close every open item in the order it was opened. Returns the
+        round's function calls, in call order."""
+        calls = [self._calls[index].item for index in sorted(self._calls)]
+        for opened in list(self._opened):
+            self._close(opened)
+        self._calls = {}
+        return calls
+
+    def _close(self, opened: _Open) -> None:
+        item = opened.item
+        self._opened.remove(opened)
+        base = {"item_id": item["id"], "output_index": opened.index}
+        if item["type"] == "message" and item["content"][0]["type"] == "output_text":
+            # The pieces are JSON strings: their insides joined are one JSON string.
+            text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))  # type: ignore[misc]
+            self.round_text.append(text)
+        else:
+            text = "".join(opened.text)
+        if item["type"] == "message":
+            part = item["content"][0]
+            if part["type"] == "output_text":
+                part["text"] = text
+                self._emit({"type": "response.output_text.done", **base, "content_index": 0, "text": text,
+                            "logprobs": []})
+            else:
+                part["refusal"] = text
+                self._emit({"type": "response.refusal.done", **base, "content_index": 0, "refusal": text})
+            self._emit({"type": "response.content_part.done", **base, "content_index": 0, "part": dict(part)})
+            self._message = None
+        elif item["type"] == "reasoning" and opened is self._reasoning:
+            part = {"type": "reasoning_text", "text": text}
+            item["content"] = [part]
+            self._emit({"type": "response.reasoning_text.done", **base, "content_index": 0, "text": text})
+            self._emit({"type": "response.content_part.done", **base, "content_index": 0, "part": dict(part)})
+            self._reasoning = None
+        elif item["type"] == "function_call" and item.get("status") == "in_progress":
+            item["arguments"] = text
+            self._emit({"type": "response.function_call_arguments.done", **base, "name": item["name"],
+                        "arguments": text})
+        if "status" in item and item["status"] == "in_progress":
+            item["status"] = "completed"
+        self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
+
+    # The end.
+
+    def finish(self, status: str, usage: dict[str, Any] | None, incomplete_reason: str | None = None) -> Event:
+        """The terminal event (returned, not queued: it waits for settlement)."""
+        for opened in list(self._opened):
+            self._close(opened)
+        response = self.response
+        response["status"] = status
+        response["usage"] = usage
+        if status == "completed":
+            response["completed_at"] = int(time.time())
+        if status == "incomplete" and incomplete_reason:
+            response["incomplete_details"] = {"reason": incomplete_reason}
+        return self._terminal(status)
+
+    def fail(self, message: str, usage: dict[str, Any] | None = None, code: str = "server_error") -> Event:
+        for opened in list(self._opened):
+            self._close(opened)
+        self.response.update(status="failed", usage=usage, error={"code": code, "message": message})
+        return self._terminal("failed")
+
+    def _terminal(self, status: str) -> Event:
+        data = {"type": TERMINAL_TYPES[status], "response": self.response, "sequence_number": self._next}
+        self._next += 1
+        return Event(data["type"], None, data)
