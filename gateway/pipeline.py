@@ -120,7 +120,7 @@ class Pipeline:
         self._background: set[asyncio.Future] = set()
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
-        request = parse_responses_request(raw, self._tools.server_urls)
+        request = await self._parse(raw)
         if request.shield_ids:
             raise invalid_attribute(f"Unknown shield IDs: {', '.join(request.shield_ids)} (this gateway has no "
                                     "shields configured)", param="shield_ids", code="shield_not_found")
@@ -160,6 +160,17 @@ class Pipeline:
             assert self.engine is not None
             return self.engine
         return self.backend
+
+    async def _parse(self, raw: Any) -> ResponsesRequest:
+        """LCORE's request model; on the local engine, `item_reference` input items too.
+        Only a request LCORE's model refuses and that holds such an item asks which backend
+        runs the turn first, so forward mode keeps LCORE's exact 422 bodies."""
+        try:
+            return parse_responses_request(raw, self._tools.server_urls)
+        except ApiError:
+            if not _has_item_reference(raw) or not await self.uses_engine():
+                raise
+        return parse_responses_request(raw, self._tools.server_urls, engine=True)
 
     async def uses_engine(self) -> bool:
         """Whether turns run on the local engine (learnt from the upstream once, for `auto`)."""
@@ -403,3 +414,9 @@ def _input_items(input_: Any) -> list[dict[str, Any]]:
     if isinstance(input_, str):
         return [{"type": "message", "role": "user", "content": input_}]
     return [item if "type" in item else {"type": "message", **item} for item in input_ if isinstance(item, dict)]
+
+
+def _has_item_reference(raw: Any) -> bool:
+    items = raw.get("input") if isinstance(raw, dict) else None
+    return isinstance(items, list) and any(isinstance(item, dict) and item.get("type") == "item_reference"
+                                           for item in items)

@@ -70,7 +70,8 @@ class LocalEngine:
         body = turn.body
         history = await self._history(turn, body.get("previous_response_id"))
         inputs = [_with_id(item) for item in translate.input_items(body.get("input"))]
-        references = {item["id"]: item for item in history + inputs if isinstance(item.get("id"), str)}
+        references = {item["id"]: item for item in history + inputs
+                      if isinstance(item.get("id"), str) and item.get("type") != "item_reference"}
         tools = body.get("tools") or []
         choice, allowed = translate.tool_choice(body.get("tool_choice")) if tools else (None, None)
         chat: dict[str, Any] = {"model": turn.model.id, "stream": True, "stream_options": {"include_usage": True},

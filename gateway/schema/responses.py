@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
 
 from gateway.schema.ids import normalize_conversation_id
 from gateway.schema.responses_types import (CONFIGURED_MCP_SERVERS, InputTool, OpenAIResponsePrompt, OpenAIResponseReasoning,
-                                            OpenAIResponseText, ResponseInput, ToolChoice)
+                                            OpenAIResponseText, ResponseInput, ResponseItem, ToolChoice)
 from gateway.schema.validation import validate
 
 IncludeParameter = Literal[
@@ -131,7 +131,24 @@ class ResponsesRequest(BaseModel):
         return self.previous_response_id or None
 
 
+class ItemReference(BaseModel):
+    """OpenAI's `item_reference` input item: an earlier item of the conversation, by id.
+    Llama Stack 0.7.3 (and so LCORE) has no such item; the local engine resolves it."""
+
+    id: str
+    type: Literal["item_reference"] = "item_reference"
+
+
+class EngineResponsesRequest(ResponsesRequest):
+    """The request in engine mode: LCORE's, with `item_reference` input items accepted.
+    A separate model, so forward mode keeps LCORE's exact 422 bodies (every member of
+    the input union is reported in them)."""
+
+    input: str | list[ResponseItem | ItemReference]
+
+
 _ADAPTER = TypeAdapter(ResponsesRequest)
+_ENGINE_ADAPTER = TypeAdapter(EngineResponsesRequest)
 # Top-level scalars: lax validation may have converted what the client sent (`"0.5"`,
 # `"true"`, `3.0`), and the upstream gets the converted value.
 _SCALARS = ("model", "instructions", "max_infer_iters", "max_output_tokens", "max_tool_calls",
@@ -140,10 +157,12 @@ _SCALARS = ("model", "instructions", "max_infer_iters", "max_output_tokens", "ma
             "service_tier")
 
 
-def parse_responses_request(raw: Any, configured_mcp: Mapping[str, str] | None = None) -> ResponsesRequest:
+def parse_responses_request(raw: Any, configured_mcp: Mapping[str, str] | None = None,
+                            engine: bool = False) -> ResponsesRequest:
     """Validate a decoded JSON body, or raise FastAPI's 422 for it. `configured_mcp`
-    maps the operator's MCP server names to their URLs (see `InputToolMCP`)."""
-    return validate(_ADAPTER, raw, {CONFIGURED_MCP_SERVERS: configured_mcp or {}})
+    maps the operator's MCP server names to their URLs (see `InputToolMCP`); `engine`:
+    the turn runs on the local engine, which also takes `item_reference` items."""
+    return validate(_ENGINE_ADAPTER if engine else _ADAPTER, raw, {CONFIGURED_MCP_SERVERS: configured_mcp or {}})
 
 
 def forwarded_scalars(raw: dict[str, Any], request: ResponsesRequest) -> dict[str, Any]:

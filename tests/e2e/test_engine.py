@@ -317,3 +317,22 @@ def test_listing_responses_in_forward_mode_is_a_clear_501(gateway):
     reply = gateway.get("/v1/responses")
     assert reply.status == 501
     assert reply.json()["error"]["code"] == "not_implemented" and "engine mode" in reply.json()["detail"]["cause"]
+
+
+def test_item_reference_names_an_earlier_item(engine, chat_upstream, gateway):
+    """`item_reference` input items (OpenAI's; Llama Stack's types have none): the engine
+    sends the referenced item; an unknown id is a clear 422 that creates nothing; in
+    forward mode LCORE's model refuses them with LCORE's 422, as before."""
+    client = engine.client()
+    first = client.responses.create(input="remember this")
+    answer = first.output[0].id
+    body = {"previous_response_id": first.id,
+            "input": [{"type": "item_reference", "id": answer}, {"role": "user", "content": "and now?"}]}
+    engine.post("/v1/responses", body).ok()
+    messages = last_chat(chat_upstream)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "assistant", "user"]
+    assert messages[2]["content"] == messages[1]["content"] == first.output_text
+    unknown = engine.post("/v1/responses", {**body, "input": [{"type": "item_reference", "id": "msg_nope"}]})
+    assert unknown.status == 422 and "msg_nope" in unknown.json()["detail"]["cause"]
+    forwarded = gateway.post("/v1/responses", {"input": [{"type": "item_reference", "id": answer}]})
+    assert forwarded.status == 422 and isinstance(forwarded.json()["detail"], list)
