@@ -26,9 +26,9 @@ from gateway.config_access import Action
 from gateway.engine.backend import LocalEngine
 from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
+from gateway.model_selection import ModelSelector
 from gateway.quota import QuotaService
-from gateway.schema.errors import (ApiError, conversation_forbidden, invalid_attribute, model_not_found,
-                                   model_override_forbidden, not_found)
+from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses import (LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars,
                                       parse_responses_request)
@@ -113,7 +113,7 @@ class Pipeline:
         # Responses API (forward), or the local engine over its Chat Completions.
         self.backend = backend
         self.engine = engine
-        self._catalog = catalog
+        self._models = ModelSelector(catalog, config.inference)
         self._quota = quota
         self._tools = tools
         self._pending: dict[str, asyncio.Future] = {}   # conversation / response id -> its recording
@@ -128,7 +128,7 @@ class Pipeline:
         tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
         await self._quota.check(identity)
         existing, forked_from = await self._resolve_conversation(identity, request)
-        model = await self._select_model(identity, request, existing)
+        model = await self._models.select(identity, request.model, existing)
         engine = await self.uses_engine()
         if engine:
             assert self.engine is not None
@@ -327,44 +327,6 @@ class Pipeline:
             await self._wait_pending(conversation.id)
             conversation = await self._conversations.get(conversation.id) or conversation
         return conversation, None if conversation.last_response_id == previous else previous
-
-    async def _select_model(self, identity: Identity, request: ResponsesRequest,
-                            existing: ConversationRecord | None) -> ModelInfo:
-        """request → conversation's last model → configured default → first LLM (spec 001).
-        Naming a model needs `model_override`, unless it is the one that would be chosen
-        anyway (OpenAI SDK clients always send `model`)."""
-        if request.model:
-            model = await self._catalog.find(request.model)
-            if Action.MODEL_OVERRIDE not in identity.actions and (
-                    model is None or model.id != await self._automatic_model_id(existing)):
-                raise model_override_forbidden()
-            if model is None:
-                raise model_not_found(request.model)
-            return model
-        return await self._automatic_model(existing)
-
-    async def _automatic_model_id(self, existing: ConversationRecord | None) -> str | None:
-        try:
-            return (await self._automatic_model(existing)).id
-        except ApiError:  # no model would be chosen: any named one is an override
-            return None
-
-    async def _automatic_model(self, existing: ConversationRecord | None) -> ModelInfo:
-        if existing is not None and existing.last_used_model:
-            model = await self._catalog.find(existing.last_used_model)
-            if model is not None:
-                return model
-        inference = self._config.inference
-        if inference.default_model_id:
-            model = (await self._catalog.find(inference.default_model_id)
-                     or await self._catalog.find(inference.default_model or ""))
-            if model is None:
-                raise model_not_found(inference.default_model_id)
-            return model
-        model = await self._catalog.first_llm()
-        if model is None:
-            raise model_not_found(None)
-        return model
 
     def _upstream_body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
                        tools: list[dict[str, Any]] | None) -> dict[str, Any]:
