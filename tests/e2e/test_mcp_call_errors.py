@@ -13,7 +13,7 @@ from openai.types.responses.response_output_item import McpCall
 
 from tests.conftest import FIXTURES
 from tests.devserver.helpers import normalise
-from tests.support.flows import checked, failed_mcp_call, kinds
+from tests.support.flows import chained_mcp_call_errors, checked, failed_mcp_call, kinds
 from tests.support.openai_shapes import replay_through_sdk, validate_response
 
 FAULTY = [{"type": "mcp", "server_label": "faulty", "server_url": "http://127.0.0.1:9/faulty/mcp",
@@ -100,11 +100,7 @@ def test_input_items_replaying_a_failed_call_carry_the_error_object(gateway_fact
     # Chained by previous_response_id (the gateway keeps the conversation), as with a
     # real Llama Stack, whose input_items then replay the earlier turn's output.
     chaining = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "conversations": "gateway"})
-    first = chaining.post("/v1/responses", {"input": "Use the explode tool", "tools": FAULTY}).json()
-    second = chaining.post("/v1/responses", {"input": "What went wrong?", "previous_response_id": first["id"]})
-    assert second.status == 200, second.body
-    listing = chaining.get(f"/v1/responses/{second.json()['id']}/input_items").json()
-    calls = [item for item in listing["data"] if item["type"] == "mcp_call"]
+    calls = chained_mcp_call_errors(chaining, {"input": "Use the explode tool", "tools": FAULTY})
     assert [call["error"] for call in calls] == [TOOL_ERROR]
     McpCall.model_validate(calls[0])
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from openai.types.responses.response_output_item import McpCall
 
-from tests.support.flows import failed_mcp_call
+from tests.support.flows import chained_mcp_call_errors, failed_mcp_call
 from tests.support.mcp_server import start_mcp_server
 from tests.support.openai_shapes import replay_through_sdk, validate_response
 
@@ -78,11 +78,7 @@ def test_input_items_replaying_a_failed_call_carry_the_error_object(chain, fault
     # conversation lists only its own input.
     chaining = gateway_factory(chain.stack.url, inference=DEFAULT_MODEL,
                                llama_stack={"url": chain.stack.url, "conversations": "gateway"})
-    first = chaining.post("/v1/responses", {"input": "Use the explode tool", "tools": faulty_tools(faulty)}).json()
-    second = chaining.post("/v1/responses", {"input": "What went wrong?", "previous_response_id": first["id"]})
-    assert second.status == 200, second.body
-    listing = chaining.get(f"/v1/responses/{second.json()['id']}/input_items").json()
-    calls = [item for item in listing["data"] if item["type"] == "mcp_call"]
+    calls = chained_mcp_call_errors(chaining, {"input": "Use the explode tool", "tools": faulty_tools(faulty)})
     assert [call["error"] for call in calls] == [TOOL_ERROR]
     McpCall.model_validate(calls[0])
 

@@ -47,3 +47,13 @@ def failed_mcp_call(events: list[dict[str, Any]], expected_error: dict[str, Any]
     assert done["type"] == "response.output_item.done" and done["item"]["error"] == expected_error
     assert events[failed]["item_id"] == done["item"]["id"]
     return events[failed]["output_index"]
+
+
+def chained_mcp_call_errors(gateway: Any, first_body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A turn with a failing MCP call, then one chained to it by previous_response_id:
+    the `mcp_call` items of the second turn's input_items (the earlier turn replayed)."""
+    first = gateway.post("/v1/responses", first_body).json()
+    second = gateway.post("/v1/responses", {"input": "What went wrong?", "previous_response_id": first["id"]})
+    assert second.status == 200, second.body
+    listing = gateway.get(f"/v1/responses/{second.json()['id']}/input_items").json()
+    return [item for item in listing["data"] if item["type"] == "mcp_call"]
