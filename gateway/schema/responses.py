@@ -21,8 +21,9 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from gateway.schema.ids import normalize_conversation_id
-from gateway.schema.responses_types import (CONFIGURED_MCP_SERVERS, InputTool, OpenAIResponsePrompt, OpenAIResponseReasoning,
-                                            OpenAIResponseText, ResponseInput, ResponseItem, ToolChoice)
+from gateway.schema.responses_tools import CONFIGURED_MCP_SERVERS, InputTool, ToolChoice
+from gateway.schema.responses_types import (OpenAIResponsePrompt, OpenAIResponseReasoning, OpenAIResponseText,
+                                            ResponseInput, ResponseItem)
 from gateway.schema.validation import validate
 
 IncludeParameter = Literal[
