@@ -5,7 +5,16 @@ recognise them. Times are ISO-8601 UTC text. Ids are random, so every index cost
 random B-tree write per turn: the turns table has only the response-id index it is
 looked up by (a conversation's turns are linked by `prior_response_id`); an index on
 `turns.conversation_id` belongs with the first endpoint that lists them.
+
+Every name the gateway creates starts with `gateway_`: on a PostgreSQL database shared
+with LCORE, its own tables (`user_conversation`, `user_turn`, the conversation cache's
+`conversations`, `quota_limits`, `token_usage`) never collide with ours. A new
+database is created at the latest schema at once (`BASELINE`, which must equal what the
+migrations make of an old one: a test checks it); `MIGRATIONS` bring an existing one up.
 """
+
+# Where SQLite files from before version 2 recorded their versions.
+LEGACY_BOOKKEEPING = "schema_migrations"
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -38,4 +47,42 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             deleted INTEGER NOT NULL DEFAULT 0
         )""",
     ]),
+    # The gateway's names no longer collide with LCORE's tables in a shared database.
+    (2, [
+        "ALTER TABLE conversations RENAME TO gateway_conversations",
+        "ALTER TABLE turns RENAME TO gateway_turns",
+        "DROP INDEX conversations_user",
+        "CREATE INDEX gateway_conversations_user ON gateway_conversations (user_id)",
+    ]),
+]
+
+BASELINE: list[str] = [
+    """CREATE TABLE gateway_conversations (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        upstream_id TEXT,
+        created_at TEXT NOT NULL,
+        last_message_at TEXT NOT NULL,
+        last_used_model TEXT,
+        last_used_provider TEXT,
+        last_response_id TEXT,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        turns_recorded INTEGER NOT NULL DEFAULT 0,
+        topic_summary TEXT NOT NULL DEFAULT '',
+        generate_topic_summary INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX gateway_conversations_user ON gateway_conversations (user_id)",
+    """CREATE TABLE gateway_turns (
+        response_id TEXT NOT NULL UNIQUE,
+        conversation_id TEXT NOT NULL,
+        turn_number INTEGER NOT NULL,
+        prior_response_id TEXT,
+        previous_response_id TEXT,
+        model TEXT,
+        provider TEXT,
+        status TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        completed_at TEXT NOT NULL,
+        deleted INTEGER NOT NULL DEFAULT 0
+    )""",
 ]

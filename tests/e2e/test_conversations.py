@@ -79,7 +79,7 @@ def seed_lcore_conversation(gateway, conversation_id: str, user_id: str, upstrea
     db = sqlite3.connect(GatewayDb.of(gateway).path, timeout=10)
     try:
         with db:
-            db.execute("INSERT INTO conversations (id, user_id, upstream_id, created_at, last_message_at) "
+            db.execute("INSERT INTO gateway_conversations (id, user_id, upstream_id, created_at, last_message_at) "
                        "VALUES (?, ?, ?, '2025-01-01T00:00:00+00:00', '2025-01-01T00:00:00+00:00')",
                        (conversation_id, user_id, upstream_id))
     finally:

@@ -57,22 +57,22 @@ class GatewayDb:
     def counts(self, user_id: str | None = None) -> Counts:
         """Rows in `conversations` and `turns`: all of them, or those of one user."""
         if user_id is None:
-            conversations = self._query("SELECT COUNT(*) AS n FROM conversations")[0]["n"]
-            turns = self._query("SELECT COUNT(*) AS n FROM turns")[0]["n"]
+            conversations = self._query("SELECT COUNT(*) AS n FROM gateway_conversations")[0]["n"]
+            turns = self._query("SELECT COUNT(*) AS n FROM gateway_turns")[0]["n"]
         else:
-            conversations = self._query("SELECT COUNT(*) AS n FROM conversations WHERE user_id = ?",
+            conversations = self._query("SELECT COUNT(*) AS n FROM gateway_conversations WHERE user_id = ?",
                                         (user_id,))[0]["n"]
-            turns = self._query("SELECT COUNT(*) AS n FROM turns WHERE conversation_id IN "
-                                "(SELECT id FROM conversations WHERE user_id = ?)", (user_id,))[0]["n"]
+            turns = self._query("SELECT COUNT(*) AS n FROM gateway_turns WHERE conversation_id IN "
+                                "(SELECT id FROM gateway_conversations WHERE user_id = ?)", (user_id,))[0]["n"]
         return Counts(conversations=conversations, turns=turns)
 
     def conversation(self, conversation_id: str) -> dict[str, Any] | None:
         """The conversations row, by `conv_<48 hex>` or the bare stored id."""
-        rows = self._query("SELECT * FROM conversations WHERE id = ?", (conversation_id.removeprefix("conv_"),))
+        rows = self._query("SELECT * FROM gateway_conversations WHERE id = ?", (conversation_id.removeprefix("conv_"),))
         return rows[0] if rows else None
 
     def turn(self, response_id: str) -> dict[str, Any] | None:
-        rows = self._query("SELECT * FROM turns WHERE response_id = ?", (response_id,))
+        rows = self._query("SELECT * FROM gateway_turns WHERE response_id = ?", (response_id,))
         return rows[0] if rows else None
 
     def wait_for_turn(self, response_id: str, timeout: float = 30.0) -> dict[str, Any]:
