@@ -171,11 +171,17 @@ class Pipeline:
             turn.quotas = {}
             return turn.quotas
         if turn._settling is None:
-            # A task, shielded: a client that leaves mid-settle must not undo the charge
-            # or lose the record.
-            turn._settling = asyncio.ensure_future(self._settle(turn))
+            # Shielded below: a client that leaves mid-settle must not undo the charge or
+            # lose the record. Just the record: the writer's own future, no task.
+            turn._settling = asyncio.ensure_future(self._settle(turn)) \
+                if self._quota.enabled or turn.append_to_upstream else self._writer.submit(*self._records(turn))
             self._track(turn, turn._settling)
-        turn.quotas = await asyncio.shield(turn._settling)
+        try:
+            turn.quotas = await asyncio.shield(turn._settling) or {}
+        except ApiError:
+            raise
+        except Exception:  # the writer logged it
+            raise database_error() from None
         return turn.quotas
 
     async def _settle(self, turn: Turn) -> dict[str, int]:
@@ -187,11 +193,7 @@ class Pipeline:
         if turn.store and turn.result is not None:
             if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
                 await self._append_turn(turn)
-            try:
-                await self._writer.submit(*self._records(turn))
-            except Exception as exc:
-                log.error("recording turn %s failed: %s", turn.result.get("id"), exc)
-                raise database_error() from None
+            await self._writer.submit(*self._records(turn))
         return quotas
 
     def finish(self, turn: Turn) -> None:
@@ -218,7 +220,7 @@ class Pipeline:
             if key and self._pending.get(key) is future:
                 del self._pending[key]
         if not future.cancelled():
-            future.exception()  # retrieved: a failure is logged in _settle and told to the client
+            future.exception()  # retrieved: the writer logged a failure, settle() told the client
 
     async def drain(self) -> None:
         """Wait until every finished turn is recorded (at shutdown)."""
