@@ -35,6 +35,10 @@ POOL_SIZE = 10           # connections per process; concurrent turns share them 
 _LOCK_CLASS = 0x67776179
 
 
+_CONNECTION_LOST = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+                    asyncpg.CannotConnectNowError)
+
+
 def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -129,30 +133,38 @@ class PostgresDatabase(database.Database):
                                  {"schema": self._config.namespace, "name": name}) is not None
 
     async def ping(self) -> None:
-        async with asyncio.timeout(PING_TIMEOUT):
-            async with self._pool.acquire() as conn:
-                await conn.fetchval("SELECT COUNT(*) FROM gateway_migrations")
+        async with asyncio.timeout(PING_TIMEOUT), self._connection() as conn:
+            await conn.fetchval("SELECT COUNT(*) FROM gateway_migrations")
 
     async def execute(self, sql: str, params: Params = ()) -> int:
-        async with self._pool.acquire() as conn:
+        async with self._connection() as conn:
             return _rowcount(await conn.execute(*_flat(sql, params)))
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
         query, args = _statement(sql, params)
-        async with self._pool.acquire() as conn:
+        async with self._connection() as conn:
             return [dict(row) for row in await conn.fetch(query, *args)]
 
     async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
-        async with self._pool.acquire() as conn:
-            async with conn.transaction():
-                for sql, params in statements:
-                    await conn.execute(*_flat(sql, params))
+        async with self._connection() as conn, conn.transaction():
+            for sql, params in statements:
+                await conn.execute(*_flat(sql, params))
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[database.Transaction]:
-        async with self._pool.acquire() as conn:
-            async with conn.transaction():
-                yield _Transaction(conn)
+        async with self._connection() as conn, conn.transaction():
+            yield _Transaction(conn)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection; losing the server (refused, reset, timed out) is
+        `DatabaseUnavailable`, which callers answer with LCORE's database error."""
+        try:
+            async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as conn:
+                yield conn
+        except _CONNECTION_LOST as exc:
+            raise DatabaseUnavailable(f"PostgreSQL at {self._config.host}:{self._config.port}: "
+                                      f"{type(exc).__name__}: {exc}") from None
 
 
 def _flat(sql: str, params: Params) -> list[Any]:
