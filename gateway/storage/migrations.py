@@ -16,36 +16,41 @@ migrations make of an old one: a test checks it); `MIGRATIONS` bring an existing
 # Where SQLite files from before version 2 recorded their versions.
 LEGACY_BOOKKEEPING = "schema_migrations"
 
+# The columns as version 1 made them; version 2 only renamed. A migration that changes
+# columns changes BASELINE's own copy, never these.
+_CONVERSATION_COLUMNS_V1 = """(
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    upstream_id TEXT,
+    created_at TEXT NOT NULL,
+    last_message_at TEXT NOT NULL,
+    last_used_model TEXT,
+    last_used_provider TEXT,
+    last_response_id TEXT,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    turns_recorded INTEGER NOT NULL DEFAULT 0,
+    topic_summary TEXT NOT NULL DEFAULT '',
+    generate_topic_summary INTEGER NOT NULL DEFAULT 0
+)"""
+_TURN_COLUMNS_V1 = """(
+    response_id TEXT NOT NULL UNIQUE,
+    conversation_id TEXT NOT NULL,
+    turn_number INTEGER NOT NULL,
+    prior_response_id TEXT,
+    previous_response_id TEXT,
+    model TEXT,
+    provider TEXT,
+    status TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    completed_at TEXT NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0
+)"""
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
-        """CREATE TABLE conversations (
-            id TEXT PRIMARY KEY,
-            user_id TEXT NOT NULL,
-            upstream_id TEXT,
-            created_at TEXT NOT NULL,
-            last_message_at TEXT NOT NULL,
-            last_used_model TEXT,
-            last_used_provider TEXT,
-            last_response_id TEXT,
-            message_count INTEGER NOT NULL DEFAULT 0,
-            turns_recorded INTEGER NOT NULL DEFAULT 0,
-            topic_summary TEXT NOT NULL DEFAULT '',
-            generate_topic_summary INTEGER NOT NULL DEFAULT 0
-        )""",
+        f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
         "CREATE INDEX conversations_user ON conversations (user_id)",
-        """CREATE TABLE turns (
-            response_id TEXT NOT NULL UNIQUE,
-            conversation_id TEXT NOT NULL,
-            turn_number INTEGER NOT NULL,
-            prior_response_id TEXT,
-            previous_response_id TEXT,
-            model TEXT,
-            provider TEXT,
-            status TEXT NOT NULL,
-            started_at TEXT NOT NULL,
-            completed_at TEXT NOT NULL,
-            deleted INTEGER NOT NULL DEFAULT 0
-        )""",
+        f"CREATE TABLE turns {_TURN_COLUMNS_V1}",
     ]),
     # The gateway's names no longer collide with LCORE's tables in a shared database.
     (2, [
@@ -57,32 +62,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
 ]
 
 BASELINE: list[str] = [
-    """CREATE TABLE gateway_conversations (
-        id TEXT PRIMARY KEY,
-        user_id TEXT NOT NULL,
-        upstream_id TEXT,
-        created_at TEXT NOT NULL,
-        last_message_at TEXT NOT NULL,
-        last_used_model TEXT,
-        last_used_provider TEXT,
-        last_response_id TEXT,
-        message_count INTEGER NOT NULL DEFAULT 0,
-        turns_recorded INTEGER NOT NULL DEFAULT 0,
-        topic_summary TEXT NOT NULL DEFAULT '',
-        generate_topic_summary INTEGER NOT NULL DEFAULT 0
-    )""",
+    f"CREATE TABLE gateway_conversations {_CONVERSATION_COLUMNS_V1}",
     "CREATE INDEX gateway_conversations_user ON gateway_conversations (user_id)",
-    """CREATE TABLE gateway_turns (
-        response_id TEXT NOT NULL UNIQUE,
-        conversation_id TEXT NOT NULL,
-        turn_number INTEGER NOT NULL,
-        prior_response_id TEXT,
-        previous_response_id TEXT,
-        model TEXT,
-        provider TEXT,
-        status TEXT NOT NULL,
-        started_at TEXT NOT NULL,
-        completed_at TEXT NOT NULL,
-        deleted INTEGER NOT NULL DEFAULT 0
-    )""",
+    f"CREATE TABLE gateway_turns {_TURN_COLUMNS_V1}",
 ]

@@ -81,7 +81,8 @@ def _rowcount(status: str) -> int:
 def _ssl(config: PostgresConfig) -> str | ssl.SSLContext:
     """libpq's sslmode as asyncpg takes it. With `ca_cert_path`, the modes that use a
     root certificate in libpq (require, verify-ca, verify-full) verify the server's
-    certificate against it; verify-full also checks the host name."""
+    certificate against it; verify-full also checks the host name. Without it, asyncpg
+    reads libpq's default root certificate (~/.postgresql/root.crt) for the verify modes."""
     if config.ca_cert_path is None or config.ssl_mode in ("disable", "allow", "prefer"):
         return config.ssl_mode
     context = ssl.create_default_context(cafile=str(config.ca_cert_path))

@@ -87,3 +87,21 @@ async def test_an_unreachable_postgres_is_a_clear_error(postgres):
                                                   r"InvalidPasswordError: password authentication failed") as caught:
         await open_database(DatabaseConfig.model_validate({"postgres": keys}))
     assert "wrong-password" not in str(caught.value)
+
+
+async def test_tls_verified_against_ca_cert_path(postgres):
+    """ssl_mode and ca_cert_path as LCORE's keys: verify-full against the given CA
+    connects over TLS; without it, as with libpq, the root certificate is looked for in
+    ~/.postgresql/root.crt, and its absence is a clear error."""
+    from gateway.storage.database import DatabaseUnavailable
+
+    keys = {**postgres.new_database(), "ssl_mode": "verify-full", "ca_cert_path": str(postgres.tls.ca_path)}
+    db = await open_database(DatabaseConfig.model_validate({"postgres": keys}))
+    row = await db.fetchone("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+    assert row == {"ssl": True}
+    await db.close()
+    plain = await open_database(DatabaseConfig.model_validate({"postgres": {**keys, "ssl_mode": "disable"}}))
+    assert await plain.fetchone("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") == {"ssl": False}
+    await plain.close()
+    with pytest.raises(DatabaseUnavailable, match="root certificate file .*root.crt"):
+        await open_database(DatabaseConfig.model_validate({"postgres": {**keys, "ca_cert_path": None}}))

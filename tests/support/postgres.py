@@ -8,7 +8,8 @@ scripts/postgres/setup.sh).
 initdb and postgres refuse to run as root: as root they run as the unprivileged
 `gateway-postgres` account (setpriv, which execs, so stopping the process stops the
 server) with a data directory that account owns. Authentication is scram-sha-256 with a
-password for every connection, TCP on 127.0.0.1 only.
+password for every connection, TCP on 127.0.0.1 only; TLS too when started with a
+test CA (`tls=`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tests.support.auth_peers import TestCa
 from tests.support.processes import Proc, free_port, spawn
 
 PG_USER = "gateway-postgres"
@@ -67,6 +69,7 @@ class PostgresServer:
         self.port = port
         self._data = data
         self._password = password
+        self.tls: TestCa | None = None  # the CA that signed the server's certificate, when TLS is on
 
     def superuser_dsn(self, db: str = "postgres") -> str:
         return f"postgresql://{SUPERUSER}:{self._password}@{self.host}:{self.port}/{db}"
@@ -104,7 +107,8 @@ class PostgresServer:
         shutil.rmtree(self._data, ignore_errors=True)
 
 
-def start_postgres(log_dir: Path) -> PostgresServer:
+def start_postgres(log_dir: Path, tls: TestCa | None = None) -> PostgresServer:
+    """`tls`: also accept TLS with a server certificate that CA signed for 127.0.0.1."""
     bin_dir = postgres_bin()
     assert bin_dir is not None and installed(), f"PostgreSQL is not set up: run {SETUP_SCRIPT}"
     # Not under pytest's tmp dirs: their parents are private to root.
@@ -122,13 +126,23 @@ def start_postgres(log_dir: Path) -> PostgresServer:
                                     "--no-sync", "--no-instructions"]),
                    check=True, capture_output=True, cwd="/")
     (base / "pwfile").unlink()
+    options: list[str] = []
+    if tls is not None:
+        for source, name in zip(tls.server_files, ("server.pem", "server.key")):
+            shutil.copyfile(source, base / name)
+            os.chmod(base / name, 0o600)  # postgres refuses a key others can read
+            if os.getuid() == 0:
+                os.chown(base / name, account.pw_uid, account.pw_gid)
+        options = ["-c", "ssl=on", "-c", f"ssl_cert_file={base / 'server.pem'}",
+                   "-c", f"ssl_key_file={base / 'server.key'}"]
     port = free_port()
     # fsync off: a test server's data dies with the session; crashes are not tested here.
     proc = spawn(f"postgres-{port}", _as_server_user([
         str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
         "-c", f"unix_socket_directories={sockets}", "-c", "fsync=off", "-c", "max_connections=200",
-        "-c", "password_encryption=scram-sha-256"]), log_dir, cwd=Path("/"))
+        "-c", "password_encryption=scram-sha-256", *options]), log_dir, cwd=Path("/"))
     server = PostgresServer(proc, port, base, password)
+    server.tls = tls
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         if proc.popen.poll() is not None:
