@@ -65,8 +65,10 @@ class TurnWriter:
             await self._wakeup.wait()
             if not self._closing:
                 # Let a batch form: one transaction costs about as much as ten rows, so
-                # waiting a few milliseconds (never the client's: it has its answer)
-                # makes each turn several times cheaper under load.
+                # waiting a few milliseconds makes each turn several times cheaper under
+                # load. The batch's clients wait for it (their terminal events follow the
+                # commit); measured with bench/ (json), CPU per request and p50 latency
+                # are what they were when turns were recorded after the answer.
                 await asyncio.sleep(self._linger)
             self._wakeup.clear()
             while self._queue:

@@ -1,9 +1,10 @@
 """Read a running gateway's own SQLite database, read-only, from a test.
 
-The gateway records a turn in the background after the client has its answer (one
-group-commit writer, first in first out), so a check that something was NOT recorded
-first calls `flush()`: it makes one turn as a throwaway user and waits for that turn's
-row, and every turn the gateway finished before it is then on disk too.
+The gateway commits a turn before the client gets its answer, through one group-commit
+writer (first in first out) that also records turns whose client went away; so a check
+that something was NOT recorded first calls `flush()`: it makes one turn as a
+throwaway user and waits for that turn's row, and every turn the gateway finished
+before it is then on disk too.
 
     db = GatewayDb.of(gateway)
     reply = gateway.post("/v1/responses?user_id=mallory", {...})   # refused
@@ -76,7 +77,7 @@ class GatewayDb:
         return rows[0] if rows else None
 
     def wait_for_turn(self, response_id: str, timeout: float = 30.0) -> dict[str, Any]:
-        """The turn's row once the gateway's background writer has committed it."""
+        """The turn's row once the gateway's writer has committed it."""
         deadline = time.monotonic() + timeout
         while (row := self.turn(response_id)) is None:
             assert time.monotonic() < deadline, f"turn {response_id} was not recorded within {timeout} s"
