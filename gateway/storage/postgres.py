@@ -113,6 +113,10 @@ class PostgresDatabase(database.Database):
         db = cls(pool, config)
         try:
             await db.migrate()
+        except asyncpg.PostgresError as exc:  # e.g. a user who may not create the schema or tables
+            await pool.close()
+            raise DatabaseUnavailable(f"database.postgres: migrating schema {quote_identifier(config.namespace)} "
+                                      f"of {where} failed: {type(exc).__name__}: {exc}") from None
         except BaseException:
             await pool.close()
             raise

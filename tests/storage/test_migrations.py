@@ -105,3 +105,13 @@ async def test_tls_verified_against_ca_cert_path(postgres):
     await plain.close()
     with pytest.raises(DatabaseUnavailable, match="root certificate file .*root.crt"):
         await open_database(DatabaseConfig.model_validate({"postgres": {**keys, "ca_cert_path": None}}))
+
+
+async def test_a_user_who_may_not_create_the_schema_is_a_clear_error(postgres):
+    from gateway.storage.database import DatabaseUnavailable
+
+    keys = postgres.new_database()
+    postgres.admin(f"REVOKE CREATE ON DATABASE {keys['db']} FROM {keys['user']}", db=keys["db"])
+    with pytest.raises(DatabaseUnavailable, match=r'migrating schema "gateway" of .* failed: '
+                                                  r"InsufficientPrivilegeError: permission denied"):
+        await open_database(DatabaseConfig.model_validate({"postgres": keys}))
