@@ -161,3 +161,30 @@ def test_postgres_down(gateway_factory, upstream, tmp_path):
     assert f"error: database.postgres: cannot connect to {keys['user']}@127.0.0.1:{keys['port']}/{keys['db']}" \
         in result.stderr
     assert keys["password"] not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_a_turn_is_committed_before_its_answer(engine, gateway_factory, upstream, request):
+    """On both engines the row of a turn exists when the client has the JSON body or the
+    terminal event: read straight after, without waiting for a background writer."""
+    if engine == "postgres":
+        postgres = request.getfixturevalue("postgres")
+        keys = postgres.new_database()
+        gateway = gateway_factory(upstream.url, database={"postgres": keys})
+
+        def turn(response_id: str) -> list:
+            return rows(postgres, keys, f"SELECT status FROM gateway_turns WHERE response_id = '{response_id}'")
+    else:
+        from tests.support.gateway_db import GatewayDb
+
+        gateway = gateway_factory(upstream.url)
+        db = GatewayDb.of(gateway)
+
+        def turn(response_id: str) -> list:
+            row = db.turn(response_id)
+            return [[row["status"]]] if row else []
+    for n in range(5):
+        first = gateway.post("/v1/responses", {"input": f"json {n}"}).ok()
+        assert turn(first["id"]) == [["completed"]]
+        terminal = checked(gateway.stream({"input": f"stream {n}", "conversation": first["conversation"]})[1])[-1]
+        assert turn(terminal["response"]["id"]) == [["completed"]]
