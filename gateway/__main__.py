@@ -13,6 +13,7 @@ from aiohttp import web
 
 from gateway import memory
 from gateway.config import ConfigError, Configuration, load_config
+from gateway.storage.database import DatabaseUnavailable
 
 CONFIG_ENV = "LIGHTSPEED_STACK_CONFIG_PATH"
 
@@ -56,10 +57,14 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
     app.cleanup_ctx.append(memory.background)
     _tune_gc()
     install_log_filter()
-    web.run_app(app, **parser_limits(config.service), loop=_event_loop(), host=host or config.service.host, port=port or config.service.port,
-                access_log=logging.getLogger("aiohttp.access") if config.service.access_log else None,
-                handler_cancellation=True, print=lambda message: logging.getLogger("gateway").info(
-                    message.strip()), shutdown_timeout=10)
+    try:
+        web.run_app(app, **parser_limits(config.service), loop=_event_loop(), host=host or config.service.host,
+                    port=port or config.service.port,
+                    access_log=logging.getLogger("aiohttp.access") if config.service.access_log else None,
+                    handler_cancellation=True, print=lambda message: logging.getLogger("gateway").info(
+                        message.strip()), shutdown_timeout=10)
+    except DatabaseUnavailable as exc:  # at start-up: the message names the key and the server
+        sys.exit(f"error: {exc}")
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:

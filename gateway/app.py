@@ -19,7 +19,7 @@ from gateway.identity import build_authenticator
 from gateway.pipeline import Pipeline
 from gateway.quota import QuotaService
 from gateway.storage.conversations import ConversationRepository
-from gateway.storage.database import Database
+from gateway.storage.database import open_database
 from gateway.storage.responses import ResponseStore
 from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
@@ -32,7 +32,7 @@ log = logging.getLogger("gateway")
 
 
 async def build_services(config: Configuration) -> Services:
-    db = await Database.open_sqlite(config.database.sqlite_path)
+    db = await open_database(config.database)
     upstream = UpstreamClient(config.llama_stack)
     await upstream.start()
     catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)

@@ -21,6 +21,7 @@ from gateway.config_access import AccessRule, AuthorizationConfig, RoleRule, raw
 from gateway.config_auth import (LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,  # noqa: F401 (re-exported)
                                  AuthenticationConfig)
 from gateway.config_base import Strict
+from gateway.config_database import DatabaseConfig, PostgresConfig, SQLiteConfig  # noqa: F401 (re-exported)
 
 DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
 DEFAULT_USERNAME = "lightspeed-user"
@@ -127,33 +128,6 @@ class InferenceConfig(Strict):
         if not self.default_model:
             return None
         return f"{self.default_provider}/{self.default_model}"
-
-
-class SQLiteConfig(Strict):
-    db_path: str = "/tmp/lightspeed-stack.db"
-
-
-class DatabaseConfig(Strict):
-    sqlite: SQLiteConfig | None = None
-    postgres: dict[str, Any] | None = None
-
-    @model_validator(mode="after")
-    def _one_engine(self) -> "DatabaseConfig":
-        if self.sqlite and self.postgres:
-            raise ValueError("configure exactly one of sqlite and postgres")
-        return self
-
-    @field_validator("postgres")
-    @classmethod
-    def _no_postgres_yet(cls, value: dict | None) -> dict | None:
-        if value is not None:
-            # Silently storing elsewhere than configured would lose data on restart.
-            raise ValueError("not supported by this version yet; use database.sqlite")
-        return value
-
-    @property
-    def sqlite_path(self) -> str:
-        return (self.sqlite or SQLiteConfig()).db_path
 
 
 class ApprovalFilter(Strict):

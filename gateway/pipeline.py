@@ -4,10 +4,12 @@
 only then creates what the turn needs (an upstream conversation), so a refused
 request leaves nothing behind. A `store: false` turn creates and records nothing: it
 reads the history it continues (chained by `previous_response_id`) and is forgotten.
-`settle()` consumes the turn's tokens before the terminal event is written. `finish()`
-records the turn in the background (group-committed by `TurnWriter`): it never delays
-the client, it still happens when the client has gone away, and the next request about
-the same conversation or response waits for it.
+`settle()` runs before the terminal event or JSON body is written: it consumes the
+turn's tokens and commits the turn's record (group-committed with concurrent turns by
+`TurnWriter`), so whatever replica the client continues on finds it (DESIGN decision
+4); it still completes when the client has gone away, and a request in this process
+about the same conversation or response that arrives meanwhile waits for it.
+`finish()` runs after the response.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
 from gateway.model_selection import ModelSelector
 from gateway.quota import QuotaService
-from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
+from gateway.schema.errors import ApiError, conversation_forbidden, database_error, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses import (LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars,
                                       parse_responses_request)
@@ -205,53 +207,73 @@ class Pipeline:
                         configured_labels=self._tools.labels)
 
     async def settle(self, turn: Turn) -> dict[str, int]:
-        """Consume the turn's tokens once; returns the balance after it (`available_quotas`)."""
+        """Before the terminal event or body: charge the turn's tokens and commit its
+        record (group-committed with concurrent turns; after appending it to the upstream
+        conversation when it was chained), once. Returns the balance after it
+        (`available_quotas`). A client that is then told the turn is done can continue it
+        at once on any replica. Raises `database_error()` when the record cannot be
+        committed: the client is not told the turn is done."""
         if turn.quotas is not None:
             return turn.quotas
-        if not self._quota.enabled:
+        if not turn.store and not self._quota.enabled:
             turn.quotas = {}
             return turn.quotas
         if turn._settling is None:
-            # A task, shielded: a client that leaves mid-settle must not undo the charge.
-            usage = (turn.result or {}).get("usage") or {}
-            turn._settling = asyncio.ensure_future(self._quota.settle(
-                turn.identity, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)))
-        turn.quotas = await asyncio.shield(turn._settling)
+            # Shielded below: a client that leaves mid-settle must not undo the charge or
+            # lose the record. Just the record: the writer's own future, no task.
+            turn._settling = asyncio.ensure_future(self._settle(turn)) \
+                if self._quota.enabled or turn.append_to_upstream else self._writer.submit(*self._records(turn))
+            self._track(turn, turn._settling)
+        try:
+            turn.quotas = await asyncio.shield(turn._settling) or {}
+        except ApiError:
+            raise
+        except Exception:  # the writer logged it
+            raise database_error() from None
         return turn.quotas
 
+    async def _settle(self, turn: Turn) -> dict[str, int]:
+        quotas: dict[str, int] = {}
+        if self._quota.enabled:
+            usage = (turn.result or {}).get("usage") or {}
+            quotas = await self._quota.settle(turn.identity, int(usage.get("input_tokens") or 0),
+                                              int(usage.get("output_tokens") or 0))
+        if turn.store and turn.result is not None:
+            if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
+                await self._append_turn(turn)
+            await self._writer.submit(*self._records(turn))
+        return quotas
+
     def finish(self, turn: Turn) -> None:
-        """Record the turn in the background (only turns that reached a terminal event)."""
-        if turn.result is None or not turn.store:
+        """After the response: a turn that reached its terminal event is settled even if
+        the handler never got to it (background; `drain()` waits for it)."""
+        if turn.result is None or turn._settling is not None or not turn.store:
             return
-        if turn.quotas is not None and not turn.append_to_upstream:
-            done = self._writer.submit(*self._records(turn))
-        else:
-            done = asyncio.ensure_future(self._finish_later(turn))
-        keys = (turn.conversation_id, str(turn.result.get("id")))
+        turn._settling = asyncio.ensure_future(self._settle(turn))
+        self._track(turn, turn._settling)
+
+    def _track(self, turn: Turn, done: asyncio.Future) -> None:
+        """Requests about this conversation or response wait for its record (in-process:
+        another replica only sees it committed, which happens before the client is told)."""
+        keys = (turn.conversation_id, str((turn.result or {}).get("id")))
         for key in keys:
-            self._pending[key] = done
+            if key:
+                self._pending[key] = done
         self._background.add(done)
         done.add_done_callback(lambda future: self._finished(future, keys))
 
-    def _finished(self, future: asyncio.Future, keys: tuple[str, str]) -> None:
+    def _finished(self, future: asyncio.Future, keys: tuple[str | None, str]) -> None:
         self._background.discard(future)
         for key in keys:
-            if self._pending.get(key) is future:
+            if key and self._pending.get(key) is future:
                 del self._pending[key]
-        if not future.cancelled() and future.exception() is not None:
-            log.error("recording turn %s failed: %s", keys[1], future.exception())
+        if not future.cancelled():
+            future.exception()  # retrieved: the writer logged a failure, settle() told the client
 
     async def drain(self) -> None:
         """Wait until every finished turn is recorded (at shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-
-    async def _finish_later(self, turn: Turn) -> None:
-        await self.settle(turn)
-        assert turn.result is not None
-        if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
-            await self._append_turn(turn)
-        await self._writer.submit(*self._records(turn))
 
     def _records(self, turn: Turn) -> tuple[ConversationRecord, TurnRecord | None]:
         response = turn.result

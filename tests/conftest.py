@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.support import postgres as pg
+from tests.support.auth_peers import TestCa
 from tests.support.gateway_proc import Gateway, Upstream, gateway_config, start_gateway, start_upstream
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llama-stack-0.7.3"
@@ -33,6 +36,22 @@ def upstream_with(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
     yield start
     for server in started.values():
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pg.PostgresServer]:
+    """A private PostgreSQL server for the session (see tests/support/postgres.py), plain
+    and TLS (`postgres.tls`: the CA that signed its certificate). Without
+    it installed the tests that need it skip, unless GATEWAY_REQUIRE_POSTGRES=1 (make test)."""
+    if not pg.installed():
+        reason = f"PostgreSQL is not set up: run {pg.SETUP_SCRIPT}"
+        if os.environ.get(pg.REQUIRE_ENV) == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    directory = tmp_path_factory.mktemp("postgres")
+    server = pg.start_postgres(directory, tls=TestCa(directory / "tls"))
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

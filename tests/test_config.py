@@ -36,6 +36,17 @@ def test_lcore_file_with_unbuilt_features_starts_with_warnings():
                                                                    "user_data_collection"]
 
 
+PG = {"db": "d", "user": "u", "password": "s3cret-pw"}
+
+
+def test_postgres_keys_are_lcores_with_its_defaults():
+    config = parse_config({**MINIMAL, "database": {"postgres": {**PG, "namespace": "lightspeed-stack"}}})
+    postgres = config.database.postgres
+    assert (postgres.host, postgres.port, postgres.namespace, postgres.ssl_mode, postgres.gss_encmode) == \
+        ("localhost", 5432, "lightspeed-stack", "prefer", "prefer")
+    assert "s3cret-pw" not in repr(postgres) and postgres.password.get_secret_value() == "s3cret-pw"
+
+
 @pytest.mark.parametrize("data, expected", [
     ({**MINIMAL, "bogus": 1}, "bogus: unknown key"),
     ({**MINIMAL, "service": {"prot": 1}}, "service.prot: unknown key"),
@@ -46,7 +57,14 @@ def test_lcore_file_with_unbuilt_features_starts_with_warnings():
     ({**MINIMAL, "authentication": {"module": "k8s"}},
      "authentication.k8s_cluster_api: required by module k8s outside a cluster"),
     ({**MINIMAL, "authentication": {"module": "magic"}}, "authentication.module: unknown module"),
-    ({**MINIMAL, "database": {"postgres": {"host": "db"}}}, "database.postgres: not supported"),
+    ({**MINIMAL, "database": {"postgres": {"host": "db"}}}, "database.postgres.db: Field required"),
+    ({**MINIMAL, "database": {"postgres": {**PG, "gss_encmode": "require"}}},
+     "database.postgres.gss_encmode: 'require' is not supported"),
+    ({**MINIMAL, "database": {"postgres": {**PG, "ssl_mode": "sometimes"}}}, "database.postgres.ssl_mode:"),
+    ({**MINIMAL, "database": {"postgres": {**PG, "port": 70000}}}, "database.postgres.port:"),
+    ({**MINIMAL, "database": {"postgres": {**PG, "ca_cert_path": "/nonexistent/ca.pem"}}},
+     "database.postgres.ca_cert_path: no such file"),
+    ({**MINIMAL, "database": {"postgres": PG, "sqlite": {}}}, "exactly one of sqlite and postgres"),
     ({**MINIMAL, "inference": {"default_model": "m"}}, "default_provider and default_model must be set together"),
     ({**MINIMAL, "service": {"root_path": "/x/"}}, "service.root_path: must start"),
     ({**MINIMAL, "llama_stack": {"url": "http://u", "api": "grpc"}}, "llama_stack.api:"),

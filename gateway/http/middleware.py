@@ -20,8 +20,9 @@ from gateway.http.responses_io import json_response
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL
 from gateway.identity import Identity
 from gateway.identity.audit import REFUSALS, log_refusal
-from gateway.schema.errors import (ApiError, body_too_large, endpoint_forbidden, header_too_large, internal_error,
-                                   method_not_allowed, route_not_found)
+from gateway.schema.errors import (ApiError, body_too_large, database_error, endpoint_forbidden, header_too_large,
+                                   internal_error, method_not_allowed, route_not_found)
+from gateway.storage.database import DatabaseUnavailable
 
 log = logging.getLogger("gateway.http")
 
@@ -125,6 +126,9 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
             return error_response(exc, request, extra)
         except web.HTTPException as exc:
             return error_response(_http_error(exc, request), request, extra)
+        except DatabaseUnavailable as exc:
+            log.error("database unavailable on %s %s (request %s): %s", request.method, request.path, rid, exc)
+            return error_response(database_error(), request, extra)
         except Exception:
             log.exception("unhandled error on %s %s (request %s)", request.method, request.path, rid)
             return error_response(internal_error(), request, extra)

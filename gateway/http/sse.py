@@ -2,8 +2,9 @@
 
 Per upstream read, the `StreamRewriter` turns what the backend yielded (the upstream's
 bytes, or the local engine's events) into client frames, written with one `write()`
-(DESIGN decision 2). The terminal event waits for
-`pipeline.settle()` so its `available_quotas` is the balance after the turn. Errors
+(DESIGN decision 2). The terminal event waits for `pipeline.settle()`, which commits
+the turn's record and charge, so its `available_quotas` is the balance after the turn
+(a record that cannot be committed ends the stream with `response.failed`). Errors
 after the first byte become `response.failed` then `data: [DONE]` (decision 6); an
 upstream that refuses the request as its stream's first event, before the gateway has
 sent anything, gets the HTTP error its refusal names instead. A client that goes away
@@ -17,7 +18,9 @@ import logging
 from aiohttp import web
 
 from gateway.pipeline import Pipeline, Turn
+from gateway.schema.errors import ApiError
 from gateway.streaming.events import Event
+from gateway.streaming.repair import failed_response
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.upstream.errors import upstream_error
 from gateway.upstream.responses import StreamBroken
@@ -42,7 +45,13 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
         if terminal is None:
             return frames
         turn.result = terminal.data["response"]
-        return frames + rewriter.terminal(terminal, await pipeline.settle(turn))
+        try:
+            quotas = await pipeline.settle(turn)
+        except ApiError as exc:
+            # Not recorded, so not done: the stream fails instead (decision 6).
+            terminal, quotas = Event.build({"type": "response.failed", "sequence_number": 0,
+                                           "response": failed_response(turn.result, exc.cause)}), {}
+        return frames + rewriter.terminal(terminal, quotas)
 
     try:
         async with pipeline.backend_of(turn).open(turn) as chunks:

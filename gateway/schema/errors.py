@@ -152,6 +152,12 @@ def method_not_allowed(method: str, path: str, allowed: str) -> ApiError:
                     headers={"Allow": allowed}, detail="Method Not Allowed")
 
 
+def database_error() -> ApiError:
+    """LCORE's `InternalServerErrorResponse.database_error()` (the database's own message
+    goes to the log)."""
+    return ApiError(500, "Database query failed", "Failed to query the database", code="database_error")
+
+
 def internal_error(cause: str = "An unexpected error occurred while processing the request.",
                    code: str = "internal_error") -> ApiError:
     return ApiError(500, "Internal server error", cause, code=code)

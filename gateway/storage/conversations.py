@@ -8,8 +8,9 @@ Every turn reads its conversation (or the turn it continues), and a read costs m
 in thread hand-offs than the rest of a turn's own work; so recent records are kept in
 memory, written through: a record is cached when read and updated when this process
 commits a turn, so it is what the database holds. That holds while this process is the
-database's only writer, which it is with SQLite; several replicas on one database must
-not trust it for the fields that change (last model, last response).
+database's only writer, which it is with SQLite; several replicas on one PostgreSQL
+(`Database.shared`) cannot trust it for the fields that change (last model, last
+response, a deleted turn), so there the repository reads the database every time.
 """
 
 from __future__ import annotations
@@ -73,17 +74,29 @@ class _Lru(OrderedDict):
             self.popitem(last=False)
 
 
+class _Forgetful(_Lru):
+    """The cache of a repository whose database other processes write: keeps nothing."""
+
+    def remember(self, key: str, value: object) -> None:
+        pass
+
+    def __setitem__(self, key: str, value: object) -> None:
+        pass
+
+
 class ConversationRepository:
     def __init__(self, db: Database):
         self._db = db
         self._conversations: _Lru = _Lru()   # id -> ConversationRecord
         self._turns: _Lru = _Lru()           # response id -> TurnRecord (not deleted)
+        if db.shared:
+            self._conversations = self._turns = _Forgetful()
 
     async def get(self, conversation_id: str) -> ConversationRecord | None:
         cached = self._conversations.get(conversation_id)
         if cached is not None:
             return cached
-        row = await self._db.fetchone(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = :id",
+        row = await self._db.fetchone(f"SELECT {_CONVERSATION_COLUMNS} FROM gateway_conversations WHERE id = :id",
                                       {"id": conversation_id})
         if row is None:
             return None
@@ -94,7 +107,7 @@ class ConversationRepository:
     async def find_turn(self, response_id: str) -> tuple[TurnRecord, ConversationRecord] | None:
         turn = self._turns.get(response_id)
         if turn is None:
-            row = await self._db.fetchone(f"SELECT {_TURN_COLUMNS} FROM turns WHERE response_id = :id AND NOT deleted",
+            row = await self._db.fetchone(f"SELECT {_TURN_COLUMNS} FROM gateway_turns WHERE response_id = :id AND deleted = 0",
                                           {"id": response_id})
             if row is None:
                 return None
@@ -111,6 +124,21 @@ class ConversationRepository:
         (group commit), with one multi-row statement per table and round, all run in one
         trip to the database's thread."""
         statements: list[tuple[str, list]] = []
+        if self._db.shared:
+            # Other replicas append to these conversations too: lock their rows first
+            # (creating the new ones, uncounted), in id order so two batches cannot
+            # deadlock, so the turns below are numbered and linked from what the others
+            # committed (READ COMMITTED: each later statement sees their commits).
+            first = sorted({c.id: c for c, _ in entries}.values(), key=lambda c: c.id)
+            for piece in _chunks([first]):
+                statements.append((
+                    "INSERT INTO gateway_conversations AS c (id, user_id, upstream_id, created_at, last_message_at, "
+                    "last_used_model, last_used_provider, generate_topic_summary) VALUES "
+                    + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(piece))
+                    + " ON CONFLICT (id) DO UPDATE SET turns_recorded = c.turns_recorded",
+                    [v for c in piece for v in (c.id, c.user_id, c.upstream_id, c.created_at, c.last_message_at,
+                                                c.last_used_model, c.last_used_provider,
+                                                int(c.generate_topic_summary))]))
         for round_ in _chunks(_rounds(entries)):
             turns = [(t.response_id, t.conversation_id, t.conversation_id, t.conversation_id,
                       t.previous_response_id, t.model, t.provider, t.status, t.started_at, t.completed_at)
@@ -119,10 +147,10 @@ class ConversationRepository:
                 # Numbered and linked from the conversation as it stands before this
                 # round, hence one turn per conversation per round.
                 statements.append((
-                    "INSERT INTO turns (response_id, conversation_id, turn_number, prior_response_id, "
+                    "INSERT INTO gateway_turns (response_id, conversation_id, turn_number, prior_response_id, "
                     "previous_response_id, model, provider, status, started_at, completed_at) VALUES "
-                    + ", ".join(["(?, ?, COALESCE((SELECT turns_recorded FROM conversations WHERE id = ?), 0)"
-                                 " + 1, (SELECT last_response_id FROM conversations WHERE id = ?), "
+                    + ", ".join(["(?, ?, COALESCE((SELECT turns_recorded FROM gateway_conversations WHERE id = ?), 0)"
+                                 " + 1, (SELECT last_response_id FROM gateway_conversations WHERE id = ?), "
                                  "?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row]))
             # A new conversation is created with its first turn counted, an existing one
             # gets its last-turn fields; an entry without a turn (a failed first turn)
@@ -132,7 +160,7 @@ class ConversationRepository:
                         t.response_id if t else None, 1 if t else 0, 1 if t else 0,
                         int(c.generate_topic_summary)) for c, t in round_]
             statements.append((
-                "INSERT INTO conversations AS c (id, user_id, upstream_id, created_at, last_message_at, "
+                "INSERT INTO gateway_conversations AS c (id, user_id, upstream_id, created_at, last_message_at, "
                 "last_used_model, last_used_provider, last_response_id, message_count, turns_recorded, "
                 "generate_topic_summary) VALUES "
                 + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(counted))
@@ -168,21 +196,21 @@ class ConversationRepository:
         if turn is not None:
             self._conversations.pop(turn.conversation_id, None)
         async with self._db.transaction() as tx:
-            turn = await tx.fetchone("SELECT conversation_id FROM turns WHERE response_id = :rid AND NOT deleted",
+            turn = await tx.fetchone("SELECT conversation_id FROM gateway_turns WHERE response_id = :rid AND deleted = 0",
                                      {"rid": response_id})
             if turn is None:
                 return
-            await tx.execute("UPDATE turns SET deleted = 1 WHERE response_id = :rid", {"rid": response_id})
-            conversation = await tx.fetchone("SELECT last_response_id FROM conversations WHERE id = :cid",
+            await tx.execute("UPDATE gateway_turns SET deleted = 1 WHERE response_id = :rid", {"rid": response_id})
+            conversation = await tx.fetchone("SELECT last_response_id FROM gateway_conversations WHERE id = :cid",
                                              {"cid": turn["conversation_id"]})
             last = conversation["last_response_id"] if conversation else None
             while last is not None:
-                row = await tx.fetchone("SELECT prior_response_id, deleted FROM turns WHERE response_id = :rid",
+                row = await tx.fetchone("SELECT prior_response_id, deleted FROM gateway_turns WHERE response_id = :rid",
                                         {"rid": last})
                 if row is None or not row["deleted"]:
                     break
                 last = row["prior_response_id"]
-            await tx.execute("UPDATE conversations SET message_count = message_count - 1, last_response_id = :last "
+            await tx.execute("UPDATE gateway_conversations SET message_count = message_count - 1, last_response_id = :last "
                              "WHERE id = :cid", {"last": last, "cid": turn["conversation_id"]})
         self._conversations.pop(turn["conversation_id"], None)
 

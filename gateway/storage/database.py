@@ -1,153 +1,126 @@
-"""One async database API (DESIGN decision 3).
+"""One async database API, two engines (DESIGN decision 3).
 
-SQL is written once with `:name` or `?` parameters; the engine runs it. SQLite is the
-embedded default: one connection, used only by one worker thread, so the event loop
-never waits for the disk. Every call is one trip to that thread (a trip costs tens of
-microseconds of CPU in hand-offs, more than most statements), which is why reads fetch
-in the same trip and `write()` runs a whole write transaction in one. A transaction
-that spans several awaits (`transaction()`) holds a lock, so no other coroutine's
-statement can land inside it.
+SQL is written once, portable between SQLite and PostgreSQL, with `:name` or `?`
+parameters; each engine runs it (`sqlite.py`: one worker thread of its own;
+`postgres.py`: asyncpg, which numbers the parameters). The repositories only see this
+API: `fetchone`/`fetchall`, `execute`, `write` (a batch of statements as one
+transaction) and `transaction()` (statements that depend on what they read).
+
+Portable SQL here means: no `NOT <integer>` (`deleted = 0`), no SQL clock functions
+(times are ISO-8601 UTC text made in Python), `INSERT … ON CONFLICT … DO UPDATE` with
+`excluded`, no engine-specific types (TEXT and INTEGER only).
 """
 
 from __future__ import annotations
 
-import asyncio
-import sqlite3
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Mapping, Sequence, TypeVar
+from abc import ABC, abstractmethod
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
 
-from gateway.storage.migrations import MIGRATIONS
+from gateway.config_database import DatabaseConfig
+from gateway.storage.migrations import BASELINE, LEGACY_BOOKKEEPING, MIGRATIONS
 
 Row = Mapping[str, Any]
 Params = Mapping[str, Any] | Sequence[Any]
-Result = TypeVar("Result")
-
-# WAL lets readers proceed during a write; NORMAL sync is durable across process
-# crashes (only an OS crash can lose the last commits). The busy timeout bounds how long
-# a write waits for another process's lock before it fails (and readiness reports the
-# database unavailable). 2 KiB pages (a new file only; an existing one keeps its size):
-# every turn dirties a few random B-tree pages (ids are random), and each goes to the
-# WAL whole, so smaller pages cost SQLite ~20 % less CPU per turn. A checkpoint every
-# 10,000 pages (20 MiB of WAL) instead of 1,000: checkpoints copy pages back and sync,
-# and less often they copy a page changed many times once (-20 % CPU per turn at 60,000
-# conversations). Both measured with scripts over the turn writer's statements.
-_PRAGMAS = ("page_size=2048", "journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=2000",
-            "wal_autocheckpoint=10000")
 
 
-class Database:
-    def __init__(self, connection: sqlite3.Connection, worker: ThreadPoolExecutor):
-        self._conn = connection
-        self._worker = worker
-        self._lock = asyncio.Lock()
+class DatabaseUnavailable(Exception):
+    """The database cannot be reached or refused the connection (message has no secret)."""
 
-    @classmethod
-    async def open_sqlite(cls, path: str) -> "Database":
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
 
-        def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            conn.row_factory = sqlite3.Row
-            for pragma in _PRAGMAS:
-                conn.execute(f"PRAGMA {pragma}")
-            return conn
+class Transaction(ABC):
+    """Statements inside `Database.transaction()`."""
 
-        db = cls(await asyncio.get_running_loop().run_in_executor(worker, connect), worker)
-        await db.migrate()
-        return db
+    @abstractmethod
+    async def execute(self, sql: str, params: Params = ()) -> int: ...
 
-    async def close(self) -> None:
-        await self._run(self._conn.close)
-        self._worker.shutdown(wait=True)
+    @abstractmethod
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]: ...
+
+    async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+
+class Database(ABC):
+    # True when other processes may write the same database (several replicas on one
+    # PostgreSQL): caches of rows that change cannot be trusted, and write batches lock
+    # the conversation rows they number turns from.
+    shared: bool = False
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        """Run one statement in a transaction of its own; the number of rows it changed."""
+
+    @abstractmethod
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]: ...
+
+    async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+    @abstractmethod
+    async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
+        """Run the statements as one write transaction (in one trip where the engine can)."""
+
+    @abstractmethod
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        """A write transaction whose statements depend on what it reads."""
+
+    @abstractmethod
+    async def ping(self) -> None:
+        """Prove the database can take a write now (readiness); raise if it cannot."""
+
+    async def _lock_migrations(self, tx: Transaction) -> None:
+        """Keep other processes out of the migration until this transaction ends."""
+
+    @abstractmethod
+    async def _has_table(self, tx: Transaction, name: str) -> bool: ...
 
     async def migrate(self) -> None:
+        """Bring the schema to the latest version, in one transaction.
+
+        A new database gets the current schema at once (`BASELINE`), recorded as every
+        version; an existing one gets the migrations it lacks, in order."""
         async with self.transaction() as tx:
-            await tx.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+            await self._lock_migrations(tx)
+            await tx.execute("CREATE TABLE IF NOT EXISTS gateway_migrations "
                              "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
-            applied = {row["version"] for row in await tx.fetchall("SELECT version FROM schema_migrations")}
-            for version, statements in MIGRATIONS:
-                if version in applied:
-                    continue
-                for statement in statements:
+            applied = {row["version"] for row in await tx.fetchall("SELECT version FROM gateway_migrations")}
+            if not applied and await self._has_table(tx, LEGACY_BOOKKEEPING):
+                # A SQLite file from before the tables were renamed: its versions so far.
+                applied = {row["version"] for row in await tx.fetchall(f"SELECT version FROM {LEGACY_BOOKKEEPING}")}
+                await tx.execute(f"DROP TABLE {LEGACY_BOOKKEEPING}")
+                for version in sorted(applied):
+                    await _record(tx, version)
+            if not applied:
+                for statement in BASELINE:
                     await tx.execute(statement)
-                await tx.execute("INSERT INTO schema_migrations (version, applied_at) "
-                                 "VALUES (:v, datetime('now'))", {"v": version})
-
-    async def ping(self) -> None:
-        """Prove the database can take a write now (readiness): take the write lock."""
-        async with self.transaction() as tx:
-            await tx.fetchone("SELECT COUNT(*) AS n FROM schema_migrations")
-
-    async def execute(self, sql: str, params: Params = ()) -> int:
-        async with self._lock:
-            return await self._run(_execute, self._conn, sql, params)
-
-    async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
-        rows = await self.fetchall(sql, params)
-        return rows[0] if rows else None
-
-    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        async with self._lock:
-            return await self._run(_fetchall, self._conn, sql, params)
-
-    async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
-        """Run the statements as one write transaction, in one trip to the worker."""
-        async with self._lock:
-            await self._run(_write, self._conn, statements)
-
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator["Transaction"]:
-        """A write transaction whose statements depend on what it reads (a trip each)."""
-        async with self._lock:
-            await self._run(self._conn.execute, "BEGIN IMMEDIATE")
-            try:
-                yield Transaction(self)
-            except BaseException:
-                await self._run(self._conn.execute, "ROLLBACK")
-                raise
-            await self._run(self._conn.execute, "COMMIT")
-
-    def _run(self, fn: Callable[..., Result], *args: Any) -> "asyncio.Future[Result]":
-        return asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+                for version, _ in MIGRATIONS:
+                    await _record(tx, version)
+                return
+            for version, statements in MIGRATIONS:
+                if version not in applied:
+                    for statement in statements:
+                        await tx.execute(statement)
+                    await _record(tx, version)
 
 
-class Transaction:
-    """Statements inside `Database.transaction()`; the lock is already held."""
-
-    def __init__(self, db: Database):
-        self._db = db
-
-    async def execute(self, sql: str, params: Params = ()) -> int:
-        return await self._db._run(_execute, self._db._conn, sql, params)
-
-    async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
-        rows = await self.fetchall(sql, params)
-        return rows[0] if rows else None
-
-    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        return await self._db._run(_fetchall, self._db._conn, sql, params)
+async def _record(tx: Transaction, version: int) -> None:
+    await tx.execute("INSERT INTO gateway_migrations (version, applied_at) VALUES (:v, :at)",
+                     {"v": version, "at": datetime.now(timezone.utc).isoformat()})
 
 
-# What runs in the worker thread.
+async def open_database(config: DatabaseConfig) -> Database:
+    """The configured engine, connected and migrated."""
+    if config.postgres is not None:
+        from gateway.storage.postgres import PostgresDatabase
 
-def _execute(conn: sqlite3.Connection, sql: str, params: Params) -> int:
-    return conn.execute(sql, params).rowcount
+        return await PostgresDatabase.open(config.postgres)
+    from gateway.storage.sqlite import SQLiteDatabase
 
-
-def _fetchall(conn: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
-    return [dict(row) for row in conn.execute(sql, params).fetchall()]
-
-
-def _write(conn: sqlite3.Connection, statements: Sequence[tuple[str, Params]]) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for sql, params in statements:
-            conn.execute(sql, params)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+    return await SQLiteDatabase.open(config.sqlite_path)

@@ -5,52 +5,82 @@ recognise them. Times are ISO-8601 UTC text. Ids are random, so every index cost
 random B-tree write per turn: the turns table has only the response-id index it is
 looked up by (a conversation's turns are linked by `prior_response_id`); an index on
 `turns.conversation_id` belongs with the first endpoint that lists them.
+
+Every name the gateway creates starts with `gateway_`: on a PostgreSQL database shared
+with LCORE, its own tables (`user_conversation`, `user_turn`, the conversation cache's
+`conversations`, `quota_limits`, `token_usage`) never collide with ours. A new
+database is created at the latest schema at once (`BASELINE`, which must equal what the
+migrations make of an old one: a test checks it); `MIGRATIONS` bring an existing one up.
 """
+
+# Where SQLite files from before version 2 recorded their versions.
+LEGACY_BOOKKEEPING = "schema_migrations"
+
+# The columns as version 1 made them; version 2 only renamed. A migration that changes
+# columns changes BASELINE's own copy, never these.
+_CONVERSATION_COLUMNS_V1 = """(
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    upstream_id TEXT,
+    created_at TEXT NOT NULL,
+    last_message_at TEXT NOT NULL,
+    last_used_model TEXT,
+    last_used_provider TEXT,
+    last_response_id TEXT,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    turns_recorded INTEGER NOT NULL DEFAULT 0,
+    topic_summary TEXT NOT NULL DEFAULT '',
+    generate_topic_summary INTEGER NOT NULL DEFAULT 0
+)"""
+_TURN_COLUMNS_V1 = """(
+    response_id TEXT NOT NULL UNIQUE,
+    conversation_id TEXT NOT NULL,
+    turn_number INTEGER NOT NULL,
+    prior_response_id TEXT,
+    previous_response_id TEXT,
+    model TEXT,
+    provider TEXT,
+    status TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    completed_at TEXT NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0
+)"""
+
+_RESPONSES_TABLE = """CREATE TABLE gateway_responses (
+    id TEXT PRIMARY KEY,
+    seq BIGINT NOT NULL,
+    user_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    response TEXT NOT NULL,
+    input TEXT NOT NULL,
+    context TEXT NOT NULL
+)"""
+_RESPONSES_INDEX = "CREATE INDEX gateway_responses_user ON gateway_responses (user_id, seq)"
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
-        """CREATE TABLE conversations (
-            id TEXT PRIMARY KEY,
-            user_id TEXT NOT NULL,
-            upstream_id TEXT,
-            created_at TEXT NOT NULL,
-            last_message_at TEXT NOT NULL,
-            last_used_model TEXT,
-            last_used_provider TEXT,
-            last_response_id TEXT,
-            message_count INTEGER NOT NULL DEFAULT 0,
-            turns_recorded INTEGER NOT NULL DEFAULT 0,
-            topic_summary TEXT NOT NULL DEFAULT '',
-            generate_topic_summary INTEGER NOT NULL DEFAULT 0
-        )""",
+        f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
         "CREATE INDEX conversations_user ON conversations (user_id)",
-        """CREATE TABLE turns (
-            response_id TEXT NOT NULL UNIQUE,
-            conversation_id TEXT NOT NULL,
-            turn_number INTEGER NOT NULL,
-            prior_response_id TEXT,
-            previous_response_id TEXT,
-            model TEXT,
-            provider TEXT,
-            status TEXT NOT NULL,
-            started_at TEXT NOT NULL,
-            completed_at TEXT NOT NULL,
-            deleted INTEGER NOT NULL DEFAULT 0
-        )""",
+        f"CREATE TABLE turns {_TURN_COLUMNS_V1}",
+    ]),
+    # The gateway's names no longer collide with LCORE's tables in a shared database.
+    (2, [
+        "ALTER TABLE conversations RENAME TO gateway_conversations",
+        "ALTER TABLE turns RENAME TO gateway_turns",
+        "DROP INDEX conversations_user",
+        "CREATE INDEX gateway_conversations_user ON gateway_conversations (user_id)",
     ]),
     # The local engine's responses (engine mode only): the response object, this
-    # request's input items, and the whole item history through this response, so a
-    # continuation reads one row. Listed per user in creation order (`seq`).
-    (2, [
-        """CREATE TABLE responses (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            id TEXT NOT NULL UNIQUE,
-            user_id TEXT NOT NULL,
-            status TEXT NOT NULL,
-            response BLOB NOT NULL,
-            input BLOB NOT NULL,
-            context BLOB NOT NULL
-        )""",
-        "CREATE INDEX responses_user ON responses (user_id, seq)",
-    ]),
+    # request's input items and the whole item history through this response, as JSON
+    # text, so a continuation reads one row. Listed per user in creation order (`seq`,
+    # given by the gateway: storage/responses.py).
+    (3, [_RESPONSES_TABLE, _RESPONSES_INDEX]),
+]
+
+BASELINE: list[str] = [
+    f"CREATE TABLE gateway_conversations {_CONVERSATION_COLUMNS_V1}",
+    "CREATE INDEX gateway_conversations_user ON gateway_conversations (user_id)",
+    f"CREATE TABLE gateway_turns {_TURN_COLUMNS_V1}",
+    _RESPONSES_TABLE,
+    _RESPONSES_INDEX,
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -31,9 +32,14 @@ class StoredResponse:
     context: list[dict[str, Any]]
 
 
-_UPSERT = ("INSERT INTO responses (id, user_id, status, response, input, context) VALUES (?, ?, ?, ?, ?, ?) "
-           "ON CONFLICT (id) DO UPDATE SET status = excluded.status, response = excluded.response, "
-           "context = excluded.context")
+_UPSERT = ("INSERT INTO gateway_responses (id, seq, user_id, status, response, input, context) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
+           "response = excluded.response, context = excluded.context")
+
+
+def _json(value: Any) -> str:
+    # Text, not bytes: one column type on both engines (SQLite TEXT, PostgreSQL TEXT).
+    return orjson.dumps(value).decode()
 
 
 # What a save writes, taken when the row is written: the response, this request's
@@ -52,6 +58,7 @@ class ResponseStore:
         self._db = db
         self._queued: dict[str, tuple[str, Snapshot, list[asyncio.Future]]] = {}
         self._writing = False
+        self._last_seq = 0
 
     def save(self, response_id: str, user_id: str, snapshot: Snapshot, *, wait: bool) -> "asyncio.Future | None":
         """Queue an insert or update of the response. `wait`: returns a future that
@@ -75,8 +82,8 @@ class ResponseStore:
                 rows = []
                 for response_id, (user_id, snapshot, _) in batch.items():
                     response, input_, context = snapshot()
-                    rows.append((_UPSERT, (response_id, user_id, response["status"], orjson.dumps(response),
-                                           orjson.dumps(input_), orjson.dumps(context))))
+                    rows.append((_UPSERT, (response_id, self._next_seq(), user_id, response["status"],
+                                           _json(response), _json(input_), _json(context))))
                 error: Exception | None = None
                 try:
                     await self._db.write(rows)
@@ -94,10 +101,17 @@ class ResponseStore:
         finally:
             self._writing = False
 
+    def _next_seq(self) -> int:
+        """Creation order: the time in nanoseconds, strictly increasing in this process
+        (an update keeps the row's first `seq`). Replicas sharing a database order their
+        responses by their clocks, as OpenAI lists by `created_at`."""
+        self._last_seq = max(time.time_ns(), self._last_seq + 1)
+        return self._last_seq
+
     async def get(self, response_id: str, user_id: str) -> StoredResponse | None:
         """The response if it exists and belongs to `user_id` (None otherwise: another
         user's response is indistinguishable from a missing one)."""
-        row = await self._db.fetchone("SELECT id, user_id, response, input, context FROM responses "
+        row = await self._db.fetchone("SELECT id, user_id, response, input, context FROM gateway_responses "
                                       "WHERE id = ? AND user_id = ?", (response_id, user_id))
         if row is None:
             return None
@@ -105,7 +119,7 @@ class ResponseStore:
                               orjson.loads(row["context"]))
 
     async def delete(self, response_id: str, user_id: str) -> bool:
-        return await self._db.execute("DELETE FROM responses WHERE id = ? AND user_id = ?",
+        return await self._db.execute("DELETE FROM gateway_responses WHERE id = ? AND user_id = ?",
                                       (response_id, user_id)) > 0
 
     async def list(self, user_id: str, *, after: str | None, limit: int, descending: bool,
@@ -115,12 +129,13 @@ class ResponseStore:
         bound = ""
         params: list[Any] = [user_id]
         if after is not None:
-            row = await self._db.fetchone("SELECT seq FROM responses WHERE id = ? AND user_id = ?", (after, user_id))
+            row = await self._db.fetchone("SELECT seq FROM gateway_responses WHERE id = ? AND user_id = ?",
+                                          (after, user_id))
             if row is None:
                 return None
             bound = f" AND seq {'<' if descending else '>'} ?"
             params.append(row["seq"])
         rows = await self._db.fetchall(
-            f"SELECT response FROM responses WHERE user_id = ?{bound} ORDER BY seq {'DESC' if descending else 'ASC'} "
+            f"SELECT response FROM gateway_responses WHERE user_id = ?{bound} ORDER BY seq {'DESC' if descending else 'ASC'} "
             "LIMIT ?", (*params, limit + 1))
         return [orjson.loads(row["response"]) for row in rows[:limit]], len(rows) > limit

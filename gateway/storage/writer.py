@@ -1,7 +1,8 @@
 """Group commit for turns: one task writes whatever has queued, in one transaction.
 
-Turns are recorded after the client has its answer, so under load writes would pile
-up as one task each; instead they queue here and a single writer drains the queue in
+A turn's record is committed before the client gets its terminal event or body
+(`pipeline.settle()` waits for it), so under load writes would pile up as one
+transaction each; instead they queue here and a single writer drains the queue in
 batches, lingering a few milliseconds so batches form (a few database round trips
 per batch, not several per turn: measured, 270 µs of CPU for a turn written alone,
 under 40 µs in a batch of ten). The queue is
@@ -64,8 +65,10 @@ class TurnWriter:
             await self._wakeup.wait()
             if not self._closing:
                 # Let a batch form: one transaction costs about as much as ten rows, so
-                # waiting a few milliseconds (never the client's: it has its answer)
-                # makes each turn several times cheaper under load.
+                # waiting a few milliseconds makes each turn several times cheaper under
+                # load. The batch's clients wait for it (their terminal events follow the
+                # commit); measured with bench/ (json), CPU per request and p50 latency
+                # are what they were when turns were recorded after the answer.
                 await asyncio.sleep(self._linger)
             self._wakeup.clear()
             while self._queue:

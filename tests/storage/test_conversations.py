@@ -1,12 +1,16 @@
-"""The repository over a real SQLite file: create, turns, ownership lookups, deletes,
-atomic appends under concurrency, migrations idempotent across restarts."""
+"""The repository on both engines (a real SQLite file, a real PostgreSQL): create, turns,
+ownership lookups, deletes, atomic appends under concurrency, migrations idempotent
+across restarts."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
-from gateway.storage.database import Database
+from gateway.storage.database import open_database
+from gateway.storage.migrations import MIGRATIONS
 
 
 def conversation(cid: str = "c1", user: str = "u1") -> ConversationRecord:
@@ -20,8 +24,8 @@ def turn(rid: str, cid: str = "c1") -> TurnRecord:
                       status="completed", started_at="2026-01-01T00:00:01", completed_at="2026-01-01T00:00:02")
 
 
-async def test_save_find_and_delete(tmp_path):
-    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+async def test_save_find_and_delete(database_config):
+    db = await open_database(database_config)
     repo = ConversationRepository(db)
     await repo.save(conversation(), None)
     stored = await repo.get("c1")
@@ -39,29 +43,29 @@ async def test_save_find_and_delete(tmp_path):
     await db.close()
 
 
-async def test_concurrent_turns_get_distinct_numbers(tmp_path):
-    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+async def test_concurrent_turns_get_distinct_numbers(database_config):
+    db = await open_database(database_config)
     repo = ConversationRepository(db)
     await asyncio.gather(*(repo.save(conversation(), turn(f"r{i}")) for i in range(50)))
-    rows = await db.fetchall("SELECT turn_number FROM turns ORDER BY turn_number")
+    rows = await db.fetchall("SELECT turn_number FROM gateway_turns ORDER BY turn_number")
     assert [row["turn_number"] for row in rows] == list(range(1, 51))
     assert (await repo.get("c1")).message_count == 50
     await db.close()
 
 
-async def test_migrations_apply_once(tmp_path):
-    path = str(tmp_path / "g.db")
-    db = await Database.open_sqlite(path)
+async def test_migrations_apply_once(database_config):
+    db = await open_database(database_config)
     await ConversationRepository(db).save(conversation(), turn("r1"))
     await db.close()
-    db = await Database.open_sqlite(path)
-    assert [row["version"] for row in await db.fetchall("SELECT version FROM schema_migrations")] == [1, 2]
+    db = await open_database(database_config)
+    assert [row["version"] for row in await db.fetchall("SELECT version FROM gateway_migrations ORDER BY version")] \
+        == [version for version, _ in MIGRATIONS]
     assert (await ConversationRepository(db).get("c1")).message_count == 1
     await db.close()
 
 
-async def test_failed_transaction_rolls_back(tmp_path):
-    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+async def test_failed_transaction_rolls_back(database_config):
+    db = await open_database(database_config)
     repo = ConversationRepository(db)
     await repo.save(conversation(), turn("r1"))
     try:
@@ -72,8 +76,8 @@ async def test_failed_transaction_rolls_back(tmp_path):
     await db.close()
 
 
-async def test_deleting_turns_walks_back_over_deleted_ones(tmp_path):
-    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+async def test_deleting_turns_walks_back_over_deleted_ones(database_config):
+    db = await open_database(database_config)
     repo = ConversationRepository(db)
     for rid in ("r1", "r2", "r3", "r4"):
         await repo.save(conversation(), turn(rid))
@@ -91,8 +95,8 @@ async def test_deleting_turns_walks_back_over_deleted_ones(tmp_path):
     await db.close()
 
 
-async def test_turns_link_to_the_turn_before(tmp_path):
-    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+async def test_turns_link_to_the_turn_before(database_config):
+    db = await open_database(database_config)
     repo = ConversationRepository(db)
     await repo.save(conversation(), turn("r1"))
     await repo.save(conversation(), turn("r2"))
@@ -101,8 +105,8 @@ async def test_turns_link_to_the_turn_before(tmp_path):
     await db.close()
 
 
-async def test_cached_records_are_what_the_database_holds(tmp_path):
-    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+async def test_cached_records_are_what_the_database_holds(database_config):
+    db = await open_database(database_config)
     cached = ConversationRepository(db)
 
     async def agree() -> None:
@@ -124,3 +128,26 @@ async def test_cached_records_are_what_the_database_holds(tmp_path):
     await agree()
     assert (await cached.get("c1")).last_response_id == "r3"
     await db.close()
+
+
+async def test_replicas_on_one_database_see_each_others_turns(database_config):
+    """Two repositories on one database (two replicas): what one commits, the other reads
+    at once, even after it has read the conversation before (on PostgreSQL nothing that
+    changes is cached; SQLite has one writer process, whose cache is the database)."""
+    if database_config.postgres is None:
+        pytest.skip("one SQLite file has one writing process")
+    first_db, second_db = await open_database(database_config), await open_database(database_config)
+    first, second = ConversationRepository(first_db), ConversationRepository(second_db)
+    await first.save(conversation(), turn("r1"))
+    assert (await second.get("c1")).last_response_id == "r1"
+    await second.save(conversation(), turn("r2"))
+    assert (await first.get("c1")).last_response_id == "r2"
+    assert (await first.find_turn("r2"))[0].turn_number == 2
+    await asyncio.gather(*(repo.save(conversation(), turn(f"x{i}-{n}"))
+                           for i in range(20) for n, repo in enumerate((first, second))))
+    rows = await first_db.fetchall("SELECT turn_number FROM gateway_turns ORDER BY turn_number")
+    assert [row["turn_number"] for row in rows] == list(range(1, 43))
+    await second.delete_turn("r1")
+    assert await first.find_turn("r1") is None
+    await first_db.close()
+    await second_db.close()

@@ -1,8 +1,9 @@
-"""The local engine's response store: upserts keep creation order, reads are scoped."""
+"""The local engine's response store, on both engines: upserts keep creation order,
+reads are scoped."""
 
 from __future__ import annotations
 
-from gateway.storage.database import Database
+from gateway.storage.database import open_database
 from gateway.storage.responses import ResponseStore
 
 
@@ -10,8 +11,8 @@ def response(response_id: str, status: str = "completed") -> dict:
     return {"id": response_id, "object": "response", "status": status, "output": []}
 
 
-async def test_a_save_queued_again_is_written_once_in_its_newer_state(tmp_path):
-    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+async def test_a_save_queued_again_is_written_once_in_its_newer_state(database_config):
+    db = await open_database(database_config)
     store = ResponseStore(db)
     blocker = store.save("resp_0", "alice", lambda: (response("resp_0"), [], []), wait=True)  # in flight
     taken = []
@@ -25,8 +26,8 @@ async def test_a_save_queued_again_is_written_once_in_its_newer_state(tmp_path):
     await db.close()
 
 
-async def test_save_get_scoped_and_upserted(tmp_path):
-    db = await Database.open_sqlite(str(tmp_path / "g.db"))
+async def test_save_get_scoped_and_upserted(database_config):
+    db = await open_database(database_config)
     store = ResponseStore(db)
     store.save("resp_1", "alice", lambda: (response("resp_1", "in_progress"), [{"id": "msg_1"}], [{"id": "msg_1"}]),
                wait=False)

@@ -184,6 +184,11 @@ class TestCa:
         self._key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                      serialization.NoEncryption()))
 
+    @property
+    def server_files(self) -> tuple[Path, Path]:
+        """The server certificate and its private key (PEM files)."""
+        return self._cert_path, self._key_path
+
     def server_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self._cert_path, self._key_path)

@@ -1,9 +1,10 @@
 """Read a running gateway's own SQLite database, read-only, from a test.
 
-The gateway records a turn in the background after the client has its answer (one
-group-commit writer, first in first out), so a check that something was NOT recorded
-first calls `flush()`: it makes one turn as a throwaway user and waits for that turn's
-row, and every turn the gateway finished before it is then on disk too.
+The gateway commits a turn before the client gets its answer, through one group-commit
+writer (first in first out) that also records turns whose client went away; so a check
+that something was NOT recorded first calls `flush()`: it makes one turn as a
+throwaway user and waits for that turn's row, and every turn the gateway finished
+before it is then on disk too.
 
     db = GatewayDb.of(gateway)
     reply = gateway.post("/v1/responses?user_id=mallory", {...})   # refused
@@ -57,26 +58,26 @@ class GatewayDb:
     def counts(self, user_id: str | None = None) -> Counts:
         """Rows in `conversations` and `turns`: all of them, or those of one user."""
         if user_id is None:
-            conversations = self._query("SELECT COUNT(*) AS n FROM conversations")[0]["n"]
-            turns = self._query("SELECT COUNT(*) AS n FROM turns")[0]["n"]
+            conversations = self._query("SELECT COUNT(*) AS n FROM gateway_conversations")[0]["n"]
+            turns = self._query("SELECT COUNT(*) AS n FROM gateway_turns")[0]["n"]
         else:
-            conversations = self._query("SELECT COUNT(*) AS n FROM conversations WHERE user_id = ?",
+            conversations = self._query("SELECT COUNT(*) AS n FROM gateway_conversations WHERE user_id = ?",
                                         (user_id,))[0]["n"]
-            turns = self._query("SELECT COUNT(*) AS n FROM turns WHERE conversation_id IN "
-                                "(SELECT id FROM conversations WHERE user_id = ?)", (user_id,))[0]["n"]
+            turns = self._query("SELECT COUNT(*) AS n FROM gateway_turns WHERE conversation_id IN "
+                                "(SELECT id FROM gateway_conversations WHERE user_id = ?)", (user_id,))[0]["n"]
         return Counts(conversations=conversations, turns=turns)
 
     def conversation(self, conversation_id: str) -> dict[str, Any] | None:
         """The conversations row, by `conv_<48 hex>` or the bare stored id."""
-        rows = self._query("SELECT * FROM conversations WHERE id = ?", (conversation_id.removeprefix("conv_"),))
+        rows = self._query("SELECT * FROM gateway_conversations WHERE id = ?", (conversation_id.removeprefix("conv_"),))
         return rows[0] if rows else None
 
     def turn(self, response_id: str) -> dict[str, Any] | None:
-        rows = self._query("SELECT * FROM turns WHERE response_id = ?", (response_id,))
+        rows = self._query("SELECT * FROM gateway_turns WHERE response_id = ?", (response_id,))
         return rows[0] if rows else None
 
     def wait_for_turn(self, response_id: str, timeout: float = 30.0) -> dict[str, Any]:
-        """The turn's row once the gateway's background writer has committed it."""
+        """The turn's row once the gateway's writer has committed it."""
         deadline = time.monotonic() + timeout
         while (row := self.turn(response_id)) is None:
             assert time.monotonic() < deadline, f"turn {response_id} was not recorded within {timeout} s"

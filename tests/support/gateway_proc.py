@@ -117,7 +117,8 @@ class Gateway(Endpoint):
     def secrets(self) -> set[str]:
         """Credentials in the gateway's configuration: the upstream API key, the
         api-key-token keys, every value of an MCP header read from a file (and its bare
-        token), and the gateway's own Kubernetes service-account token (`k8s_token_path`)."""
+        token), the gateway's own Kubernetes service-account token (`k8s_token_path`),
+        and the PostgreSQL password."""
         config = yaml.safe_load(self.config_path.read_text())
         found = {config.get("llama_stack", {}).get("api_key") or ""}
         authentication = config.get("authentication") or {}
@@ -125,6 +126,7 @@ class Gateway(Endpoint):
         found.add(api_keys.get("api_key") or "")
         for entry in api_keys.get("keys") or []:
             found.add(entry.get("key") or (Path(entry["key_file"]).read_text().strip() if "key_file" in entry else ""))
+        found.add(((config.get("database") or {}).get("postgres") or {}).get("password") or "")
         token_path = authentication.get("k8s_token_path")
         if token_path and Path(token_path).is_file():
             found.add(Path(token_path).read_text().strip())
@@ -189,7 +191,7 @@ def gateway_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[s
         "database": {"sqlite": {"db_path": str(db_path)}},
     }
     for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(config.get(key), dict):
+        if isinstance(value, dict) and isinstance(config.get(key), dict) and key != "database":  # one engine
             config[key] = {**config[key], **value}
         else:
             config[key] = value

@@ -1,0 +1,189 @@
+"""The PostgreSQL engine of the database API (`database.py`), over asyncpg.
+
+A pool of connections, each with `search_path` set to the configured schema
+(`namespace`, quoted: LCORE's names contain `-`), so the repositories' SQL names no
+schema. The SQL's `:name` and `?` parameters become asyncpg's `$1…` once per distinct
+statement text (cached); asyncpg prepares and caches each statement per connection, and
+the repositories' multi-row statements come in a dozen sizes (powers of two), so the
+cache holds them all.
+
+Statements run in PostgreSQL's default READ COMMITTED isolation: each statement sees
+what was committed before it started, which is what the turn writer relies on after
+locking the conversation rows it appends to (`Database.shared`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+from contextlib import asynccontextmanager
+from functools import lru_cache
+from typing import Any, AsyncIterator, Sequence
+
+import asyncpg
+
+from gateway.config_database import PostgresConfig
+from gateway.storage import database
+from gateway.storage.database import DatabaseUnavailable, Params, Row
+
+CONNECT_TIMEOUT = 10.0   # seconds to open one connection (start-up, and the pool's reconnects)
+PING_TIMEOUT = 5.0       # readiness: a connection and a round trip
+POOL_SIZE = 10           # connections per process; concurrent turns share them (group commit)
+# pg_advisory_xact_lock's first key: "gway"; the second is the schema's hash, so two
+# gateways on different schemas of one database do not wait for each other.
+_LOCK_CLASS = 0x67776179
+
+
+_CONNECTION_LOST = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+                    asyncpg.CannotConnectNowError)
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+_PARAMETER = re.compile(r"\?|(?<!:):([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@lru_cache(maxsize=1024)
+def _numbered(sql: str) -> tuple[str, tuple[str, ...] | None]:
+    """`sql` with `$n` parameters, and the names in order (None: positional `?`)."""
+    names: list[str] = []
+    positional = False
+
+    def number(match: re.Match) -> str:
+        nonlocal positional
+        if match.group(1) is None:
+            positional = True
+            names.append("")
+            return f"${len(names)}"
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    converted = _PARAMETER.sub(number, sql)
+    return converted, None if positional else tuple(names)
+
+
+def _statement(sql: str, params: Params) -> tuple[str, Sequence[Any]]:
+    converted, names = _numbered(sql)
+    if names is None or not isinstance(params, dict):
+        return converted, list(params)
+    return converted, [params[name] for name in names]
+
+
+def _rowcount(status: str) -> int:
+    last = status.rsplit(" ", 1)[-1]
+    return int(last) if last.isdigit() else 0
+
+
+def _ssl(config: PostgresConfig) -> str | ssl.SSLContext:
+    """libpq's sslmode as asyncpg takes it. With `ca_cert_path`, the modes that use a
+    root certificate in libpq (require, verify-ca, verify-full) verify the server's
+    certificate against it; verify-full also checks the host name. Without it, asyncpg
+    reads libpq's default root certificate (~/.postgresql/root.crt) for the verify modes."""
+    if config.ca_cert_path is None or config.ssl_mode in ("disable", "allow", "prefer"):
+        return config.ssl_mode
+    context = ssl.create_default_context(cafile=str(config.ca_cert_path))
+    context.check_hostname = config.ssl_mode == "verify-full"
+    return context
+
+
+class PostgresDatabase(database.Database):
+    shared = True
+
+    def __init__(self, pool: asyncpg.Pool, config: PostgresConfig):
+        self._pool = pool
+        self._config = config
+
+    @classmethod
+    async def open(cls, config: PostgresConfig) -> "PostgresDatabase":
+        where = f"{config.user}@{config.host}:{config.port}/{config.db}"
+        try:
+            pool = await asyncpg.create_pool(
+                host=config.host, port=config.port, database=config.db, user=config.user,
+                password=config.password.get_secret_value(), ssl=_ssl(config), timeout=CONNECT_TIMEOUT,
+                min_size=1, max_size=POOL_SIZE,
+                server_settings={"search_path": quote_identifier(config.namespace),
+                                 "application_name": "gateway"})
+        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise DatabaseUnavailable(f"database.postgres: cannot connect to {where}: "
+                                      f"{type(exc).__name__}: {exc}") from None
+        db = cls(pool, config)
+        try:
+            await db.migrate()
+        except asyncpg.PostgresError as exc:  # e.g. a user who may not create the schema or tables
+            await pool.close()
+            raise DatabaseUnavailable(f"database.postgres: migrating schema {quote_identifier(config.namespace)} "
+                                      f"of {where} failed: {type(exc).__name__}: {exc}") from None
+        except BaseException:
+            await pool.close()
+            raise
+        return db
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def _lock_migrations(self, tx: database.Transaction) -> None:
+        # Replicas starting together queue here; each then finds the schema as the one
+        # before it left it. The lock ends with the transaction.
+        await tx.execute("SELECT pg_advisory_xact_lock(:class, hashtext(:schema))",
+                         {"class": _LOCK_CLASS, "schema": self._config.namespace})
+        await tx.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(self._config.namespace)}")
+
+    async def _has_table(self, tx: database.Transaction, name: str) -> bool:
+        return await tx.fetchone("SELECT 1 AS found FROM information_schema.tables "
+                                 "WHERE table_schema = :schema AND table_name = :name",
+                                 {"schema": self._config.namespace, "name": name}) is not None
+
+    async def ping(self) -> None:
+        async with asyncio.timeout(PING_TIMEOUT), self._connection() as conn:
+            await conn.fetchval("SELECT COUNT(*) FROM gateway_migrations")
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        async with self._connection() as conn:
+            return _rowcount(await conn.execute(*_flat(sql, params)))
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        query, args = _statement(sql, params)
+        async with self._connection() as conn:
+            return [dict(row) for row in await conn.fetch(query, *args)]
+
+    async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
+        async with self._connection() as conn, conn.transaction():
+            for sql, params in statements:
+                await conn.execute(*_flat(sql, params))
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[database.Transaction]:
+        async with self._connection() as conn, conn.transaction():
+            yield _Transaction(conn)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection; losing the server (refused, reset, timed out) is
+        `DatabaseUnavailable`, which callers answer with LCORE's database error."""
+        try:
+            async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as conn:
+                yield conn
+        except _CONNECTION_LOST as exc:
+            raise DatabaseUnavailable(f"PostgreSQL at {self._config.host}:{self._config.port}: "
+                                      f"{type(exc).__name__}: {exc}") from None
+
+
+def _flat(sql: str, params: Params) -> list[Any]:
+    query, args = _statement(sql, params)
+    return [query, *args]
+
+
+class _Transaction(database.Transaction):
+    def __init__(self, conn: asyncpg.Connection):
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        return _rowcount(await self._conn.execute(*_flat(sql, params)))
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        query, args = _statement(sql, params)
+        return [dict(row) for row in await self._conn.fetch(query, *args)]
