@@ -191,3 +191,22 @@ def test_a_turn_is_committed_before_its_answer(engine, gateway_factory, upstream
         assert turn(first["id"]) == [["completed"]]
         terminal = checked(gateway.stream({"input": f"stream {n}", "conversation": first["conversation"]})[1])[-1]
         assert turn(terminal["response"]["id"]) == [["completed"]]
+
+
+def test_engine_mode_on_two_replicas(gateway_factory, upstream_with, postgres):
+    """The local engine's stored responses live in PostgreSQL too: a response made on
+    one replica is read, listed and continued on the other at once."""
+    chat = upstream_with("--no-responses")
+    keys = postgres.new_database(namespace="lightspeed-stack")
+    settings = {"llama_stack": {"url": chat.url, "max_retries": 0, "api": "chat_completions"},
+                "database": {"postgres": keys}}
+    one, two = gateway_factory(chat.url, **settings), gateway_factory(chat.url, **settings)
+    first = one.post("/v1/responses?user_id=gina", {"input": "engine on postgres"}).ok()
+    assert two.get(f"/v1/responses/{first['id']}?user_id=gina").ok()["output_text"] == first["output_text"]
+    second = two.post("/v1/responses?user_id=gina", {"input": "and on", "previous_response_id": first["id"]}).ok()
+    assert second["output_text"] == "Scripted reply (turn 2, 3 messages): and on"
+    listed = one.get("/v1/responses?user_id=gina&order=asc").ok()
+    assert [item["id"] for item in listed["data"]] == [first["id"], second["id"]]
+    assert one.get(f"/v1/responses/{first['id']}?user_id=mallory").status == 404
+    stored = rows(postgres, keys, "SELECT id FROM gateway_responses ORDER BY seq")
+    assert stored == [[first["id"]], [second["id"]]]
