@@ -93,3 +93,32 @@ async def test_close_writes_what_is_queued(repository):
     writer.submit(conversation(), turn("last"))
     await writer.close()
     assert (await repository.find_turn("last")) is not None
+
+
+async def test_a_turn_alone_waits_for_no_batch_but_turns_under_load_do(repository):
+    """The clients of a batch wait for its commit: a turn that arrives alone is written at
+    once (an idle gateway adds no linger to a turn), and after a batch of several the
+    writer lingers again so the next batch forms."""
+    batches = []
+    original = repository.save_many
+
+    async def counting(entries):
+        batches.append(len(entries))
+        await original(entries)
+
+    repository.save_many = counting
+    writer = TurnWriter(repository, linger=30)  # far longer than the test: a linger would time out
+    writer.start()
+    await asyncio.wait_for(writer.submit(conversation("alone"), turn("r-alone", "alone")), timeout=10)
+    await asyncio.wait_for(asyncio.gather(*[writer.submit(conversation(f"b{i}"), turn(f"rb{i}", f"b{i}"))
+                                            for i in range(3)]), timeout=10)  # queued before the writer ran
+    assert batches == [1, 3]
+    writer._linger = 0.5  # under load now: the next wake-up lingers, so both go together
+    first = writer.submit(conversation("l1"), turn("rl1", "l1"))
+    for _ in range(3):
+        await asyncio.sleep(0)  # the writer wakes and lingers instead of writing
+    assert batches == [1, 3] and not first.done()
+    second = writer.submit(conversation("l2"), turn("rl2", "l2"))
+    await asyncio.gather(first, second)
+    assert batches == [1, 3, 2]
+    await writer.close()
