@@ -32,14 +32,13 @@ from gateway.model_selection import ModelSelector
 from gateway.quota import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, database_error, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
-from gateway.schema.responses import (LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars,
-                                      parse_responses_request)
+from gateway.schema.responses import ResponsesRequest, parse_responses_request
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
 from gateway.storage.writer import TurnWriter
 from gateway.streaming.enrich import Enricher
 from gateway.tools import ConfiguredTools
+from gateway.turn_body import answers_approval, backend_body, has_item_reference, input_items
 from gateway.upstream.catalog import ModelCatalog, ModelInfo
-from gateway.upstream.llama_stack_input import for_llama_stack
 from gateway.upstream.responses import UpstreamResponses
 
 log = logging.getLogger("gateway.pipeline")
@@ -146,13 +145,14 @@ class Pipeline:
                     upstream_conversation_id=upstream_id, existing=existing if forked_from is None else None,
                     forked_from=forked_from, store=request.store, engine=engine)
         if request.store and upstream_id is not None and turn.existing is not None \
-                and turn.existing.last_response_id and _answers_approval(raw["input"]):
+                and turn.existing.last_response_id and answers_approval(raw["input"]):
             # Llama Stack finds the approval request only in the previous response, and
             # refuses previous_response_id together with conversation: chain this turn,
             # then append it to the conversation.
             turn.append_to_upstream = True
             turn.appended_input = raw["input"]
-        turn.body = self._upstream_body(raw, request, turn, tools)
+        turn.body = backend_body(raw, request, turn, tools, self._config.inference,
+                                 self.backend.capabilities.is_llama_stack)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": raw["solr"]}).decode()
         return turn
@@ -170,7 +170,7 @@ class Pipeline:
         try:
             return parse_responses_request(raw, self._tools.server_urls)
         except ApiError:
-            if not _has_item_reference(raw) or not await self.uses_engine():
+            if not has_item_reference(raw) or not await self.uses_engine():
                 raise
         return parse_responses_request(raw, self._tools.server_urls, engine=True)
 
@@ -297,7 +297,7 @@ class Pipeline:
         """A turn sent with previous_response_id in a conversation the upstream keeps:
         add its input and output to that conversation, as `conversation` would have."""
         assert turn.result is not None and turn.upstream_conversation_id is not None
-        items = _input_items(turn.appended_input) + [
+        items = input_items(turn.appended_input) + [
             item for item in turn.result.get("output") or [] if isinstance(item, dict)]
         items = [{key: value for key, value in item.items() if value is not None} for item in items]
         for start in range(0, len(items), _ITEMS_PER_CALL):
@@ -349,58 +349,3 @@ class Pipeline:
             await self._wait_pending(conversation.id)
             conversation = await self._conversations.get(conversation.id) or conversation
         return conversation, None if conversation.last_response_id == previous else previous
-
-    def _upstream_body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
-                       tools: list[dict[str, Any]] | None) -> dict[str, Any]:
-        body = {key: value for key, value in raw.items() if key not in LCORE_EXTENSIONS}
-        body.update(forwarded_scalars(raw, request))
-        body["model"] = turn.model.id
-        body.pop("conversation", None)
-        body.pop("previous_response_id", None)
-        last_response = turn.existing.last_response_id if turn.existing is not None else None
-        if turn.forked_from is not None:
-            body["previous_response_id"] = turn.forked_from
-        elif turn.append_to_upstream or (not turn.store and last_response):
-            # Chained, not sent with `conversation`: a `store: false` turn reads the
-            # conversation's history without adding to it.
-            body["previous_response_id"] = last_response
-        elif turn.upstream_conversation_id is not None and turn.store:
-            body["conversation"] = turn.upstream_conversation_id
-        elif last_response:
-            body["previous_response_id"] = last_response
-        if tools is None:
-            body.pop("tools", None)
-            if body.get("tool_choice") == "none":
-                body.pop("tool_choice")
-        else:
-            body["tools"] = tools
-        inference = self._config.inference
-        if "max_tool_calls" not in raw:
-            body["max_tool_calls"] = inference.max_tool_calls
-        if "max_infer_iters" not in raw and (self.backend.capabilities.is_llama_stack or turn.engine):
-            body["max_infer_iters"] = inference.max_infer_iters
-        if turn.engine:
-            return body  # the engine reads the Responses body itself
-        if not self.backend.capabilities.is_llama_stack:
-            body.pop("max_infer_iters", None)  # a Llama Stack extension other servers refuse
-        elif isinstance(body.get("input"), list):
-            body["input"] = for_llama_stack(body["input"])
-        return body
-
-
-def _answers_approval(input_: Any) -> bool:
-    return isinstance(input_, list) and any(
-        isinstance(item, dict) and item.get("type") == "mcp_approval_response" for item in input_)
-
-
-def _input_items(input_: Any) -> list[dict[str, Any]]:
-    """The request input as conversation items (a string is one user message)."""
-    if isinstance(input_, str):
-        return [{"type": "message", "role": "user", "content": input_}]
-    return [item if "type" in item else {"type": "message", **item} for item in input_ if isinstance(item, dict)]
-
-
-def _has_item_reference(raw: Any) -> bool:
-    items = raw.get("input") if isinstance(raw, dict) else None
-    return isinstance(items, list) and any(isinstance(item, dict) and item.get("type") == "item_reference"
-                                           for item in items)

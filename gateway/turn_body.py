@@ -1,0 +1,71 @@
+"""What a turn sends to its backend, built from the request: the forwarded body and the
+request-input helpers the pipeline decides with."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gateway.config import InferenceConfig
+from gateway.schema.responses import LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars
+from gateway.upstream.llama_stack_input import for_llama_stack
+
+if TYPE_CHECKING:
+    from gateway.pipeline import Turn
+
+
+def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: "Turn", tools: list[dict[str, Any]] | None,
+                 inference: InferenceConfig, llama_stack: bool) -> dict[str, Any]:
+    """The Responses body the backend gets: the client's JSON as sent (LCORE's
+    extensions dropped, lax scalars converted), with the gateway's model, tools and
+    conversation or chain, and Llama Stack's own defaults and input repair."""
+    body = {key: value for key, value in raw.items() if key not in LCORE_EXTENSIONS}
+    body.update(forwarded_scalars(raw, request))
+    body["model"] = turn.model.id
+    body.pop("conversation", None)
+    body.pop("previous_response_id", None)
+    last_response = turn.existing.last_response_id if turn.existing is not None else None
+    if turn.forked_from is not None:
+        body["previous_response_id"] = turn.forked_from
+    elif turn.append_to_upstream or (not turn.store and last_response):
+        # Chained, not sent with `conversation`: a `store: false` turn reads the
+        # conversation's history without adding to it.
+        body["previous_response_id"] = last_response
+    elif turn.upstream_conversation_id is not None and turn.store:
+        body["conversation"] = turn.upstream_conversation_id
+    elif last_response:
+        body["previous_response_id"] = last_response
+    if tools is None:
+        body.pop("tools", None)
+        if body.get("tool_choice") == "none":
+            body.pop("tool_choice")
+    else:
+        body["tools"] = tools
+    if "max_tool_calls" not in raw:
+        body["max_tool_calls"] = inference.max_tool_calls
+    if "max_infer_iters" not in raw and (llama_stack or turn.engine):
+        body["max_infer_iters"] = inference.max_infer_iters
+    if turn.engine:
+        return body  # the engine reads the Responses body itself
+    if not llama_stack:
+        body.pop("max_infer_iters", None)  # a Llama Stack extension other servers refuse
+    elif isinstance(body.get("input"), list):
+        body["input"] = for_llama_stack(body["input"])
+    return body
+
+
+def answers_approval(input_: Any) -> bool:
+    return isinstance(input_, list) and any(
+        isinstance(item, dict) and item.get("type") == "mcp_approval_response" for item in input_)
+
+
+def input_items(input_: Any) -> list[dict[str, Any]]:
+    """The request input as conversation items (a string is one user message)."""
+    if isinstance(input_, str):
+        return [{"type": "message", "role": "user", "content": input_}]
+    return [item if "type" in item else {"type": "message", **item} for item in input_ if isinstance(item, dict)]
+
+
+def has_item_reference(raw: Any) -> bool:
+    items = raw.get("input") if isinstance(raw, dict) else None
+    return isinstance(items, list) and any(isinstance(item, dict) and item.get("type") == "item_reference"
+                                           for item in items)
