@@ -57,6 +57,9 @@ class Plan:
     max_tool_calls: int | None = None
     client_tool_status: str = "completed"
     seen_call_ids: set[str] = field(default_factory=set)
+    # Work before the first round, after `response.created` (listing MCP servers' tools
+    # into `tools` and `chat`): its events, a list at a time.
+    prelude: Callable[[], AsyncIterator[list[Event]]] | None = None
 
 
 class Loop:
@@ -73,8 +76,14 @@ class Loop:
         request) raise `ApiError`; after it they end the stream with `response.failed`."""
         usage = usage_of(None)
         tool_calls = 0
-        choice = plan.tool_choice
         started = False
+        if plan.prelude is not None:
+            started = True
+            emitter.start()
+            await save(emitter, False)
+            async for events in plan.prelude():
+                yield events
+        choice = plan.tool_choice
         for _ in range(plan.max_infer_iters):
             chat = {**plan.chat, "messages": plan.messages}
             if choice is not None:
@@ -119,8 +128,11 @@ class Loop:
                                                  for call in calls]})
             results, tool_calls = await self._execute(plan, calls, tool_calls)
             for call, result in zip(calls, results):
-                for item in result.items or [_output_item(call, result)]:
-                    emitter.add_item(item)
+                if emitter.call_done(call["call_id"], result.fields, result.is_error):
+                    pass  # the call's own item (mcp_call) shows the result
+                else:
+                    for item in result.items or [_output_item(call, result)]:
+                        emitter.add_item(item)
                 plan.messages.append({"role": "tool", "tool_call_id": call["call_id"],
                                       "content": f"Error: {result.output}" if result.is_error else result.output})
             yield emitter.take()
@@ -175,8 +187,15 @@ def _allowed(plan: Plan, name: str) -> bool:
     return plan.allowed is None or name in plan.allowed
 
 
+def _error(message: str) -> ToolResult:
+    """An error result; a call that is an item of its own shows it as the `openai`
+    package's tool-execution error object."""
+    return ToolResult(message, is_error=True, fields={"error": {
+        "type": "mcp_tool_execution_error", "content": [{"type": "text", "text": message}]}})
+
+
 async def _refused(message: str) -> ToolResult:
-    return ToolResult(message, is_error=True)
+    return _error(message)
 
 
 async def _run(executor: ToolExecutor, call: ToolCall) -> ToolResult:
@@ -186,7 +205,7 @@ async def _run(executor: ToolExecutor, call: ToolCall) -> ToolResult:
         raise
     except Exception as exc:
         log.warning("tool %s failed: %s", call.name, exc)
-        return ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
+        return _error(f"{type(exc).__name__}: {exc}")
 
 
 def _output_item(call: dict[str, Any], result: ToolResult) -> dict[str, Any]:

@@ -1,0 +1,165 @@
+"""The local engine's MCP executor through `gateway serve` (llama_stack.api:
+chat_completions) in front of the scripted Chat Completions upstream and real MCP
+servers built with the `mcp` package (tests/support/mcp_server.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.flows import checked, kinds
+from tests.support.mcp_server import clear_recorded_requests, recorded_requests, start_mcp_server
+from tests.support.openai_shapes import replay_through_sdk, validate_response
+
+CHAT = "/v1/chat/completions"
+AUTH = {"Authorization": "Bearer user-token-1"}
+UNREACHABLE = "http://127.0.0.1:9/mcp"
+
+
+@pytest.fixture(scope="module")
+def chat_upstream(upstream_with):
+    return upstream_with("--no-responses")
+
+
+@pytest.fixture(scope="module")
+def mcp(tmp_path_factory):
+    proc = start_mcp_server(tmp_path_factory.mktemp("mcp-engine"))
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory):
+    proc = start_mcp_server(tmp_path_factory.mktemp("mcp-engine-faulty"), faulty=True)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def engine(gateway_factory, chat_upstream, mcp, faulty, tmp_path_factory):
+    secret = tmp_path_factory.mktemp("engine-secrets") / "calc-token"
+    secret.write_text("engine-s3cret\n")
+    return gateway_factory(
+        chat_upstream.url, authentication={"module": "noop-with-token"},
+        llama_stack={"url": chat_upstream.url, "max_retries": 0, "api": "chat_completions"},
+        mcp_servers=[
+            {"name": "calc", "url": mcp.url, "authorization_headers": {"Authorization": str(secret)},
+             "headers": ["X-Tenant"]},
+            {"name": "faulty", "url": faulty.url, "authorization_headers": {"Authorization": "kubernetes"},
+             "timeout": 5},
+            {"name": "gone", "url": UNREACHABLE, "timeout": 2},
+        ])
+
+
+def calc(**extra):
+    return {"type": "mcp", "server_label": "calc", **extra}
+
+
+def stream(engine, body, headers=AUTH):
+    status, frames = engine.stream(body, headers=headers)
+    assert status == 200, frames
+    return checked(frames)  # numbered from 0, every event an `openai` type
+
+
+def items(events):
+    return events[-1]["response"]["output"]
+
+
+def test_list_and_call_stream_in_order(engine, chat_upstream, mcp):
+    clear_recorded_requests(mcp)
+    events = stream(engine, {"input": "Use the add tool with 2 and 3", "tools": [calc()]},
+                    headers={**AUTH, "X-Tenant": "acme"})
+    assert kinds(events) == [
+        "created", "in_progress",
+        "output_item.added", "mcp_list_tools.in_progress", "mcp_list_tools.completed", "output_item.done",
+        "output_item.added", *["mcp_call_arguments.delta"] * (len(events) - 20), "mcp_call_arguments.done",
+        "mcp_call.in_progress", "mcp_call.completed", "output_item.done",
+        "output_item.added", "content_part.added", "output_text.delta", "output_text.delta", "output_text.delta",
+        "output_text.done", "content_part.done", "output_item.done", "completed"]
+    listing, call, message = items(events)
+    assert listing["type"] == "mcp_list_tools" and listing["server_label"] == "calc"
+    assert [tool["name"] for tool in listing["tools"]] == ["add", "echo"]
+    assert call["type"] == "mcp_call" and call["name"] == "add" and call["server_label"] == "calc"
+    assert json.loads(call["arguments"]) == {"a": 2, "b": 3} and call["output"] == "5" and call["error"] is None
+    assert call["status"] == "completed" and message["content"][0]["text"] == "Tool said: 5"
+    assert replay_through_sdk(events).output_text == "Tool said: 5"
+    # The model saw the listed tools as functions, and the result as the tool message.
+    first, second = [r["body"] for r in chat_upstream.requests(CHAT)[-2:]]
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["add", "echo"]
+    assert second["messages"][-1]["content"] == "5"
+    # Every MCP request carried the configured credential and the propagated header.
+    posts = [r for r in recorded_requests(mcp) if r["method"] == "POST"]
+    assert len(posts) >= 4 and all(r["headers"].get("authorization") == "Bearer engine-s3cret" for r in posts)
+    assert all(r["headers"].get("x-tenant") == "acme" for r in posts)
+    # Nothing the gateway attached is echoed.
+    echoed = events[-1]["response"]["tools"]
+    assert echoed == [{"type": "mcp", "server_label": "calc", "require_approval": "never"}]
+
+
+def test_json_body_and_the_listing_reused_by_the_next_turn(engine, mcp):
+    first = engine.post("/v1/responses", {"input": "Use the echo tool", "tools": [calc()]}, headers=AUTH).ok()
+    validate_response(first)
+    assert [item["type"] for item in first["output"]] == ["mcp_list_tools", "mcp_call", "message"]
+    clear_recorded_requests(mcp)
+    events = stream(engine, {"input": "Now add 4 and 5 with the tool", "tools": [calc()],
+                             "previous_response_id": first["id"]})
+    assert "mcp_list_tools.in_progress" not in kinds(events)
+    assert [item["type"] for item in items(events)] == ["mcp_call", "message"]
+    assert items(events)[0]["output"] == "9"
+    # (The `mcp` client itself lists before a call, to validate the structured output
+    # against the tool's output schema: that is no `mcp_list_tools` item.)
+    bodies = [r["body"] for r in recorded_requests(mcp) if r["method"] == "POST"]
+    assert any('"tools/call"' in body for body in bodies)
+
+
+def test_allowed_tools(engine, chat_upstream):
+    events = stream(engine, {"input": "Use the tool to say hi", "tools": [calc(allowed_tools=["echo"])]})
+    listing, call, _ = items(events)
+    assert [tool["name"] for tool in listing["tools"]] == ["echo"] and call["name"] == "echo"
+    assert [tool["function"]["name"] for tool in chat_upstream.requests(CHAT)[-2]["body"]["tools"]] == ["echo"]
+
+
+def test_a_tool_that_raises_is_fed_back_and_the_loop_goes_on(engine, faulty):
+    events = stream(engine, {"input": "Use the explode tool", "tools": [{"type": "mcp", "server_label": "faulty"}]})
+    listing, call, message = items(events)
+    assert call["name"] == "explode" and call["status"] == "failed" and call["output"] is None
+    assert call["error"]["type"] == "mcp_tool_execution_error"
+    assert "explode refused" in call["error"]["content"][0]["text"]
+    assert "mcp_call.failed" in kinds(events) and events[-1]["type"] == "response.completed"
+    assert message["content"][0]["text"].startswith("Tool said: Error: ")
+
+
+def test_the_callers_bearer_goes_to_a_kubernetes_server(engine, faulty):
+    clear_recorded_requests(faulty)
+    stream(engine, {"input": "Use the echo tool", "tools": [{"type": "mcp", "server_label": "faulty"}]})
+    posts = [r for r in recorded_requests(faulty) if r["method"] == "POST"]
+    assert posts and all(r["headers"].get("authorization") == "Bearer user-token-1" for r in posts)
+
+
+def test_an_unreachable_server_is_a_failed_listing_not_a_hung_turn(engine):
+    events = stream(engine, {"input": "Use a tool please", "tools": [{"type": "mcp", "server_label": "gone"}]})
+    assert kinds(events)[2:6] == ["output_item.added", "mcp_list_tools.in_progress", "mcp_list_tools.failed",
+                                  "output_item.done"]
+    listing, message = items(events)
+    assert listing["error"] and "unreachable" in listing["error"] and listing["tools"] == []
+    assert events[-1]["type"] == "response.completed" and message["type"] == "message"
+
+
+def test_colliding_names_are_disambiguated_and_mapped_back(engine, chat_upstream):
+    tools = [calc(), {"type": "mcp", "server_label": "faulty"}]
+    events = stream(engine, {"input": "Use faulty__echo to repeat me", "tools": tools})
+    names = [tool["function"]["name"] for tool in chat_upstream.requests(CHAT)[-2]["body"]["tools"]]
+    assert names[:2] == ["add", "echo"] and "faulty__add" in names and "faulty__echo" in names
+    call = next(item for item in items(events) if item["type"] == "mcp_call")
+    assert call["name"] == "echo" and call["server_label"] == "faulty" and call["status"] == "completed"
+
+
+def test_unconfigured_servers_and_approvals_are_refused_before_anything(engine, chat_upstream):
+    chat_upstream.clear()
+    reply = engine.post("/v1/responses", {"input": "hi", "tools": [
+        {"type": "mcp", "server_label": "mine", "server_url": "http://169.254.169.254/mcp"}]}, headers=AUTH)
+    assert reply.status == 422 and reply.json()["error"]["param"] == "tools"
+    reply = engine.post("/v1/responses", {"input": "hi", "tools": [calc(require_approval="always")]}, headers=AUTH)
+    assert reply.status == 422 and "require_approval" in reply.json()["error"]["message"]
+    assert chat_upstream.requests(CHAT) == []
