@@ -22,7 +22,7 @@ from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolExecutor
 from gateway.engine.loop import Loop, Plan
-from gateway.engine.mcp_tools import mcp_prelude
+from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
 from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
 from gateway.storage.responses import ResponseStore
@@ -65,10 +65,6 @@ class LocalEngine:
             # operator's servers, until client servers have their allow-list.
             raise translate.unsupported(f"MCP server {label!r} is not configured: the local engine calls only "
                                         "the MCP servers in mcp_servers", param="tools")
-        approval = tool.get("require_approval", "never")
-        if approval == "always" or (isinstance(approval, dict) and (approval.get("always") or {})):
-            raise translate.unsupported("require_approval other than 'never' is not supported by the local "
-                                        "engine yet", param="tools")
 
     # The backend interface (gateway.pipeline.Backend).
 
@@ -104,13 +100,14 @@ class LocalEngine:
                     max_infer_iters=int(body.get("max_infer_iters") or self._inference.max_infer_iters),
                     max_tool_calls=body.get("max_tool_calls"),
                     client_tool_status=self._inference.client_tool_status)
-        echo = {"tools": [dict(tool) for tool in tools]}
+        echo = {"tools": [echoed(tool) if tool.get("type") == "mcp" else dict(tool) for tool in tools]}
         scrub_tool_echo(echo, self._mcp_labels)  # never the credentials the gateway attached
         response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, echo["tools"])
         emitter = Emitter(response)
         mcp = [tool for tool in tools if tool.get("type") == "mcp"]
+        approvals = approvals_of(inputs, history, tools)  # a 422 before anything runs
         if mcp:
-            plan.prelude = mcp_prelude(mcp, history + inputs, plan, emitter, self._mcp_timeouts)
+            plan.prelude = mcp_prelude(mcp, history + inputs, plan, emitter, self._mcp_timeouts, approvals)
 
         def snapshot() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
             stored = {**emitter.response, "output": list(emitter.output), "model": turn.display_model,

@@ -180,6 +180,10 @@ class Emitter:
             self._calls[index] = self._open({"id": new_item_id("fc"), "type": "function_call", "call_id": call_id,
                                              "name": name, "arguments": "", "status": "in_progress"})
             return
+        if fixed["type"] == "mcp_approval_request":  # shown when its arguments are complete
+            opened = self._calls[index] = self._open({"id": new_item_id("mcpr"), **fixed, "arguments": ""})
+            opened.call = {"call_id": call_id, "name": name, "arguments": "", "approval": True}
+            return
         opened = self._calls[index] = self._open({"id": new_item_id("mcp"), **fixed, "arguments": "",
                                                   "status": "in_progress"})
         opened.call = {"call_id": call_id, "name": name, "arguments": ""}
@@ -187,6 +191,8 @@ class Emitter:
     def call_arguments(self, index: int, delta: str) -> None:
         call = self._calls[index]
         call.text.append(delta)
+        if call.call is not None and call.call.get("approval"):
+            return  # the openai types have no argument events for an approval request
         kind = "function_call" if call.call is None else call.item["type"]
         self._emit({"type": f"response.{kind}_arguments.delta", "item_id": call.item["id"],
                     "output_index": call.index, "delta": delta})
@@ -204,6 +210,15 @@ class Emitter:
         self._emit({"type": f"response.{item['type']}.{item['status']}", **base})
         self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
         return True
+
+    def call_running(self, item: dict[str, Any], call_id: str) -> None:
+        """A server-side call that runs without the model (an approved MCP call): its
+        item, in progress until `call_done`."""
+        opened = self._open(item)
+        self._opened.remove(opened)
+        self._emit({"type": f"response.{item['type']}.in_progress", "item_id": item["id"],
+                    "output_index": opened.index})
+        self._running[call_id] = opened
 
     def list_started(self, item: dict[str, Any]) -> _Open:
         """A tool listing (`mcp_list_tools`) begins."""
@@ -270,6 +285,8 @@ class Emitter:
             item["arguments"] = text
             self._emit({"type": "response.function_call_arguments.done", **base, "name": item["name"],
                         "arguments": text})
+        elif opened.call is not None and opened.call.get("approval"):
+            item["arguments"] = opened.call["arguments"] = text
         elif opened.call is not None and item.get("status") == "in_progress":
             item["arguments"] = opened.call["arguments"] = text
             self._emit({"type": f"response.{item['type']}_arguments.done", **base, "arguments": text})

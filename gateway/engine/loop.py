@@ -122,6 +122,10 @@ class Loop:
             if any(self._client_side(plan, call) for call in calls):
                 yield await self._end(emitter, save, emitter.finish(plan.client_tool_status, usage))
                 return
+            # Calls waiting for the client's approval (mcp_approval_request items) are not
+            # run: the others of the round are, then the response ends for the approval.
+            awaiting = [call for call in calls if call.get("approval")]
+            calls = [call for call in calls if not call.get("approval")]
             plan.messages.append({"role": "assistant", "content": "".join(emitter.round_text) or None,
                                   "tool_calls": [{"id": call["call_id"], "type": "function",
                                                   "function": {"name": call["name"], "arguments": call["arguments"]}}
@@ -135,6 +139,9 @@ class Loop:
                         emitter.add_item(item)
                 plan.messages.append({"role": "tool", "tool_call_id": call["call_id"],
                                       "content": f"Error: {result.output}" if result.is_error else result.output})
+            if awaiting:
+                yield await self._end(emitter, save, emitter.finish("completed", usage))
+                return
             yield emitter.take()
             await save(emitter, False)
             if choice is not None:

@@ -155,11 +155,66 @@ def test_colliding_names_are_disambiguated_and_mapped_back(engine, chat_upstream
     assert call["name"] == "echo" and call["server_label"] == "faulty" and call["status"] == "completed"
 
 
-def test_unconfigured_servers_and_approvals_are_refused_before_anything(engine, chat_upstream):
+def test_an_unconfigured_server_is_refused_before_anything(engine, chat_upstream):
     chat_upstream.clear()
     reply = engine.post("/v1/responses", {"input": "hi", "tools": [
         {"type": "mcp", "server_label": "mine", "server_url": "http://169.254.169.254/mcp"}]}, headers=AUTH)
     assert reply.status == 422 and reply.json()["error"]["param"] == "tools"
-    reply = engine.post("/v1/responses", {"input": "hi", "tools": [calc(require_approval="always")]}, headers=AUTH)
-    assert reply.status == 422 and "require_approval" in reply.json()["error"]["message"]
+    assert "not configured" in reply.json()["error"]["message"]
     assert chat_upstream.requests(CHAT) == []
+
+
+def tool_calls(server):
+    return [r for r in recorded_requests(server) if r["method"] == "POST" and '"tools/call"' in r["body"]]
+
+
+def ask_approval(engine, mcp, guarded):
+    clear_recorded_requests(mcp)
+    events = stream(engine, {"input": "Use the add tool with 2 and 3", "tools": [guarded]})
+    listing, request = items(events)
+    assert request["type"] == "mcp_approval_request" and request["name"] == "add"
+    assert request["server_label"] == "calc" and json.loads(request["arguments"]) == {"a": 2, "b": 3}
+    assert events[-1]["type"] == "response.completed" and kinds(events)[-3:] == [
+        "output_item.added", "output_item.done", "completed"]
+    assert tool_calls(mcp) == []  # not run before the client approves
+    return events[-1]["response"]["id"], request["id"]
+
+
+def answer(engine, previous, request_id, approve, guarded):
+    return {"previous_response_id": previous, "tools": [guarded], "input": [
+        {"type": "mcp_approval_response", "approval_request_id": request_id, "approve": approve}]}
+
+
+def test_approval_requested_then_approved(engine, mcp):
+    guarded = calc(require_approval="always")
+    previous, request_id = ask_approval(engine, mcp, guarded)
+    events = stream(engine, answer(engine, previous, request_id, True, guarded))
+    call, message = [item for item in items(events) if item["type"] != "mcp_list_tools"]
+    assert call["type"] == "mcp_call" and call["approval_request_id"] == request_id and call["output"] == "5"
+    assert message["content"][0]["text"] == "Tool said: 5" and len(tool_calls(mcp)) == 1
+    assert kinds(events)[2:5] == ["output_item.added", "mcp_call.in_progress", "mcp_call.completed"]
+    # The same approval again is stale: a clear 422, nothing runs.
+    reply = engine.post("/v1/responses", answer(engine, events[-1]["response"]["id"], request_id, True, guarded),
+                        headers=AUTH)
+    assert reply.status == 422 and "already answered" in reply.json()["error"]["message"]
+    assert len(tool_calls(mcp)) == 1
+
+
+def test_approval_denied(engine, mcp):
+    guarded = calc(require_approval={"always": ["add"], "never": ["echo"]})
+    previous, request_id = ask_approval(engine, mcp, guarded)
+    events = stream(engine, answer(engine, previous, request_id, False, guarded))
+    assert [item["type"] for item in items(events)] == ["message"]
+    assert items(events)[0]["content"][0]["text"] == "Tool said: The user denied this call of the tool."
+    assert tool_calls(mcp) == []
+    # `never` names a tool that runs without asking.
+    events = stream(engine, {"input": "Use the echo tool", "tools": [guarded]})
+    assert [item["type"] for item in items(events)] == ["mcp_list_tools", "mcp_call", "message"]
+
+
+def test_an_unknown_approval_id_is_a_422(engine, chat_upstream):
+    first = engine.post("/v1/responses", {"input": "hello"}, headers=AUTH).ok()
+    chat_upstream.clear()
+    reply = engine.post("/v1/responses", answer(engine, first["id"], "mcpr_nope", True, calc()), headers=AUTH)
+    assert reply.status == 422 and reply.json()["error"]["param"] == "input"
+    assert "mcpr_nope" in reply.json()["error"]["message"] and chat_upstream.requests(CHAT) == []
