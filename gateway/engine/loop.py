@@ -130,6 +130,7 @@ class Loop:
                                   "tool_calls": [{"id": call["call_id"], "type": "function",
                                                   "function": {"name": call["name"], "arguments": call["arguments"]}}
                                                  for call in calls]})
+            yield emitter.take()  # the calls' in_progress events before they run
             results, tool_calls = await self._execute(plan, calls, tool_calls)
             for call, result in zip(calls, results):
                 if emitter.call_done(call["call_id"], result.fields, result.is_error):
