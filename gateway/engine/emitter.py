@@ -216,8 +216,11 @@ class Emitter:
         item, in progress until `call_done`."""
         opened = self._open(item)
         self._opened.remove(opened)
-        self._emit({"type": f"response.{item['type']}.in_progress", "item_id": item["id"],
-                    "output_index": opened.index})
+        base = {"item_id": item["id"], "output_index": opened.index}
+        # Its arguments in one piece (known already), as a model's call shows them.
+        self._emit({"type": f"response.{item['type']}_arguments.delta", **base, "delta": item["arguments"]})
+        self._emit({"type": f"response.{item['type']}_arguments.done", **base, "arguments": item["arguments"]})
+        self._emit({"type": f"response.{item['type']}.in_progress", **base})
         self._running[call_id] = opened
 
     def list_started(self, item: dict[str, Any]) -> _Open:

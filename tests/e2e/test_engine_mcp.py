@@ -192,7 +192,8 @@ def test_approval_requested_then_approved(engine, mcp):
     call, message = [item for item in items(events) if item["type"] != "mcp_list_tools"]
     assert call["type"] == "mcp_call" and call["approval_request_id"] == request_id and call["output"] == "5"
     assert message["content"][0]["text"] == "Tool said: 5" and len(tool_calls(mcp)) == 1
-    assert kinds(events)[2:5] == ["output_item.added", "mcp_call.in_progress", "mcp_call.completed"]
+    assert kinds(events)[2:7] == ["output_item.added", "mcp_call_arguments.delta", "mcp_call_arguments.done",
+                                  "mcp_call.in_progress", "mcp_call.completed"]
     # The same approval again is stale: a clear 422, nothing runs.
     reply = engine.post("/v1/responses", answer(engine, events[-1]["response"]["id"], request_id, True, guarded),
                         headers=AUTH)
