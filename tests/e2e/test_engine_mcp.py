@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.support.flows import checked, kinds
-from tests.support.mcp_server import clear_recorded_requests, recorded_requests, start_mcp_server
+from tests.support.mcp_server import clear_recorded_requests, recorded_requests, running_mcp_server
 from tests.support.openai_shapes import replay_through_sdk, validate_response
 
 CHAT = "/v1/chat/completions"
@@ -24,16 +24,12 @@ def chat_upstream(upstream_with):
 
 @pytest.fixture(scope="module")
 def mcp(tmp_path_factory):
-    proc = start_mcp_server(tmp_path_factory.mktemp("mcp-engine"))
-    yield proc
-    proc.stop()
+    yield from running_mcp_server(tmp_path_factory, "mcp-engine")
 
 
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory):
-    proc = start_mcp_server(tmp_path_factory.mktemp("mcp-engine-faulty"), faulty=True)
-    yield proc
-    proc.stop()
+    yield from running_mcp_server(tmp_path_factory, "mcp-engine-faulty", faulty=True)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.flows import checked, kinds
-from tests.support.mcp_server import recorded_requests, start_mcp_server
+from tests.support.mcp_server import recorded_requests, running_mcp_server
 from tests.support.raw_client import open_stream, read_until, reset, wait_until
 
 
@@ -18,16 +18,12 @@ def chat_upstream(upstream_with):
 
 @pytest.fixture(scope="module")
 def sse(tmp_path_factory):
-    proc = start_mcp_server(tmp_path_factory.mktemp("mcp-sse"), sse=True)
-    yield proc
-    proc.stop()
+    yield from running_mcp_server(tmp_path_factory, "mcp-sse", sse=True)
 
 
 @pytest.fixture(scope="module")
 def slow(tmp_path_factory):
-    proc = start_mcp_server(tmp_path_factory.mktemp("mcp-slow"), slow=True)
-    yield proc
-    proc.stop()
+    yield from running_mcp_server(tmp_path_factory, "mcp-slow", slow=True)
 
 
 @pytest.fixture(scope="module")

@@ -254,6 +254,16 @@ def start_mcp_server(log_dir: Path, port: int | None = None, timeout: float = 30
     return proc
 
 
+def running_mcp_server(tmp_path_factory: Any, name: str, **flags: bool):
+    """For a pytest fixture: `yield from running_mcp_server(tmp_path_factory, "name", sse=True)`
+    yields the started server and stops it afterwards."""
+    proc = start_mcp_server(tmp_path_factory.mktemp(name), **flags)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
 def _records_url(server: Any) -> str:
     """Accept a Proc from start_mcp_server, its MCP url or its base url."""
     parts = urllib.parse.urlsplit(getattr(server, "url", server))
