@@ -45,6 +45,7 @@ def engine(gateway_factory, chat_upstream, mcp, faulty, tmp_path_factory):
             {"name": "faulty", "url": faulty.url, "authorization_headers": {"Authorization": "kubernetes"},
              "timeout": 5},
             {"name": "gone", "url": UNREACHABLE, "timeout": 2},
+            {"name": "byclient", "url": mcp.url, "authorization_headers": {"X-Api-Key": "client"}},
         ])
 
 
@@ -131,6 +132,16 @@ def test_the_callers_bearer_goes_to_a_kubernetes_server(engine, faulty):
     stream(engine, {"input": "Use the echo tool", "tools": [{"type": "mcp", "server_label": "faulty"}]})
     posts = [r for r in recorded_requests(faulty) if r["method"] == "POST"]
     assert posts and all(r["headers"].get("authorization") == "Bearer user-token-1" for r in posts)
+
+
+def test_mcp_headers_reach_a_client_server_on_every_request(engine, mcp):
+    clear_recorded_requests(mcp)
+    headers = {**AUTH, "MCP-HEADERS": json.dumps({"byclient": {"X-Api-Key": "k-123"}})}
+    events = stream(engine, {"input": "Use the echo tool", "tools": [{"type": "mcp", "server_label": "byclient"}]},
+                    headers=headers)
+    assert [item["type"] for item in items(events)] == ["mcp_list_tools", "mcp_call", "message"]
+    posts = [r for r in recorded_requests(mcp) if r["method"] == "POST"]
+    assert len(posts) >= 4 and all(r["headers"].get("x-api-key") == "k-123" for r in posts)
 
 
 def test_an_unreachable_server_is_a_failed_listing_not_a_hung_turn(engine):
