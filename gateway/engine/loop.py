@@ -13,6 +13,11 @@ Per round: one chat request, its stream read into the emitter; then
   outside `allowed_tools`, or beyond `max_tool_calls`, is never executed: the model is
   told with an error result. Chat Completions' `tool` message has no error flag, so an
   error result's content is `Error: <message>` (and `is_error` on the stored item).
+A round that mixes client-side and server-side calls pauses whole (spec 002): the
+server-side calls are not run, their items (`mcp_call`) fail saying so. Calls that need
+the client's approval (`mcp_approval_request` items) are not run either: the round's
+other calls run, then the response ends. Before the first round `Plan.prelude` runs
+(the MCP listing and approved calls, `mcp_tools.py`), after `response.in_progress`.
 A `required` or forced `tool_choice` applies to the first round only (then `auto`, as
 spec 000 says), or the model would call tools forever. Usage is summed over the rounds. `max_infer_iters`
 rounds without a final answer → `incomplete`. Cancelling the task that iterates the
@@ -37,6 +42,8 @@ from gateway.streaming.events import Event
 from gateway.upstream.errors import upstream_error
 
 log = logging.getLogger("gateway.engine")
+NOT_RUN = ("Not run: this round also called a client-side function tool, and such a round pauses whole "
+           "(spec 002); call the tool again if it is still needed.")
 
 # The model: a chat request in, the decoded chunks of its stream out, a list per read.
 Model = Callable[[dict[str, Any]], AsyncIterator[list[Chunk]]]
@@ -120,6 +127,10 @@ class Loop:
                 yield await self._end(emitter, save, emitter.finish("completed", usage))
                 return
             if any(self._client_side(plan, call) for call in calls):
+                # Spec 002: a round with a client call pauses whole; its server-side calls
+                # are not run (their items say so, and the model reads it next turn).
+                for call in calls:
+                    emitter.call_done(call["call_id"], _error(NOT_RUN).fields, True)
                 yield await self._end(emitter, save, emitter.finish(plan.client_tool_status, usage))
                 return
             # Calls waiting for the client's approval (mcp_approval_request items) are not
@@ -133,9 +144,8 @@ class Loop:
             yield emitter.take()  # the calls' in_progress events before they run
             results, tool_calls = await self._execute(plan, calls, tool_calls)
             for call, result in zip(calls, results):
-                if emitter.call_done(call["call_id"], result.fields, result.is_error):
-                    pass  # the call's own item (mcp_call) shows the result
-                else:
+                if not emitter.call_done(call["call_id"], result.fields, result.is_error):
+                    # No item of its own (an mcp_call's shows the result): an output item.
                     for item in result.items or [_output_item(call, result)]:
                         emitter.add_item(item)
                 plan.messages.append({"role": "tool", "tool_call_id": call["call_id"],

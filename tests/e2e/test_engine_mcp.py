@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.support.flows import checked, kinds
+from tests.support.flows import WEATHER_TOOL, checked, kinds
 from tests.support.mcp_server import clear_recorded_requests, recorded_requests, running_mcp_server
 from tests.support.openai_shapes import replay_through_sdk, validate_response
 
@@ -226,3 +226,16 @@ def test_an_unknown_approval_id_is_a_422(engine, chat_upstream):
     reply = engine.post("/v1/responses", answer(engine, first["id"], "mcpr_nope", True, calc()), headers=AUTH)
     assert reply.status == 422 and reply.json()["error"]["param"] == "input"
     assert "mcpr_nope" in reply.json()["error"]["message"] and chat_upstream.requests(CHAT) == []
+
+
+def test_a_round_with_a_client_function_call_pauses_whole(engine, mcp):
+    """Spec 002's mixed round: the server-side call is not run, its item says so."""
+    clear_recorded_requests(mcp)
+    events = stream(engine, {"input": "parallel-calls use the tools",
+                             "tools": [calc(allowed_tools=["echo"]), WEATHER_TOOL]})
+    # (The chat request lists the function tools first, the listed MCP tools after.)
+    assert [item["type"] for item in items(events)] == ["mcp_list_tools", "function_call", "mcp_call"]
+    call = items(events)[2]
+    assert call["status"] == "failed" and "spec 002" in call["error"]["content"][0]["text"]
+    assert events[-1]["type"] == "response.completed"
+    assert not any('"tools/call"' in r["body"] for r in recorded_requests(mcp))

@@ -151,3 +151,17 @@ async def test_an_approval_request_ends_the_response_without_running():
     request = events[-1].data["response"]["output"][0]
     assert request["type"] == "mcp_approval_request" and request["arguments"] == '{"a": 2}'
     assert len(model.requests) == 1
+
+
+async def test_a_round_mixing_a_function_call_pauses_without_running_the_mcp_call():
+    the_plan, the_emitter = mcp_plan()
+    the_plan.tools["get_time"] = {"type": "function", "name": "get_time"}
+    executor = FakeMcp()
+    executor.execute = None  # never called
+    model = FakeModel(calls_round(("call_1", "add", '{"a": 2}'), ("call_2", "get_time", "{}")))
+    events = await run(Loop(model, [executor]), the_plan, the_emitter)
+    check_stream(events)
+    call, function = events[-1].data["response"]["output"]
+    assert call["type"] == "mcp_call" and call["status"] == "failed" and "spec 002" in \
+        call["error"]["content"][0]["text"]
+    assert function["type"] == "function_call" and events[-1].type == "response.completed"
