@@ -10,6 +10,7 @@ from aiohttp import web
 
 from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
+from gateway.engine.mcp import McpExecutor
 from gateway.http import catalog as catalog_routes
 from gateway.http import authorized, health, responses, root
 from gateway.http.middleware import gateway_middleware
@@ -40,7 +41,8 @@ async def build_services(config: Configuration) -> Services:
     writer = TurnWriter(conversations)
     writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
-    engine = LocalEngine(upstream, ResponseStore(db), config.inference)
+    engine = LocalEngine(upstream, ResponseStore(db), config.inference,
+                         [McpExecutor()], config.mcp_servers)
     pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), ConfiguredTools(config),
                         engine)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,

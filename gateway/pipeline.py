@@ -127,6 +127,7 @@ class Pipeline:
                                     "shields configured)", param="shield_ids", code="shield_not_found")
         await self._writer.admit()
         tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
+        await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
         await self._quota.check(identity)
         existing, forked_from = await self._resolve_conversation(identity, request)
         model = await self._models.select(identity, request.model, existing)

@@ -24,11 +24,19 @@ import logging
 from pathlib import Path
 from typing import Any, Mapping
 
+import aiohttp
 import orjson
 
 from gateway.config import Configuration, McpServerConfig
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError, invalid_attribute, not_found, tool_conflict
+
+# How long the OAuth probe waits for a server's answer.
+OAUTH_PROBE_TIMEOUT = 5.0
+# What the probe sends: an MCP `initialize` without credentials.
+_PROBE_BODY = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "gateway-oauth-probe",
+                                                                          "version": "1"}}})
 
 log = logging.getLogger("gateway.tools")
 
@@ -58,6 +66,28 @@ class ConfiguredTools:
         if headers.get(MERGE_HEADER, "").lower() == "true":
             chosen += self._merged_defaults(chosen, identity, headers)
         return chosen
+
+    async def probe_oauth(self, tools: list[dict[str, Any]] | None, tool_choice: Any,
+                          headers: Mapping[str, str]) -> None:
+        """LCORE's OAuth probe (its pipeline's step 2): a server this request would use
+        whose `oauth` header the caller did not send (MCP-HEADERS) is asked without
+        credentials; a 401 is the caller's 401, with the server's `WWW-Authenticate`, so
+        the client can start the OAuth flow. Any other answer (or none) leaves the server
+        skipped for this request, as today."""
+        if tool_choice == "none":
+            return
+        labels = None if tools is None else {tool.get("server_label") for tool in tools if tool.get("type") == "mcp"}
+        if headers.get(MERGE_HEADER, "").lower() == "true":
+            labels = None
+        caller = _mcp_headers(headers)
+        for server in self._servers.values():
+            if labels is not None and server.name not in labels:
+                continue
+            sent = caller.get(server.name) or caller.get(server.url) or {}
+            missing = [name for name, source in server.authorization_headers.items()
+                       if source == "oauth" and not sent.get(name)]
+            if missing:
+                await _probe(server)
 
     def defaults(self, identity: Identity, headers: Mapping[str, str]) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
@@ -126,6 +156,24 @@ class ConfiguredTools:
                 return None
             resolved[name] = value
         return resolved
+
+
+async def _probe(server: McpServerConfig) -> None:
+    challenge = None
+    try:
+        timeout = aiohttp.ClientTimeout(total=OAUTH_PROBE_TIMEOUT)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            async with session.post(server.url, data=_PROBE_BODY, headers={
+                    "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}) as reply:
+                if reply.status == 401:
+                    challenge = reply.headers.get("WWW-Authenticate") or "Bearer"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        log.warning("MCP server %s: the OAuth probe failed (%s); the server is skipped", server.name,
+                    type(exc).__name__)
+    if challenge is not None:
+        raise ApiError(401, "Missing or invalid credentials provided by client",
+                       f"MCP server at {server.url} requires OAuth", code="mcp_oauth_required",
+                       headers={"WWW-Authenticate": challenge})
 
 
 def _mcp_tool(server: McpServerConfig, headers: dict[str, str]) -> dict[str, Any]:

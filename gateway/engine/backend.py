@@ -15,16 +15,18 @@ import logging
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Sequence
 
-from gateway.config import InferenceConfig
+from gateway.config import InferenceConfig, McpServerConfig
 from gateway.engine import translate
 from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolExecutor
 from gateway.engine.loop import Loop, Plan
+from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
 from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
 from gateway.storage.responses import ResponseStore
+from gateway.streaming.enrich import scrub_tool_echo
 from gateway.streaming.events import TERMINAL_EVENTS, Event
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.responses import StreamBroken, UpstreamStream
@@ -39,16 +41,30 @@ _ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output
 
 class LocalEngine:
     def __init__(self, client: UpstreamClient, store: ResponseStore, inference: InferenceConfig,
-                 executors: Sequence[ToolExecutor] = ()):
+                 executors: Sequence[ToolExecutor] = (), mcp_servers: Sequence[McpServerConfig] = ()):
         self._client = client
         self.store = store
         self._inference = inference
         self._executors = tuple(executors)
+        # The operator's MCP servers: their labels (the only servers the engine calls)
+        # and timeouts.
+        self._mcp_timeouts = {server.name: server.timeout for server in mcp_servers}
+        self._mcp_labels = frozenset(self._mcp_timeouts)
 
-    @staticmethod
-    def check(body: dict[str, Any]) -> None:
+    def check(self, body: dict[str, Any]) -> None:
         """Refuse (422) what the engine cannot run, before the turn creates anything."""
         translate.check_request(body)
+        for tool in body.get("tools") or ():
+            if tool.get("type") == "mcp":
+                self._check_mcp(tool)
+
+    def _check_mcp(self, tool: dict[str, Any]) -> None:
+        label = tool.get("server_label")
+        if label not in self._mcp_labels:
+            # The gateway would connect wherever the client said (SSRF): only the
+            # operator's servers, until client servers have their allow-list.
+            raise translate.unsupported(f"MCP server {label!r} is not configured: the local engine calls only "
+                                        "the MCP servers in mcp_servers", param="tools")
 
     # The backend interface (gateway.pipeline.Backend).
 
@@ -76,7 +92,7 @@ class LocalEngine:
         choice, allowed = translate.tool_choice(body.get("tool_choice")) if tools else (None, None)
         chat: dict[str, Any] = {"model": turn.model.id, "stream": True, "stream_options": {"include_usage": True},
                                 **translate.chat_options(body, bool(tools))}
-        if tools:
+        if tools and translate.chat_tools(tools):
             chat["tools"] = translate.chat_tools(tools)
         plan = Plan(chat=chat, messages=translate.to_messages(history + inputs, body.get("instructions"), references),
                     tools={tool["name"]: tool for tool in tools if tool.get("type") == "function"},
@@ -84,8 +100,14 @@ class LocalEngine:
                     max_infer_iters=int(body.get("max_infer_iters") or self._inference.max_infer_iters),
                     max_tool_calls=body.get("max_tool_calls"),
                     client_tool_status=self._inference.client_tool_status)
-        response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, tools)
+        echo = {"tools": [echoed(tool) if tool.get("type") == "mcp" else dict(tool) for tool in tools]}
+        scrub_tool_echo(echo, self._mcp_labels)  # never the credentials the gateway attached
+        response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, echo["tools"])
         emitter = Emitter(response)
+        mcp = [tool for tool in tools if tool.get("type") == "mcp"]
+        approvals = approvals_of(inputs, history, tools)  # a 422 before anything runs
+        if mcp:
+            plan.prelude = mcp_prelude(mcp, history + inputs, plan, emitter, self._mcp_timeouts, approvals)
 
         def snapshot() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
             stored = {**emitter.response, "output": list(emitter.output), "model": turn.display_model,

@@ -50,17 +50,19 @@ def _copy(item: dict[str, Any]) -> dict[str, Any]:
 class _Open:
     """An item being streamed: where it is and what it has so far."""
 
-    __slots__ = ("item", "index", "text", "head")
+    __slots__ = ("item", "index", "text", "head", "call")
 
     def __init__(self, item: dict[str, Any], index: int):
         self.item = item
         self.index = index
         self.text: list = []        # pieces: JSON strings (output text), else str
         self.head: bytes | None = None  # a text delta event's bytes up to the delta
+        self.call: dict[str, Any] | None = None  # a server-side call's view for the loop
 
 
 class Emitter:
-    __slots__ = ("response", "_events", "_next", "_message", "_reasoning", "_calls", "_opened", "round_text")
+    __slots__ = ("response", "_events", "_next", "_message", "_reasoning", "_calls", "_opened", "round_text",
+                 "call_items", "_running")
 
     def __init__(self, response: dict[str, Any]):
         self.response = response
@@ -71,6 +73,10 @@ class Emitter:
         self._calls: dict[int, _Open] = {}      # the round's tool calls by their Chat Completions index
         self._opened: list[_Open] = []          # open items, in the order they were opened
         self.round_text: list[str] = []         # the answer's text closed this round (for the next messages)
+        # Tool names (as the model sees them) whose calls are items of their own while
+        # they run (an `mcp_call`): name → the item's fixed fields.
+        self.call_items: dict[str, dict[str, Any]] = {}
+        self._running: dict[str, _Open] = {}    # such calls between their arguments and their result
 
     @property
     def started(self) -> bool:
@@ -169,14 +175,68 @@ class Emitter:
 
     def call_started(self, index: int, call_id: str, name: str) -> None:
         """A tool call of this round begins (Chat Completions' `tool_calls[].index`)."""
-        self._calls[index] = self._open({"id": new_item_id("fc"), "type": "function_call", "call_id": call_id,
-                                         "name": name, "arguments": "", "status": "in_progress"})
+        fixed = self.call_items.get(name)
+        if fixed is None:
+            self._calls[index] = self._open({"id": new_item_id("fc"), "type": "function_call", "call_id": call_id,
+                                             "name": name, "arguments": "", "status": "in_progress"})
+            return
+        if fixed["type"] == "mcp_approval_request":  # shown when its arguments are complete
+            opened = self._calls[index] = self._open({"id": new_item_id("mcpr"), **fixed, "arguments": ""})
+            opened.call = {"call_id": call_id, "name": name, "arguments": "", "approval": True}
+            return
+        opened = self._calls[index] = self._open({"id": new_item_id("mcp"), **fixed, "arguments": "",
+                                                  "status": "in_progress"})
+        opened.call = {"call_id": call_id, "name": name, "arguments": ""}
 
     def call_arguments(self, index: int, delta: str) -> None:
         call = self._calls[index]
         call.text.append(delta)
-        self._emit({"type": "response.function_call_arguments.delta", "item_id": call.item["id"],
+        if call.call is not None and call.call.get("approval"):
+            return  # the openai types have no argument events for an approval request
+        kind = "function_call" if call.call is None else call.item["type"]
+        self._emit({"type": f"response.{kind}_arguments.delta", "item_id": call.item["id"],
                     "output_index": call.index, "delta": delta})
+
+    def call_done(self, call_id: str, fields: dict[str, Any], failed: bool) -> bool:
+        """A server-side call's result (`output` or `error`) into its item, which is then
+        done; False when the call has no item of its own (a function call)."""
+        opened = self._running.pop(call_id, None)
+        if opened is None:
+            return False
+        item = opened.item
+        item.update(fields)
+        item["status"] = "failed" if failed else "completed"
+        base = {"item_id": item["id"], "output_index": opened.index}
+        self._emit({"type": f"response.{item['type']}.{item['status']}", **base})
+        self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
+        return True
+
+    def call_running(self, item: dict[str, Any], call_id: str) -> None:
+        """A server-side call that runs without the model (an approved MCP call): its
+        item, in progress until `call_done`."""
+        opened = self._open(item)
+        self._opened.remove(opened)
+        base = {"item_id": item["id"], "output_index": opened.index}
+        # Its arguments in one piece (known already), as a model's call shows them.
+        self._emit({"type": f"response.{item['type']}_arguments.delta", **base, "delta": item["arguments"]})
+        self._emit({"type": f"response.{item['type']}_arguments.done", **base, "arguments": item["arguments"]})
+        self._emit({"type": f"response.{item['type']}.in_progress", **base})
+        self._running[call_id] = opened
+
+    def list_started(self, item: dict[str, Any]) -> _Open:
+        """A tool listing (`mcp_list_tools`) begins."""
+        opened = self._open(item)
+        self._opened.remove(opened)  # not closed with the round: list_done closes it
+        self._emit({"type": f"response.{item['type']}.in_progress", "item_id": item["id"],
+                    "output_index": opened.index})
+        return opened
+
+    def list_done(self, opened: _Open, fields: dict[str, Any], failed: bool) -> None:
+        item = opened.item
+        item.update(fields)
+        self._emit({"type": f"response.{item['type']}.{'failed' if failed else 'completed'}", "item_id": item["id"],
+                    "output_index": opened.index})
+        self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
 
     def has_call(self, index: int) -> bool:
         return index in self._calls
@@ -189,12 +249,13 @@ class Emitter:
 
     def close_items(self) -> list[dict[str, Any]]:
         """End the round: close every open item in the order it was opened. Returns the
-        round's function calls, in call order."""
-        calls = [self._calls[index].item for index in sorted(self._calls)]
+        round's calls, in call order (`call_id`, `name`, `arguments`). A server-side
+        call's item stays open (`response.<type>.in_progress`) until `call_done`."""
+        calls = [self._calls[index] for index in sorted(self._calls)]
         for opened in list(self._opened):
             self._close(opened)
         self._calls = {}
-        return calls
+        return [opened.item if opened.call is None else opened.call for opened in calls]
 
     def _close(self, opened: _Open) -> None:
         item = opened.item
@@ -227,6 +288,14 @@ class Emitter:
             item["arguments"] = text
             self._emit({"type": "response.function_call_arguments.done", **base, "name": item["name"],
                         "arguments": text})
+        elif opened.call is not None and opened.call.get("approval"):
+            item["arguments"] = opened.call["arguments"] = text
+        elif opened.call is not None and item.get("status") == "in_progress":
+            item["arguments"] = opened.call["arguments"] = text
+            self._emit({"type": f"response.{item['type']}_arguments.done", **base, "arguments": text})
+            self._emit({"type": f"response.{item['type']}.in_progress", **base})
+            self._running[opened.call["call_id"]] = opened
+            return
         if "status" in item and item["status"] == "in_progress":
             item["status"] = "completed"
         self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
@@ -249,6 +318,8 @@ class Emitter:
     def fail(self, message: str, usage: dict[str, Any] | None = None, code: str = "server_error") -> Event:
         for opened in list(self._opened):
             self._close(opened)
+        for call_id in list(self._running):  # calls cut short: done, failed
+            self.call_done(call_id, {"error": {"type": "http_error", "code": 0, "message": message}}, True)
         self.response.update(status="failed", usage=usage, error={"code": code, "message": message})
         return self._terminal("failed")
 

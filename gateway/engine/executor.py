@@ -22,9 +22,11 @@ class ToolCall:
 class ToolResult:
     output: str
     is_error: bool = False
-    # The output items that show this call in the response (an `mcp_call`, a
-    # `file_search_call`…); empty: a `function_call_output` item is shown.
+    # The output items that show this call in the response (a `file_search_call`…);
+    # empty: a `function_call_output` item is shown, unless the call is an item of its
+    # own (an `mcp_call`, see `Emitter.call_items`), which gets `fields` instead.
     items: list[dict[str, Any]] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)  # e.g. the mcp_call's `output` or `error`
 
 
 class ToolExecutor(Protocol):

@@ -13,6 +13,11 @@ Per round: one chat request, its stream read into the emitter; then
   outside `allowed_tools`, or beyond `max_tool_calls`, is never executed: the model is
   told with an error result. Chat Completions' `tool` message has no error flag, so an
   error result's content is `Error: <message>` (and `is_error` on the stored item).
+A round that mixes client-side and server-side calls pauses whole (spec 002): the
+server-side calls are not run, their items (`mcp_call`) fail saying so. Calls that need
+the client's approval (`mcp_approval_request` items) are not run either: the round's
+other calls run, then the response ends. Before the first round `Plan.prelude` runs
+(the MCP listing and approved calls, `mcp_tools.py`), after `response.in_progress`.
 A `required` or forced `tool_choice` applies to the first round only (then `auto`, as
 spec 000 says), or the model would call tools forever. Usage is summed over the rounds. `max_infer_iters`
 rounds without a final answer → `incomplete`. Cancelling the task that iterates the
@@ -37,6 +42,8 @@ from gateway.streaming.events import Event
 from gateway.upstream.errors import upstream_error
 
 log = logging.getLogger("gateway.engine")
+NOT_RUN = ("Not run: this round also called a client-side function tool, and such a round pauses whole "
+           "(spec 002); call the tool again if it is still needed.")
 
 # The model: a chat request in, the decoded chunks of its stream out, a list per read.
 Model = Callable[[dict[str, Any]], AsyncIterator[list[Chunk]]]
@@ -57,6 +64,9 @@ class Plan:
     max_tool_calls: int | None = None
     client_tool_status: str = "completed"
     seen_call_ids: set[str] = field(default_factory=set)
+    # Work before the first round, after `response.created` (listing MCP servers' tools
+    # into `tools` and `chat`): its events, a list at a time.
+    prelude: Callable[[], AsyncIterator[list[Event]]] | None = None
 
 
 class Loop:
@@ -73,8 +83,14 @@ class Loop:
         request) raise `ApiError`; after it they end the stream with `response.failed`."""
         usage = usage_of(None)
         tool_calls = 0
-        choice = plan.tool_choice
         started = False
+        if plan.prelude is not None:
+            started = True
+            emitter.start()
+            await save(emitter, False)
+            async for events in plan.prelude():
+                yield events
+        choice = plan.tool_choice
         for _ in range(plan.max_infer_iters):
             chat = {**plan.chat, "messages": plan.messages}
             if choice is not None:
@@ -111,18 +127,32 @@ class Loop:
                 yield await self._end(emitter, save, emitter.finish("completed", usage))
                 return
             if any(self._client_side(plan, call) for call in calls):
+                # Spec 002: a round with a client call pauses whole; its server-side calls
+                # are not run (their items say so, and the model reads it next turn).
+                for call in calls:
+                    emitter.call_done(call["call_id"], _error(NOT_RUN).fields, True)
                 yield await self._end(emitter, save, emitter.finish(plan.client_tool_status, usage))
                 return
+            # Calls waiting for the client's approval (mcp_approval_request items) are not
+            # run: the others of the round are, then the response ends for the approval.
+            awaiting = [call for call in calls if call.get("approval")]
+            calls = [call for call in calls if not call.get("approval")]
             plan.messages.append({"role": "assistant", "content": "".join(emitter.round_text) or None,
                                   "tool_calls": [{"id": call["call_id"], "type": "function",
                                                   "function": {"name": call["name"], "arguments": call["arguments"]}}
                                                  for call in calls]})
+            yield emitter.take()  # the calls' in_progress events before they run
             results, tool_calls = await self._execute(plan, calls, tool_calls)
             for call, result in zip(calls, results):
-                for item in result.items or [_output_item(call, result)]:
-                    emitter.add_item(item)
+                if not emitter.call_done(call["call_id"], result.fields, result.is_error):
+                    # No item of its own (an mcp_call's shows the result): an output item.
+                    for item in result.items or [_output_item(call, result)]:
+                        emitter.add_item(item)
                 plan.messages.append({"role": "tool", "tool_call_id": call["call_id"],
                                       "content": f"Error: {result.output}" if result.is_error else result.output})
+            if awaiting:
+                yield await self._end(emitter, save, emitter.finish("completed", usage))
+                return
             yield emitter.take()
             await save(emitter, False)
             if choice is not None:
@@ -175,8 +205,15 @@ def _allowed(plan: Plan, name: str) -> bool:
     return plan.allowed is None or name in plan.allowed
 
 
+def _error(message: str) -> ToolResult:
+    """An error result; a call that is an item of its own shows it as the `openai`
+    package's tool-execution error object."""
+    return ToolResult(message, is_error=True, fields={"error": {
+        "type": "mcp_tool_execution_error", "content": [{"type": "text", "text": message}]}})
+
+
 async def _refused(message: str) -> ToolResult:
-    return ToolResult(message, is_error=True)
+    return _error(message)
 
 
 async def _run(executor: ToolExecutor, call: ToolCall) -> ToolResult:
@@ -186,7 +223,7 @@ async def _run(executor: ToolExecutor, call: ToolCall) -> ToolResult:
         raise
     except Exception as exc:
         log.warning("tool %s failed: %s", call.name, exc)
-        return ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
+        return _error(f"{type(exc).__name__}: {exc}")
 
 
 def _output_item(call: dict[str, Any], result: ToolResult) -> dict[str, Any]:

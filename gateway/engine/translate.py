@@ -184,14 +184,21 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
     raise unsupported(f"Content parts of type {kind!r} are not supported by the local engine")
 
 
+# Tool types the engine runs itself: their tools reach the model once listed
+# (`mcp_tools.py`), not from the request.
+SERVER_TOOLS = frozenset({"mcp"})
+
+
 def chat_tools(tools: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """Function tools in Chat Completions' nested form (`strict` kept). Other tool types
-    need a server-side executor, which this version of the engine does not have."""
+    """Function tools in Chat Completions' nested form (`strict` kept). MCP tools are
+    listed by the engine; other tool types need an executor this version lacks."""
     out = []
     for tool in tools or ():
+        if tool.get("type") in SERVER_TOOLS:
+            continue
         if tool.get("type") != "function":
             raise unsupported(f"Tools of type {tool.get('type')!r} are not supported by the local engine "
-                                   "yet (only function tools)", param="tools")
+                                   "yet (function and mcp tools only)", param="tools")
         function: dict[str, Any] = {"name": tool.get("name")}
         for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:

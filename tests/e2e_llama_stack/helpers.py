@@ -28,3 +28,16 @@ def assistant_texts(items: list[dict[str, Any]]) -> list[str]:
         if item.get("type") == "message" and item.get("role") == "assistant":
             texts.extend(part.get("text", "") for part in item.get("content") or [] if isinstance(part, dict))
     return texts
+
+
+def done_runs_unordered(names: list[str]) -> list[str]:
+    """Each run of consecutive `*.done` events sorted (the engine parity tests' allowed differences)."""
+    out: list[str] = []
+    run: list[str] = []
+    for name in names + [""]:
+        if name.endswith(".done"):
+            run.append(name)
+            continue
+        out += sorted(run) + ([name] if name else [])
+        run = []
+    return out

@@ -24,7 +24,7 @@ import pytest
 from tests.support.gateway_proc import Gateway
 
 from .conftest import Chain
-from .helpers import WEATHER_TOOL, checked, kinds
+from .helpers import WEATHER_TOOL, checked, done_runs_unordered, kinds
 
 pytestmark = pytest.mark.llama_stack
 TIME_TOOL = {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}}
@@ -62,20 +62,7 @@ def _run(gateway: Gateway, body: dict) -> tuple[list[str], list[str], dict]:
     final = events[-1]["response"]
     reasoning = {index for index, item in enumerate(final["output"]) if item["type"] == "reasoning"}
     shown = [event for event in events if event.get("output_index") not in reasoning]
-    return _done_runs_unordered(kinds(shown)), [item["type"] for item in final["output"]], final
-
-
-def _done_runs_unordered(names: list[str]) -> list[str]:
-    """Each run of consecutive `*.done` events sorted (see the allowed differences)."""
-    out: list[str] = []
-    run: list[str] = []
-    for name in names + [""]:
-        if name.endswith(".done"):
-            run.append(name)
-            continue
-        out += sorted(run) + ([name] if name else [])
-        run = []
-    return out
+    return done_runs_unordered(kinds(shown)), [item["type"] for item in final["output"]], final
 
 
 @pytest.mark.parametrize("body", REQUESTS)

@@ -96,7 +96,7 @@ REFUSED = [
     ("image by file id", {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]},
      "input"),
     ("stored prompt", {"input": "hi", "prompt": {"id": "pmpt_1"}}, "prompt"),
-    ("mcp tool", {"input": "hi", "tools": [{"type": "mcp", "server_label": "x", "server_url": "http://x"}]},
+    ("file_search tool", {"input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
      "tools"),
     ("unknown item", {"input": [{"type": "computer_call", "id": "c"}]}, "input"),
     ("image in system", {"input": [{"role": "system", "content": [{"type": "input_image",

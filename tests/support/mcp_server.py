@@ -18,6 +18,14 @@ are listed after those two, one per way an MCP call can fail:
   * ``vanish(text: str) -> str``   the server process exits while answering: the MCP
     server becomes unreachable in the middle of the call.
 
+With ``--slow`` three more tools are listed after those, for the engine's loop rules:
+  * ``meet_a(text: str)`` / ``meet_b(text: str)``: each waits (up to 3 s) until the
+    other was called too, then answers ``met`` (``alone`` if the other never came): two
+    calls of one round that run at the same time both answer ``met``;
+  * ``sleep(seconds: float) -> str``: answers after that long (timeouts, cancellation).
+
+With ``--sse`` the server speaks the SSE transport at ``/sse`` instead of streamable HTTP.
+
 Every HTTP request the server receives (except the inspection endpoint itself) is
 recorded with its headers, so a test can prove that the gateway or Llama Stack forwarded
 configured headers (Authorization, X-Api-Key, ...) to the MCP server:
@@ -47,10 +55,11 @@ from typing import Any
 RECORD_PATH = "/_mcp/requests"
 MCP_PATH = "/mcp"
 FAULTY_PATH = "/faulty/mcp"
+SSE_PATH = "/sse"
 MAX_BODY = 4096
 
 
-def build_mcp_server(faulty: bool = False):
+def build_mcp_server(faulty: bool = False, slow: bool = False):
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("gateway-test-mcp", log_level="WARNING")
@@ -67,7 +76,41 @@ def build_mcp_server(faulty: bool = False):
 
     if faulty:
         add_faulty_tools(server)
+    if slow:
+        add_slow_tools(server)
     return server
+
+
+def add_slow_tools(server) -> None:
+    arrived: set[str] = set()
+    both = asyncio.Event()
+
+    async def meet(name: str) -> str:
+        arrived.add(name)
+        if len(arrived) == 2:
+            both.set()
+        try:
+            await asyncio.wait_for(both.wait(), 3)
+            return "met"
+        except TimeoutError:
+            return "alone"
+        finally:
+            arrived.discard(name)
+            if not arrived:
+                both.clear()
+
+    @server.tool(description="Waits for meet_b.")
+    async def meet_a(text: str) -> str:
+        return await meet("a")
+
+    @server.tool(description="Waits for meet_a.")
+    async def meet_b(text: str) -> str:
+        return await meet("b")
+
+    @server.tool(description="Answers after the given number of seconds.")
+    async def sleep(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return f"slept {seconds}"
 
 
 def add_faulty_tools(server) -> None:
@@ -142,16 +185,23 @@ class RecordingMiddleware:
         await send({"type": "http.response.body", "body": data})
 
 
-def build_app(host: str = "127.0.0.1", faulty: bool = False) -> RecordingMiddleware:
-    server = build_mcp_server(faulty)
+def build_app(host: str = "127.0.0.1", faulty: bool = False, slow: bool = False,
+              sse: bool = False) -> RecordingMiddleware:
+    server = build_mcp_server(faulty, slow)
+    if sse:
+        return RecordingMiddleware(server.sse_app(host=host))
     path = FAULTY_PATH if faulty else MCP_PATH
     return RecordingMiddleware(server.streamable_http_app(streamable_http_path=path, host=host))
 
 
-async def serve(host: str, port: int, faulty: bool = False) -> None:
+def _endpoint(faulty: bool, sse: bool) -> str:
+    return SSE_PATH if sse else FAULTY_PATH if faulty else MCP_PATH
+
+
+async def serve(host: str, port: int, faulty: bool = False, slow: bool = False, sse: bool = False) -> None:
     import uvicorn
 
-    app = build_app(host, faulty)
+    app = build_app(host, faulty, slow, sse)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -160,8 +210,7 @@ async def serve(host: str, port: int, faulty: bool = False) -> None:
             await task  # re-raises the start-up error
             raise SystemExit(f"mcp server stopped before it started listening on {host}:{port}")
         await asyncio.sleep(0.01)
-    path = FAULTY_PATH if faulty else MCP_PATH
-    print(f"mcp server listening on http://{host}:{port}{path}", flush=True)
+    print(f"mcp server listening on http://{host}:{port}{_endpoint(faulty, sse)}", flush=True)
     app.ready = True
     await task
 
@@ -172,9 +221,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=18001)
     parser.add_argument("--faulty", action="store_true",
                         help=f"also list the failing tools, at {FAULTY_PATH}")
+    parser.add_argument("--slow", action="store_true", help="also list meet_a, meet_b and sleep")
+    parser.add_argument("--sse", action="store_true", help=f"the SSE transport, at {SSE_PATH}")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(args.host, args.port, args.faulty))
+        asyncio.run(serve(args.host, args.port, args.faulty, args.slow, args.sse))
     except KeyboardInterrupt:
         pass
 
@@ -184,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def start_mcp_server(log_dir: Path, port: int | None = None, timeout: float = 30.0,
-                     faulty: bool = False):
+                     faulty: bool = False, slow: bool = False, sse: bool = False):
     """Spawn the MCP server and wait until it answers; ``.url`` is ``http://127.0.0.1:N/mcp``
     (``…/faulty/mcp`` with ``faulty``: the failing tools too, see the module docstring).
 
@@ -194,13 +245,23 @@ def start_mcp_server(log_dir: Path, port: int | None = None, timeout: float = 30
 
     port = port or free_port()
     base = f"http://127.0.0.1:{port}"
-    args = ["--port", str(port)] + (["--faulty"] if faulty else [])
-    proc = spawn("mcp-server-faulty" if faulty else "mcp-server",
-                 python_module("tests.support.mcp_server", *args), log_dir)
+    flags = [flag for flag, on in (("--faulty", faulty), ("--slow", slow), ("--sse", sse)) if on]
+    proc = spawn("mcp-server" + "".join(flag[1:] for flag in flags),
+                 python_module("tests.support.mcp_server", "--port", str(port), *flags), log_dir)
     wait_http(proc, base + RECORD_PATH, timeout=timeout, ok=lambda status: status == 200)
-    proc.url = base + (FAULTY_PATH if faulty else MCP_PATH)
+    proc.url = base + _endpoint(faulty, sse)
     proc.extra["base_url"] = base
     return proc
+
+
+def running_mcp_server(tmp_path_factory: Any, name: str, **flags: bool):
+    """For a pytest fixture: `yield from running_mcp_server(tmp_path_factory, "name", sse=True)`
+    yields the started server and stops it afterwards."""
+    proc = start_mcp_server(tmp_path_factory.mktemp(name), **flags)
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 def _records_url(server: Any) -> str:

@@ -1,0 +1,200 @@
+"""The MCP executor of the local engine, on the `mcp` package's client.
+
+Each operation (list the tools, call one) opens its own session: streamable HTTP, or
+the SSE transport for a `server_url` whose path ends in `/sse`. A session lives inside
+one task (the `mcp` transports are anyio task groups, which must be left in the task
+that entered them), and the loop runs calls as concurrent tasks, so sessions are not
+shared between operations. Every request of a session carries the server's
+credentials as `tools.py` resolved them for this request (the tool's `authorization`
+as a bearer, its `headers`).
+
+Timeouts: the whole operation (connect, initialize, list or call) is bounded by the
+configured server's `timeout` (`DEFAULT_TIMEOUT` otherwise), so an unreachable or hung
+server is an error result, never a hung turn. Outputs are cut at `MAX_OUTPUT_CHARS`.
+
+Errors come back as the `openai` package's `McpToolCallError` objects:
+`mcp_tool_execution_error` (the tool answered `isError`), `mcp_protocol_error` (a
+JSON-RPC error), `http_error` (the server could not be reached or refused; `code` is
+the HTTP status, 0 when there was none).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Mapping
+from urllib.parse import urlsplit
+
+import httpx2
+import orjson
+from mcp import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from gateway.engine.executor import ToolCall, ToolResult
+
+log = logging.getLogger("gateway.engine.mcp")
+
+DEFAULT_TIMEOUT = 30.0
+MAX_OUTPUT_CHARS = 100_000
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class McpFailure(Exception):
+    """An MCP operation failed; `error` is the `openai` error object for the item."""
+
+    def __init__(self, error: dict[str, Any]):
+        super().__init__(error.get("message") or _text_of(error.get("content")))
+        self.error = error
+
+
+@dataclass(slots=True, frozen=True)
+class McpServer:
+    """Where and how to reach one server, from a request's `mcp` tool."""
+
+    label: str
+    url: str
+    headers: Mapping[str, str]
+    timeout: float
+
+    @classmethod
+    def of(cls, tool: Mapping[str, Any], timeouts: Mapping[str, float | None]) -> "McpServer":
+        headers = {str(k): str(v) for k, v in (tool.get("headers") or {}).items()}
+        if tool.get("authorization"):
+            headers["Authorization"] = f"Bearer {tool['authorization']}"
+        label = str(tool.get("server_label"))
+        return cls(label, str(tool.get("server_url")), headers, timeouts.get(label) or DEFAULT_TIMEOUT)
+
+
+@asynccontextmanager
+async def _session(server: McpServer) -> AsyncIterator[ClientSession]:
+    if urlsplit(server.url).path.rstrip("/").endswith("/sse"):
+        transport = sse_client(server.url, headers=dict(server.headers), timeout=server.timeout,
+                               sse_read_timeout=server.timeout)
+        async with transport as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+        return
+    async with httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(server.timeout)) as http:
+        async with streamable_http_client(server.url, http_client=http) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def list_tools(server: McpServer) -> list[dict[str, Any]]:
+    """The server's tools as an `mcp_list_tools` item lists them. Raises McpFailure."""
+
+    async def run() -> list[dict[str, Any]]:
+        async with _session(server) as session:
+            listed = await session.list_tools()
+        return [{"name": tool.name, "description": tool.description, "input_schema": tool.input_schema,
+                 "annotations": None} for tool in listed.tools]
+
+    return await _bounded(server, run())
+
+
+async def call_tool(server: McpServer, name: str, arguments: dict[str, Any]) -> str:
+    """The tool's text output. Raises McpFailure."""
+
+    async def run() -> str:
+        async with _session(server) as session:
+            result = await session.call_tool(name, arguments)
+        content = [part.model_dump(mode="json", exclude_none=True) for part in result.content]
+        if result.is_error:
+            raise McpFailure({"type": "mcp_tool_execution_error", "content": content})
+        if not content and result.structured_content is not None:
+            return orjson.dumps(result.structured_content).decode()
+        return _text_of(content)
+
+    return await _bounded(server, run())
+
+
+async def _bounded(server: McpServer, operation: Any) -> Any:
+    """The operation within the server's timeout, its failures as McpFailure."""
+    try:
+        async with asyncio.timeout(server.timeout):
+            return await operation
+    except McpFailure:
+        raise
+    except asyncio.CancelledError:
+        raise
+    except TimeoutError:
+        raise McpFailure({"type": "http_error", "code": 0,
+                          "message": f"MCP server {server.label!r} did not answer within {server.timeout:g} s"})
+    except BaseException as exc:  # anyio task groups wrap what their transports raised
+        raise McpFailure(_error_of(server, _leaf(exc))) from None
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _error_of(server: McpServer, exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, McpFailure):
+        return exc.error
+    if isinstance(exc, MCPError):
+        return {"type": "mcp_protocol_error", "code": exc.code if isinstance(exc.code, int) else 0,
+                "message": str(exc.message if hasattr(exc, "message") else exc)}
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return {"type": "http_error", "code": exc.response.status_code,
+                "message": f"MCP server {server.label!r} answered HTTP {exc.response.status_code}"}
+    if isinstance(exc, (httpx2.HTTPError, OSError)):
+        return {"type": "http_error", "code": 0, "message": f"MCP server {server.label!r} is unreachable"}
+    log.warning("MCP server %s failed: %r", server.label, exc)
+    return {"type": "http_error", "code": 0, "message": f"MCP server {server.label!r} failed: {type(exc).__name__}"}
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+def error_text(error: Mapping[str, Any]) -> str:
+    """What the model reads for a failed call."""
+    return str(error.get("message") or _text_of(error.get("content")) or error.get("type"))
+
+
+def model_name(label: str, name: str, taken: set[str]) -> str:
+    """The name the model sees for an MCP tool: its own, or `<server_label>__<name>`
+    when another tool of the request already has it (cut to Chat Completions' 64)."""
+    if name not in taken:
+        return name
+    base = _NAME_CHARS.sub("_", f"{label}__{name}")[:64]
+    candidate, n = base, 2
+    while candidate in taken:
+        suffix = f"_{n}"
+        candidate, n = base[:64 - len(suffix)] + suffix, n + 1
+    return candidate
+
+
+class McpExecutor:
+    """Runs the calls of tools the engine listed from MCP servers (`ToolCall.tool` is
+    the definition `mcp_tools.py` made: the server and the tool's own name)."""
+
+    def can_execute(self, tool: dict[str, Any]) -> bool:
+        return tool.get("type") == "mcp_tool"
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        server: McpServer = call.tool["server"]
+        try:
+            arguments = orjson.loads(call.arguments or "{}")
+            if not isinstance(arguments, dict):
+                raise ValueError("the arguments are not a JSON object")
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            error = {"type": "mcp_protocol_error", "code": -32602, "message": f"Invalid arguments: {exc}"}
+            return ToolResult(error["message"], is_error=True, fields={"error": error})
+        try:
+            output = await call_tool(server, call.tool["mcp_name"], arguments)
+        except McpFailure as failure:
+            return ToolResult(error_text(failure.error), is_error=True, fields={"error": failure.error})
+        if len(output) > MAX_OUTPUT_CHARS:
+            output = output[:MAX_OUTPUT_CHARS] + f"\n[output cut at {MAX_OUTPUT_CHARS} characters]"
+        return ToolResult(output, fields={"output": output})

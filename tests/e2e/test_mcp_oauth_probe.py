@@ -1,0 +1,83 @@
+"""LCORE's MCP OAuth probe through `gateway serve`, in forward and engine mode: a
+configured server whose `oauth` header the caller did not send is asked first; its 401
+is the caller's 401 with the server's `WWW-Authenticate`, before anything is created
+or sent upstream. A real loopback HTTP server plays the OAuth-protected MCP server."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+CHALLENGE = 'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"'
+
+
+class _Protected(BaseHTTPRequestHandler):
+    seen: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        length = int(self.headers.get("Content-Length") or 0)
+        self.seen.append({"authorization": self.headers.get("Authorization"), "body": self.rfile.read(length)})
+        if self.headers.get("Authorization") == "Bearer good":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b"{}")
+            return
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", CHALLENGE)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def protected():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Protected)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def oauth_server(protected):
+    return {"name": "secure", "url": protected, "authorization_headers": {"Authorization": "oauth"}}
+
+
+@pytest.fixture(scope="module", params=["forward", "engine"])
+def gateway(request, gateway_factory, upstream, upstream_with, oauth_server):
+    if request.param == "forward":
+        return gateway_factory(upstream.url, mcp_servers=[oauth_server]), upstream
+    chat = upstream_with("--no-responses")
+    return gateway_factory(chat.url, llama_stack={"url": chat.url, "max_retries": 0, "api": "chat_completions"},
+                           mcp_servers=[oauth_server]), chat
+
+
+def test_a_missing_oauth_token_is_a_401_with_the_servers_challenge(gateway, protected):
+    gw, upstream = gateway
+    upstream.clear()
+    _Protected.seen.clear()
+    reply = gw.post("/v1/responses", {"input": "hello"})
+    assert reply.status == 401 and reply.headers["www-authenticate"] == CHALLENGE
+    assert reply.json()["detail"] == {"response": "Missing or invalid credentials provided by client",
+                                      "cause": f"MCP server at {protected} requires OAuth"}
+    assert [r["path"] for r in upstream.requests() if r["method"] != "GET"] == []
+    assert len(_Protected.seen) == 1 and _Protected.seen[0]["authorization"] is None
+    assert json.loads(_Protected.seen[0]["body"])["method"] == "initialize"
+
+
+def test_no_probe_with_the_token_or_without_the_server(gateway):
+    gw, _ = gateway
+    _Protected.seen.clear()
+    with_token = {"MCP-HEADERS": json.dumps({"secure": {"Authorization": "Bearer good"}})}
+    assert gw.post("/v1/responses", {"input": "hello", "tool_choice": "none"}).status == 200
+    assert gw.post("/v1/responses", {"input": "hello", "tools": []}).status == 200
+    assert _Protected.seen == []
+    # With the caller's token the server is used with it (the engine lists it), never probed.
+    assert gw.post("/v1/responses", {"input": "hello"}, headers=with_token).status == 200
+    assert all(seen["authorization"] == "Bearer good" for seen in _Protected.seen)

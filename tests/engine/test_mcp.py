@@ -1,0 +1,167 @@
+"""The MCP executor's pure parts, and its items and events through the loop with a
+scripted model (no sockets; the real MCP servers are in tests/e2e/test_engine_mcp*.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.engine import mcp as mcp_module
+from gateway.engine.executor import ToolCall, ToolResult
+from gateway.engine.loop import Loop
+from gateway.engine.mcp import MAX_OUTPUT_CHARS, McpExecutor, McpFailure, McpServer, _error_of, model_name
+from gateway.engine.mcp_tools import allowed_names, approvals_of, echoed, needs_approval
+from gateway.schema.errors import ApiError
+from tests.engine.fakes import FakeModel, calls_round, emitter, plan, text_round
+from tests.engine.test_loop import check_stream, kinds, run
+
+SERVER = McpServer("calc", "http://127.0.0.1:1/mcp", {"Authorization": "Bearer t"}, 5)
+
+
+@pytest.mark.parametrize("name, taken, expected", [
+    ("add", set(), "add"),
+    ("add", {"add"}, "calc__add"),
+    ("add", {"add", "calc__add"}, "calc__add_2"),
+    ("a.b", {"a.b"}, "calc__a_b"),
+    ("x" * 80, {"x" * 80}, ("calc__" + "x" * 80)[:64]),
+])
+def test_model_names_are_unique_and_valid(name, taken, expected):
+    assert model_name("calc", name, taken) == expected
+
+
+@pytest.mark.parametrize("allowed, expected", [
+    (None, None), (["a", "b"], frozenset({"a", "b"})), ({"tool_names": ["a"]}, frozenset({"a"})), ([], frozenset()),
+])
+def test_allowed_tools_forms(allowed, expected):
+    assert allowed_names(allowed) == expected
+
+
+@pytest.mark.parametrize("approval, name, expected", [
+    ("never", "add", False), ("always", "add", True), (None, "add", False),
+    ({"always": ["add"], "never": ["echo"]}, "add", True), ({"always": ["add"], "never": ["echo"]}, "echo", False),
+    ({"always": ["add"]}, "other", True), ({"never": ["echo"]}, "echo", False),
+])
+def test_which_calls_need_approval(approval, name, expected):
+    assert needs_approval({"require_approval": approval}, name) is expected
+
+
+def test_an_echoed_filter_takes_the_openai_form_and_is_a_copy():
+    tool = {"type": "mcp", "server_label": "calc", "require_approval": {"always": ["add"], "never": []}}
+    assert echoed(tool)["require_approval"] == {"always": {"tool_names": ["add"]}}
+    plain = {"type": "mcp", "server_label": "calc", "authorization": "t"}
+    assert echoed(plain) == plain and echoed(plain) is not plain
+
+
+REQUEST = {"id": "mcpr_1", "type": "mcp_approval_request", "server_label": "calc", "name": "add", "arguments": "{}"}
+TOOLS = [{"type": "mcp", "server_label": "calc"}]
+
+
+def answer(request_id="mcpr_1", approve=True):
+    return {"type": "mcp_approval_response", "approval_request_id": request_id, "approve": approve}
+
+
+def test_approvals_resolve_against_the_history():
+    assert approvals_of([answer(approve=False)], [REQUEST], TOOLS) == [(REQUEST, False)]
+
+
+@pytest.mark.parametrize("inputs, history, tools, says", [
+    ([answer("mcpr_x")], [REQUEST], TOOLS, "no pending approval request"),
+    ([answer()], [REQUEST, answer()], TOOLS, "already answered"),
+    ([answer()], [REQUEST, {"type": "mcp_call", "approval_request_id": "mcpr_1"}], TOOLS, "already answered"),
+    ([answer(), answer()], [REQUEST], TOOLS, "already answered"),
+    ([answer()], [REQUEST], [], "do not include"),
+])
+def test_bad_approvals_are_422(inputs, history, tools, says):
+    with pytest.raises(ApiError) as raised:
+        approvals_of(inputs, history, tools)
+    assert raised.value.status == 422 and raised.value.param == "input" and says in raised.value.cause
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (mcp_module.MCPError(-32602, "bad"), {"type": "mcp_protocol_error", "code": -32602, "message": "bad"}),
+    (OSError("refused"), {"type": "http_error", "code": 0, "message": "MCP server 'calc' is unreachable"}),
+    (Boom("x"), {"type": "http_error", "code": 0, "message": "MCP server 'calc' failed: Boom"}),
+])
+def test_failures_become_openai_error_objects(exc, expected):
+    assert _error_of(SERVER, exc) == expected
+
+
+async def test_outputs_are_capped_and_errors_carried(monkeypatch):
+    async def long_output(server, name, arguments):
+        assert (server, name, arguments) == (SERVER, "add", {"a": 1})
+        return "x" * (MAX_OUTPUT_CHARS + 10)
+
+    tool = {"type": "mcp_tool", "server": SERVER, "mcp_name": "add"}
+    monkeypatch.setattr(mcp_module, "call_tool", long_output)
+    result = await McpExecutor().execute(ToolCall("c1", "calc__add", '{"a": 1}', tool))
+    assert len(result.output) < MAX_OUTPUT_CHARS + 60 and result.output.endswith("characters]")
+    assert result.fields == {"output": result.output} and not result.is_error
+
+    async def failing(server, name, arguments):
+        raise McpFailure({"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": "no"}]})
+
+    monkeypatch.setattr(mcp_module, "call_tool", failing)
+    result = await McpExecutor().execute(ToolCall("c1", "add", '{"a": 1}', tool))
+    assert result.is_error and result.output == "no" and result.fields["error"]["type"] == "mcp_tool_execution_error"
+    result = await McpExecutor().execute(ToolCall("c1", "add", "[1]", tool))
+    assert result.is_error and result.fields["error"]["code"] == -32602
+
+
+class FakeMcp:
+    def can_execute(self, tool):
+        return tool.get("type") == "mcp_tool"
+
+    async def execute(self, call):
+        return ToolResult("5", fields={"output": "5"})
+
+
+def mcp_plan(approval=False):
+    the_plan = plan()
+    the_plan.tools = {"add": {"type": "mcp_tool", "name": "add"}}
+    the_plan.tool_choice = "auto"
+    the_emitter = emitter()
+    kind = "mcp_approval_request" if approval else "mcp_call"
+    the_emitter.call_items["add"] = {"type": kind, "server_label": "calc", "name": "add"} | (
+        {} if approval else {"output": None, "error": None})
+    return the_plan, the_emitter
+
+
+async def test_an_mcp_call_is_one_item_with_its_events():
+    the_plan, the_emitter = mcp_plan()
+    model = FakeModel(calls_round(("call_1", "add", '{"a": 2}')), text_round("Five"))
+    events = await run(Loop(model, [FakeMcp()]), the_plan, the_emitter)
+    check_stream(events)
+    assert kinds(events)[2:8] == ["output_item.added", "mcp_call_arguments.delta", "mcp_call_arguments.done",
+                                  "mcp_call.in_progress", "mcp_call.completed", "output_item.done"]
+    call = events[-1].data["response"]["output"][0]
+    assert call["type"] == "mcp_call" and call["output"] == "5" and call["status"] == "completed"
+    assert call["arguments"] == '{"a": 2}' and "call_id" not in call
+    assert model.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "5"}
+
+
+async def test_an_approval_request_ends_the_response_without_running():
+    the_plan, the_emitter = mcp_plan(approval=True)
+    model = FakeModel(calls_round(("call_1", "add", '{"a": 2}')))
+    events = await run(Loop(model, [FakeMcp()]), the_plan, the_emitter)
+    check_stream(events)
+    assert kinds(events)[2:] == ["output_item.added", "output_item.done", "completed"]
+    request = events[-1].data["response"]["output"][0]
+    assert request["type"] == "mcp_approval_request" and request["arguments"] == '{"a": 2}'
+    assert len(model.requests) == 1
+
+
+async def test_a_round_mixing_a_function_call_pauses_without_running_the_mcp_call():
+    the_plan, the_emitter = mcp_plan()
+    the_plan.tools["get_time"] = {"type": "function", "name": "get_time"}
+    executor = FakeMcp()
+    executor.execute = None  # never called
+    model = FakeModel(calls_round(("call_1", "add", '{"a": 2}'), ("call_2", "get_time", "{}")))
+    events = await run(Loop(model, [executor]), the_plan, the_emitter)
+    check_stream(events)
+    call, function = events[-1].data["response"]["output"]
+    assert call["type"] == "mcp_call" and call["status"] == "failed" and "spec 002" in \
+        call["error"]["content"][0]["text"]
+    assert function["type"] == "function_call" and events[-1].type == "response.completed"
