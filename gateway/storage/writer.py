@@ -24,7 +24,7 @@ Entry = tuple[ConversationRecord, TurnRecord | None]
 
 class TurnWriter:
     def __init__(self, repository: ConversationRepository, max_queued: int = 2000, max_batch: int = 500,
-                 linger: float = 0.005):
+                 linger: float = 0.0025):
         self._repository = repository
         self._linger = linger
         self._max_queued = max_queued
@@ -66,11 +66,12 @@ class TurnWriter:
             await self._wakeup.wait()
             if self._concurrent and not self._closing:
                 # Let a batch form: one transaction costs about as much as ten rows, so
-                # waiting a few milliseconds makes each turn several times cheaper under
-                # load. Only under load: the batch's clients wait for it (their terminal
-                # events follow the commit), and a turn alone would wait for nothing
-                # (bench/, json: with a fixed linger, 210 µs CPU and 10.8 ms p50; with
-                # none, 227 µs and 7.1 ms; an idle gateway's turn 5 ms sooner).
+                # waiting a little makes each turn cheaper under load. Only under load:
+                # the batch's clients wait for it (their terminal events follow the
+                # commit), and a turn alone would wait for nothing. 2.5 ms is the
+                # trade-off measured with bench/ (json, engine; 1 round each): 5 ms gave
+                # 200 µs CPU per JSON turn but 10.5 ms p50 and 98k engine events/s;
+                # 2.5 ms gives 223 µs, 7.0 ms p50 and 120k events/s; 1 ms is no better.
                 await asyncio.sleep(self._linger)
             self._wakeup.clear()
             while self._queue:
