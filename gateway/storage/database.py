@@ -13,6 +13,7 @@ Portable SQL here means: no `NOT <integer>` (`deleted = 0`), no SQL clock functi
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timezone
@@ -23,6 +24,19 @@ from gateway.storage.migrations import BASELINE, LEGACY_BOOKKEEPING, MIGRATIONS
 
 Row = Mapping[str, Any]
 Params = Mapping[str, Any] | Sequence[Any]
+
+
+def committed(done: asyncio.Future, error: BaseException | None) -> None:
+    """Tell a group commit's waiter how its write went (a waiter that gave up is left
+    alone). A failure is logged by the committer, so it is marked retrieved here: the
+    waiter still gets it, and nothing logs it again at garbage collection."""
+    if done.done():
+        return
+    if error is None:
+        done.set_result(None)
+    else:
+        done.set_exception(error)
+        done.exception()
 
 
 class DatabaseUnavailable(Exception):

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import orjson
 
-from gateway.storage.database import Database
+from gateway.storage.database import Database, committed
 
 log = logging.getLogger("gateway.storage")
 
@@ -92,12 +92,7 @@ class ResponseStore:
                     error = exc
                 for _, _, waiters in batch.values():
                     for done in waiters:
-                        if done.done():
-                            continue
-                        if error is None:
-                            done.set_result(None)
-                        else:
-                            done.set_exception(error)
+                        committed(done, error)
         finally:
             self._writing = False
 

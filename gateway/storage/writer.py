@@ -16,6 +16,7 @@ import asyncio
 import logging
 
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
+from gateway.storage.database import committed
 
 log = logging.getLogger("gateway.storage")
 
@@ -99,10 +100,4 @@ class TurnWriter:
                     log.error("recording turn %s failed: %s", entry[1] and entry[1].response_id, exc)
                     results.append(exc)
         for (_, done), error in zip(batch, results):
-            if done.done():
-                continue
-            if error is None:
-                done.set_result(None)
-            else:
-                done.set_exception(error)
-                done.exception()  # retrieved: the failure is logged above, not again at GC
+            committed(done, error)

@@ -19,15 +19,21 @@ async def repository(database_config):
     await db.close()
 
 
-async def test_turns_queued_together_are_written_in_one_batch(repository):
-    batches = []
+@pytest.fixture
+def batches(repository) -> list[int]:
+    """The size of every batch the writer hands the repository, in order."""
+    sizes: list[int] = []
     original = repository.save_many
 
     async def counting(entries):
-        batches.append(len(entries))
+        sizes.append(len(entries))
         await original(entries)
 
     repository.save_many = counting
+    return sizes
+
+
+async def test_turns_queued_together_are_written_in_one_batch(repository, batches):
     writer = TurnWriter(repository, linger=0.01)
     writer.start()
     done = [writer.submit(conversation(f"c{i}"), turn(f"r{i}", f"c{i}")) for i in range(30)]
@@ -95,18 +101,10 @@ async def test_close_writes_what_is_queued(repository):
     assert (await repository.find_turn("last")) is not None
 
 
-async def test_a_turn_alone_waits_for_no_batch_but_turns_under_load_do(repository):
+async def test_a_turn_alone_waits_for_no_batch_but_turns_under_load_do(repository, batches):
     """The clients of a batch wait for its commit: a turn that arrives alone is written at
     once (an idle gateway adds no linger to a turn), and after a batch of several the
     writer lingers again so the next batch forms."""
-    batches = []
-    original = repository.save_many
-
-    async def counting(entries):
-        batches.append(len(entries))
-        await original(entries)
-
-    repository.save_many = counting
     writer = TurnWriter(repository, linger=30)  # far longer than the test: a linger would time out
     writer.start()
     await asyncio.wait_for(writer.submit(conversation("alone"), turn("r-alone", "alone")), timeout=10)
