@@ -41,9 +41,11 @@ async def build_services(config: Configuration) -> Services:
     writer = TurnWriter(conversations)
     writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
+    tools = ConfiguredTools(config)
     engine = LocalEngine(upstream, ResponseStore(db), config.inference,
-                         [McpExecutor()], config.mcp_servers)
-    pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), ConfiguredTools(config),
+                         [McpExecutor()], config.mcp_servers,
+                         client_mcp=tools.client_mcp)
+    pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), tools,
                         engine)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
                     writer=writer, pipeline=pipeline,

@@ -9,6 +9,7 @@ we do not have, a database we cannot reach) are errors instead.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -25,6 +26,14 @@ from gateway.config_database import DatabaseConfig, PostgresConfig, SQLiteConfig
 
 DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
 DEFAULT_USERNAME = "lightspeed-user"
+
+
+def _is_network(value: str) -> bool:
+    try:
+        ipaddress.ip_network(value.strip(), strict=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _http_url(value: str) -> str:
@@ -167,6 +176,22 @@ class ClientToolsConfig(Strict):
     # file_search over vector stores that are not in `byok_rag` (by rag_id or vector
     # store id). Off: a client cannot search another tenant's store on the upstream.
     allow_unconfigured_vector_stores: bool = False
+    # MCP servers a request names itself (a server_label not in mcp_servers, with its
+    # server_url), in both modes. Off: 422. On: only public addresses (gateway/destinations.py).
+    allow_unconfigured_mcp_servers: bool = False
+    # Exceptions to those address rules: CIDRs ("10.20.0.0/16", "fd00::/8") and host
+    # names (exact; whatever address they resolve to).
+    allowed_mcp_destinations: list[str] = []
+
+    @field_validator("allowed_mcp_destinations")
+    @classmethod
+    def _destinations(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            if not re.fullmatch(r"[0-9A-Za-z.:_/-]+", entry.strip()):
+                raise ValueError(f"must be CIDRs or host names, got {entry!r}")
+            if "/" in entry and not _is_network(entry):
+                raise ValueError(f"{entry!r} is not a valid CIDR")
+        return entries
 
 
 # LCORE keys this gateway accepts but does not act on yet (warned about at start-up).

@@ -135,6 +135,8 @@ class Pipeline:
         if engine:
             assert self.engine is not None
             self.engine.check({**raw, "tools": tools})
+        else:
+            await self._tools.check_client_servers(tools)  # the upstream will connect: judge the names now
 
         # Everything is valid: now create what the turn needs.
         conversation_id, upstream_id = await self._conversation_for(request, existing, forked_from, engine)

@@ -8,6 +8,11 @@ Explicit tools are used as given, except that:
   credentials; its URL cannot be replaced by the client (request validation refuses
   that, see `InputToolMCP`), so the operator's credentials only ever go to the
   operator's server;
+- an MCP server the operator did not configure (the client's own `server_url`) is
+  refused unless `client_tools.allow_unconfigured_mcp_servers` is set, and then only
+  on a public address (`gateway/destinations.py`): an IP address in the URL is judged
+  here; a host name is judged on what it resolves to, by `check_client_servers` for
+  forward mode (just before the upstream connects) and at connect time by the engine;
 - a `file_search` may name only configured stores, by `rag_id` (translated to the
   vector store behind it) or by vector store id, unless
   `client_tools.allow_unconfigured_vector_stores` says otherwise: other tenants'
@@ -20,6 +25,7 @@ configured ones; a client tool that would shadow a configured one is a 409 (LCOR
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any, Mapping
@@ -28,6 +34,7 @@ import aiohttp
 import orjson
 
 from gateway.config import Configuration, McpServerConfig
+from gateway.destinations import RESOLVE_TIMEOUT, DestinationPolicy, ForbiddenDestination
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError, invalid_attribute, not_found, tool_conflict
 
@@ -50,6 +57,9 @@ class ConfiguredTools:
         self._stores = {store.rag_id: store.vector_db_id for store in config.byok_rag}
         self._store_ids = frozenset(self._stores.values())
         self._any_store = config.client_tools.allow_unconfigured_vector_stores
+        # Where clients' own MCP servers may be; None: they are refused.
+        self.client_mcp = DestinationPolicy.of(config.client_tools.allowed_mcp_destinations) \
+            if config.client_tools.allow_unconfigured_mcp_servers else None
         self._secrets = {name: _read_secrets(server) for name, server in self._servers.items()}
         # What request validation needs: which labels are configured, and at which URL.
         self.server_urls: dict[str, str] = {name: server.url for name, server in self._servers.items()}
@@ -120,6 +130,8 @@ class ConfiguredTools:
             return tool
         server = self._servers.get(tool["server_label"])
         if server is None:
+            if tool.get("server_url"):
+                self._check_client_url(tool)
             return _with_headers(tool, tool.get("headers") or {})
         server_headers = self._headers(server, identity, headers) or {}
         completed = {**tool, "server_url": server.url}
@@ -128,6 +140,39 @@ class ConfiguredTools:
         completed = _with_headers(completed, {**(tool.get("headers") or {}), **server_headers})
         completed.setdefault("require_approval", _approval(server))
         return completed
+
+    def _check_client_url(self, tool: dict[str, Any]) -> None:
+        """422 unless clients' own servers are allowed and this URL is not literally
+        forbidden (its scheme, an IP address of a forbidden kind)."""
+        if self.client_mcp is None:
+            raise invalid_attribute(f"MCP server {tool['server_label']!r} is not configured, and this gateway does "
+                                    "not take clients' own MCP servers", param="tools", code="mcp_server_not_allowed")
+        try:
+            self.client_mcp.check_url(tool["server_url"])
+        except ForbiddenDestination as refused:
+            raise invalid_attribute(str(refused), param="tools", code="mcp_server_forbidden") from None
+
+    async def check_client_servers(self, tools: list[dict[str, Any]] | None) -> None:
+        """Forward mode: the upstream connects to a client's server itself, so its host
+        name is resolved here and every address checked (422). The upstream resolves
+        it again: a name whose answers change between the two can still slip through
+        (README, "Client MCP servers"); the engine connects to what it checked."""
+        if self.client_mcp is None:
+            return
+        for tool in tools or ():
+            if tool.get("type") != "mcp" or tool.get("server_label") in self._servers or not tool.get("server_url"):
+                continue
+            try:
+                host, port = self.client_mcp.check_url(tool["server_url"])
+                if self.client_mcp.host_allowed(host):
+                    continue  # the operator trusts the name, whatever it resolves to
+                async with asyncio.timeout(RESOLVE_TIMEOUT):
+                    await self.client_mcp.resolve(host, port)
+            except ForbiddenDestination as refused:
+                raise invalid_attribute(str(refused), param="tools", code="mcp_server_forbidden") from None
+            except TimeoutError:
+                raise invalid_attribute(f"MCP server {tool['server_label']!r}: its host could not be resolved",
+                                        param="tools", code="mcp_server_forbidden") from None
 
     def _store(self, store_id: str) -> str:
         """The upstream vector store a client's id names, if the client may search it."""

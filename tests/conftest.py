@@ -11,6 +11,7 @@ import pytest
 from tests.support import postgres as pg
 from tests.support.auth_peers import TestCa
 from tests.support.gateway_proc import Gateway, Upstream, gateway_config, start_gateway, start_upstream
+from tests.support.mcp_server import CLIENT_MCP_ON_LOOPBACK
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llama-stack-0.7.3"
 
@@ -76,5 +77,6 @@ def gateway_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
 
 @pytest.fixture(scope="session")
 def gateway(gateway_factory: Callable[..., Gateway], upstream: Upstream) -> Gateway:
-    """A gateway with default configuration in front of the scripted upstream."""
-    return gateway_factory(upstream.url)
+    """A gateway with default configuration in front of the scripted upstream, taking
+    clients' own MCP servers on loopback (the upstream simulates them)."""
+    return gateway_factory(upstream.url, client_tools=CLIENT_MCP_ON_LOOPBACK)

@@ -16,6 +16,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Sequence
 
 from gateway.config import InferenceConfig, McpServerConfig
+from gateway.destinations import DestinationPolicy
 from gateway.engine import translate
 from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
@@ -41,15 +42,18 @@ _ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output
 
 class LocalEngine:
     def __init__(self, client: UpstreamClient, store: ResponseStore, inference: InferenceConfig,
-                 executors: Sequence[ToolExecutor] = (), mcp_servers: Sequence[McpServerConfig] = ()):
+                 executors: Sequence[ToolExecutor] = (), mcp_servers: Sequence[McpServerConfig] = (),
+                 client_mcp: DestinationPolicy | None = None):
         self._client = client
         self.store = store
         self._inference = inference
         self._executors = tuple(executors)
-        # The operator's MCP servers: their labels (the only servers the engine calls)
-        # and timeouts.
+        # The operator's MCP servers: their labels and timeouts. Any other server is a
+        # client's (tools.py let it through the config's rules), and its connections go
+        # only where `client_mcp` allows (mcp_connect.py).
         self._mcp_timeouts = {server.name: server.timeout for server in mcp_servers}
         self._mcp_labels = frozenset(self._mcp_timeouts)
+        self._client_mcp = client_mcp
 
     def check(self, body: dict[str, Any]) -> None:
         """Refuse (422) what the engine cannot run, before the turn creates anything."""
@@ -60,11 +64,9 @@ class LocalEngine:
 
     def _check_mcp(self, tool: dict[str, Any]) -> None:
         label = tool.get("server_label")
-        if label not in self._mcp_labels:
-            # The gateway would connect wherever the client said (SSRF): only the
-            # operator's servers, until client servers have their allow-list.
-            raise translate.unsupported(f"MCP server {label!r} is not configured: the local engine calls only "
-                                        "the MCP servers in mcp_servers", param="tools")
+        if label not in self._mcp_labels and not tool.get("server_url"):
+            raise translate.unsupported(f"MCP server {label!r}: the local engine reaches MCP servers by URL, "
+                                        "not by connector_id", param="tools")
 
     # The backend interface (gateway.pipeline.Backend).
 
@@ -107,7 +109,8 @@ class LocalEngine:
         mcp = [tool for tool in tools if tool.get("type") == "mcp"]
         approvals = approvals_of(inputs, history, tools)  # a 422 before anything runs
         if mcp:
-            plan.prelude = mcp_prelude(mcp, history + inputs, plan, emitter, self._mcp_timeouts, approvals)
+            plan.prelude = mcp_prelude(mcp, history + inputs, plan, emitter, self._mcp_timeouts, approvals,
+                                       self._client_mcp)
 
         def snapshot() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
             stored = {**emitter.response, "output": list(emitter.output), "model": turn.display_model,

@@ -6,7 +6,9 @@ one task (the `mcp` transports are anyio task groups, which must be left in the 
 that entered them), and the loop runs calls as concurrent tasks, so sessions are not
 shared between operations. Every request of a session carries the server's
 credentials as `tools.py` resolved them for this request (the tool's `authorization`
-as a bearer, its `headers`).
+as a bearer, its `headers`). A client-supplied server (a `server_label` the operator
+did not configure) is reached through `mcp_connect.guarded_client`, which connects only
+to addresses `client_tools` allows (a refused one is an `http_error` saying why).
 
 Timeouts: the whole operation (connect, initialize, list or call) is bounded by the
 configured server's `timeout` (`DEFAULT_TIMEOUT` otherwise), so an unreachable or hung
@@ -35,7 +37,9 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from gateway.destinations import DestinationPolicy
 from gateway.engine.executor import ToolCall, ToolResult
+from gateway.engine.mcp_connect import guarded_client, refusal_of
 
 log = logging.getLogger("gateway.engine.mcp")
 
@@ -60,26 +64,38 @@ class McpServer:
     url: str
     headers: Mapping[str, str]
     timeout: float
+    guard: DestinationPolicy | None = None  # a client-supplied server: where it may connect
 
     @classmethod
-    def of(cls, tool: Mapping[str, Any], timeouts: Mapping[str, float | None]) -> "McpServer":
+    def of(cls, tool: Mapping[str, Any], timeouts: Mapping[str, float | None],
+           client_policy: DestinationPolicy | None = None) -> "McpServer":
+        """`timeouts` has every configured server's label; any other server is the
+        client's, and reached only through `client_policy` (the strictest by default)."""
         headers = {str(k): str(v) for k, v in (tool.get("headers") or {}).items()}
         if tool.get("authorization"):
             headers["Authorization"] = f"Bearer {tool['authorization']}"
         label = str(tool.get("server_label"))
-        return cls(label, str(tool.get("server_url")), headers, timeouts.get(label) or DEFAULT_TIMEOUT)
+        guard = None if label in timeouts else client_policy or DestinationPolicy()
+        return cls(label, str(tool.get("server_url")), headers, timeouts.get(label) or DEFAULT_TIMEOUT, guard)
+
+    def http_client(self, headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
+                    auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+        """The httpx2 client of one session (the `mcp` transports' factory shape)."""
+        if self.guard is not None:
+            return guarded_client(self.guard, headers, timeout, auth)
+        return httpx2.AsyncClient(headers=headers, timeout=timeout or httpx2.Timeout(self.timeout), auth=auth)
 
 
 @asynccontextmanager
 async def _session(server: McpServer) -> AsyncIterator[ClientSession]:
     if urlsplit(server.url).path.rstrip("/").endswith("/sse"):
         transport = sse_client(server.url, headers=dict(server.headers), timeout=server.timeout,
-                               sse_read_timeout=server.timeout)
+                               sse_read_timeout=server.timeout, httpx_client_factory=server.http_client)
         async with transport as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             yield session
         return
-    async with httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(server.timeout)) as http:
+    async with server.http_client(dict(server.headers), httpx2.Timeout(server.timeout)) as http:
         async with streamable_http_client(server.url, http_client=http) as (read, write), \
                 ClientSession(read, write) as session:
             await session.initialize()
@@ -139,6 +155,9 @@ def _leaf(exc: BaseException) -> BaseException:
 def _error_of(server: McpServer, exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, McpFailure):
         return exc.error
+    refused = refusal_of(exc)
+    if refused is not None:
+        return {"type": "http_error", "code": 0, "message": str(refused)}
     if isinstance(exc, MCPError):
         return {"type": "mcp_protocol_error", "code": exc.code if isinstance(exc.code, int) else 0,
                 "message": str(exc.message if hasattr(exc, "message") else exc)}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
+from gateway.destinations import DestinationPolicy
 from gateway.engine.emitter import Emitter
 from gateway.engine.loop import Plan
 from gateway.engine.executor import ToolCall
@@ -98,15 +99,16 @@ def _bad_approval(cause: str) -> ApiError:
 
 
 def mcp_prelude(tools: list[dict[str, Any]], earlier: Iterable[dict[str, Any]], plan: Plan, emitter: Emitter,
-                timeouts: Mapping[str, float | None],
-                approvals: list[Approval] = ()) -> Callable[[], AsyncIterator[list[Event]]]:  # type: ignore[assignment]
+                timeouts: Mapping[str, float | None], approvals: list[Approval] = (),  # type: ignore[assignment]
+                client_policy: DestinationPolicy | None = None) -> Callable[[], AsyncIterator[list[Event]]]:
     """The prelude for `plan`: runs the approved calls, lists the servers, then adds
-    their tools to the plan."""
+    their tools to the plan. `timeouts` names the configured servers; the others are
+    clients' own, reached under `client_policy`."""
     listed = {item.get("server_label"): item for item in earlier
               if item.get("type") == "mcp_list_tools" and not item.get("error")}
 
     async def prelude() -> AsyncIterator[list[Event]]:
-        servers = [(tool, McpServer.of(tool, timeouts)) for tool in tools]
+        servers = [(tool, McpServer.of(tool, timeouts, client_policy)) for tool in tools]
         if approvals:
             async for events in _approved(approvals, servers, plan, emitter):
                 yield events

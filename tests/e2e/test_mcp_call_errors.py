@@ -14,6 +14,7 @@ from openai.types.responses.response_output_item import McpCall
 from tests.conftest import FIXTURES
 from tests.devserver.helpers import normalise
 from tests.support.flows import chained_mcp_call_errors, checked, failed_mcp_call, kinds
+from tests.support.mcp_server import CLIENT_MCP_ON_LOOPBACK
 from tests.support.openai_shapes import replay_through_sdk, validate_response
 
 FAULTY = [{"type": "mcp", "server_label": "faulty", "server_url": "http://127.0.0.1:9/faulty/mcp",
@@ -99,7 +100,8 @@ def test_stream_carries_the_error_object(gateway, tool):
 def test_input_items_replaying_a_failed_call_carry_the_error_object(gateway_factory, upstream):
     # Chained by previous_response_id (the gateway keeps the conversation), as with a
     # real Llama Stack, whose input_items then replay the earlier turn's output.
-    chaining = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "conversations": "gateway"})
+    chaining = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "conversations": "gateway"},
+                               client_tools=CLIENT_MCP_ON_LOOPBACK)
     calls = chained_mcp_call_errors(chaining, {"input": "Use the explode tool", "tools": FAULTY})
     assert [call["error"] for call in calls] == [TOOL_ERROR]
     McpCall.model_validate(calls[0])
@@ -108,7 +110,8 @@ def test_input_items_replaying_a_failed_call_carry_the_error_object(gateway_fact
 @pytest.fixture(scope="module")
 def impatient(gateway_factory, upstream):
     """Gives up on a silent upstream after 1 s: an MCP server gone mid-call never answers."""
-    return gateway_factory(upstream.url, llama_stack={"url": upstream.url, "max_retries": 0, "timeout": 1})
+    return gateway_factory(upstream.url, llama_stack={"url": upstream.url, "max_retries": 0, "timeout": 1},
+                           client_tools=CLIENT_MCP_ON_LOOPBACK)
 
 
 def test_mcp_server_gone_mid_call_ends_the_stream_failed(impatient):

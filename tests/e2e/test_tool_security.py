@@ -8,6 +8,8 @@ import shutil
 
 import pytest
 
+from tests.support.mcp_server import CLIENT_MCP_ON_LOOPBACK
+
 MCP_URL = "http://127.0.0.1:9/mcp"
 SECRET = "operator-mcp-credential-42"
 MERGE = {"X-LCS-Merge-Server-Tools": "true"}
@@ -20,7 +22,7 @@ def operated(gateway_factory, upstream, tmp_path_factory):
     secret.write_text(f"Bearer {SECRET}\n")
     return gateway_factory(upstream.url, mcp_servers=[
         {"name": "calc", "url": MCP_URL, "authorization_headers": {"Authorization": str(secret)}}],
-        byok_rag=[{"rag_id": "handbook", "vector_db_id": "vs_handbook"}])
+        byok_rag=[{"rag_id": "handbook", "vector_db_id": "vs_handbook"}], client_tools=CLIENT_MCP_ON_LOOPBACK)
 
 
 def sent_tools(gateway, upstream, body: dict, headers: dict | None = None) -> list[dict]:

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.support.gateway_db import Counts, GatewayDb
+from tests.support.mcp_server import CLIENT_MCP_ON_LOOPBACK
 
 MCP_URL = "http://127.0.0.1:9/mcp"
 
@@ -29,7 +30,8 @@ def tooled(gateway_factory, upstream, tmp_path_factory):
              "authorization_headers": {"X-Api-Key": "client"}},
         ],
         byok_rag=[{"rag_id": "handbook", "vector_db_id": "vs_handbook"},
-                  {"rag_id": "faq", "vector_db_id": "vs_faq"}])
+                  {"rag_id": "faq", "vector_db_id": "vs_faq"}],
+        client_tools=CLIENT_MCP_ON_LOOPBACK)
 
 
 AUTH = {"Authorization": "Bearer user-token-1"}

@@ -29,7 +29,7 @@ import pytest
 
 from tests.support.gateway_proc import Endpoint, Gateway, Upstream, start_upstream
 from tests.support.llama_stack import LLAMA_STACK_SKIP_REASON, llama_stack_installed, start_llama_stack
-from tests.support.mcp_server import start_mcp_server
+from tests.support.mcp_server import CLIENT_MCP_ON_LOOPBACK, start_mcp_server
 from tests.support.processes import Proc, free_port
 
 REQUIRE_ENV = "GATEWAY_REQUIRE_LLAMA_STACK"
@@ -122,7 +122,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory,
         token_file.write_text(MCP_TOKEN + "\n")
         calc = {"name": "calc", "url": mcp.url, "authorization_headers": {"Authorization": str(token_file)},
                 "headers": ["X-Tenant"]}
-        gateway = gateway_factory(stack_url, inference=DEFAULT_MODEL)
+        gateway = gateway_factory(stack_url, inference=DEFAULT_MODEL, client_tools=CLIENT_MCP_ON_LOOPBACK)
         mcp_gateway = gateway_factory(stack_url, inference=DEFAULT_MODEL, mcp_servers=[calc])
         approval_gateway = gateway_factory(stack_url, inference=DEFAULT_MODEL,
                                            mcp_servers=[{**calc, "require_approval": "always"}])

@@ -9,7 +9,7 @@ import pytest
 from openai.types.responses.response_output_item import McpCall
 
 from tests.support.flows import chained_mcp_call_errors, failed_mcp_call
-from tests.support.mcp_server import start_mcp_server
+from tests.support.mcp_server import CLIENT_MCP_ON_LOOPBACK, start_mcp_server
 from tests.support.openai_shapes import replay_through_sdk, validate_response
 
 from .conftest import DEFAULT_MODEL
@@ -77,7 +77,8 @@ def test_input_items_replaying_a_failed_call_carry_the_error_object(chain, fault
     # input_items then replay the earlier turn's output. A turn addressed by an upstream
     # conversation lists only its own input.
     chaining = gateway_factory(chain.stack.url, inference=DEFAULT_MODEL,
-                               llama_stack={"url": chain.stack.url, "conversations": "gateway"})
+                               llama_stack={"url": chain.stack.url, "conversations": "gateway"},
+                               client_tools=CLIENT_MCP_ON_LOOPBACK)
     calls = chained_mcp_call_errors(chaining, {"input": "Use the explode tool", "tools": faulty_tools(faulty)})
     assert [call["error"] for call in calls] == [TOOL_ERROR]
     McpCall.model_validate(calls[0])
@@ -89,7 +90,8 @@ def test_mcp_server_gone_mid_call_ends_the_stream_failed(chain, gateway_factory,
     doomed = start_mcp_server(tmp_path_factory.mktemp("mcp-vanish"), faulty=True)
     try:
         impatient = gateway_factory(chain.stack.url, inference=DEFAULT_MODEL,
-                                    llama_stack={"url": chain.stack.url, "max_retries": 0, "timeout": 5})
+                                    llama_stack={"url": chain.stack.url, "max_retries": 0, "timeout": 5},
+                                    client_tools=CLIENT_MCP_ON_LOOPBACK)
         status, frames = impatient.stream({"input": "Use the vanish tool", "tools": faulty_tools(doomed)})
     finally:
         doomed.stop()

@@ -57,6 +57,10 @@ MCP_PATH = "/mcp"
 FAULTY_PATH = "/faulty/mcp"
 SSE_PATH = "/sse"
 MAX_BODY = 4096
+# `client_tools` for gateways whose tests name their own MCP servers on loopback (or at
+# the unresolvable `unreachable.invalid`): allowed, as an operator would allow-list them.
+CLIENT_MCP_ON_LOOPBACK = {"allow_unconfigured_mcp_servers": True,
+                          "allowed_mcp_destinations": ["127.0.0.0/8", "::1", "unreachable.invalid"]}
 
 
 def build_mcp_server(faulty: bool = False, slow: bool = False):

@@ -1,0 +1,92 @@
+"""The HTTP client the engine's MCP sessions use for a client-supplied server: every
+connection it opens goes to an address `DestinationPolicy` checked.
+
+httpx2 (which the `mcp` transports take) connects through httpcore2, whose connection
+pool opens sockets through a network backend. `GuardedBackend` is that backend: it
+resolves the host once, checks every address it resolved to, and connects to a checked
+address (never resolving again, so DNS rebinding gains nothing). TLS still verifies
+and sends SNI for the URL's host name: httpcore2 takes those from the request, not from
+the socket. A redirect opens its connection through the same backend, so it is checked
+too (the `mcp` transports follow only redirects within the server's origin anyway).
+The client ignores proxy environment variables: through a proxy the check would judge
+the proxy's address, not the server's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import httpcore2
+import httpx2
+
+from gateway.destinations import DestinationPolicy, ForbiddenDestination
+
+
+class RefusedConnection(httpcore2.ConnectError):
+    """httpx2 reports it as a ConnectError whose cause is this; `reason` is for the model."""
+
+    def __init__(self, reason: ForbiddenDestination):
+        super().__init__(str(reason))
+        self.reason = reason
+
+
+class GuardedBackend(httpcore2.AsyncNetworkBackend):
+    def __init__(self, policy: DestinationPolicy):
+        self._policy = policy
+        self._inner = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None) -> httpcore2.AsyncNetworkStream:
+        try:
+            addresses = await self._policy.resolve(host, port)
+        except ForbiddenDestination as refused:
+            raise RefusedConnection(refused) from None
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
+            except httpcore2.ConnectError as exc:  # the next checked address, as a resolver's list
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[Any] | None = None) -> httpcore2.AsyncNetworkStream:
+        raise RefusedConnection(ForbiddenDestination("MCP servers are reached over TCP only"))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class GuardedTransport(httpx2.AsyncHTTPTransport):
+    """httpx2's transport over a pool that connects through `GuardedBackend`.
+
+    httpx2 takes no network backend argument, so the pool it built is replaced with one
+    configured alike (tests/engine/test_mcp_connect.py proves a refused address is
+    refused through this class, should httpx2 change its insides)."""
+
+    def __init__(self, policy: DestinationPolicy):
+        super().__init__(trust_env=False)
+        self._pool = httpcore2.AsyncConnectionPool(ssl_context=httpx2.create_ssl_context(trust_env=False),
+                                                  network_backend=GuardedBackend(policy))
+
+
+def guarded_client(policy: DestinationPolicy, headers: dict[str, str] | None = None,
+                   timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+    """An httpx2 client for a client-supplied server (the `mcp` transports' factory shape)."""
+    options: dict[str, Any] = {"headers": headers, "auth": auth}
+    if timeout is not None:  # None would mean no timeout to httpx2, not its default
+        options["timeout"] = timeout
+    return httpx2.AsyncClient(transport=GuardedTransport(policy), trust_env=False, **options)
+
+
+def refusal_of(exc: BaseException) -> ForbiddenDestination | None:
+    """The refusal behind an exception httpx2 or the `mcp` transports raised, if any."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, RefusedConnection):
+            return exc.reason
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return None
