@@ -9,7 +9,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonpath_ng
 from pydantic import Field, SecretStr, TypeAdapter, model_validator
 
 from gateway.config_base import Strict
@@ -145,6 +144,8 @@ class RoleRule(Strict):
 
     @model_validator(mode="after")
     def _valid(self) -> "RoleRule":
+        import jsonpath_ng  # only a configuration with role rules loads it (start-up memory)
+
         try:
             jsonpath_ng.parse(self.jsonpath)
         except Exception as exc:  # the lexer and the parser raise their own exception types

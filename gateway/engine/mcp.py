@@ -4,7 +4,9 @@ Each operation (list the tools, call one) opens its own session: streamable HTTP
 the SSE transport for a `server_url` whose path ends in `/sse`. A session lives inside
 one task (the `mcp` transports are anyio task groups, which must be left in the task
 that entered them), and the loop runs calls as concurrent tasks, so sessions are not
-shared between operations. Every request of a session carries the server's
+shared between operations. The sessions themselves are in `mcp_session.py`, imported
+on first use: a gateway whose turns never reach an MCP server never loads the `mcp`
+package (start-up memory, tests/test_startup_imports.py). Every request of a session carries the server's
 credentials as `tools.py` resolved them for this request (the tool's `authorization`
 as a bearer, its `headers`). A client-supplied server (a `server_label` the operator
 did not configure) is reached through `mcp_connect.guarded_client`, which connects only
@@ -23,25 +25,14 @@ the HTTP status, 0 when there was none).
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Mapping
-from urllib.parse import urlsplit
+from typing import Any, Mapping
 
-import httpx2
 import orjson
-from mcp import ClientSession
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from gateway.destinations import DestinationPolicy
 from gateway.engine.executor import ToolCall, ToolResult
-from gateway.engine.mcp_connect import guarded_client, refusal_of
-
-log = logging.getLogger("gateway.engine.mcp")
 
 DEFAULT_TIMEOUT = 30.0
 MAX_OUTPUT_CHARS = 100_000
@@ -78,32 +69,11 @@ class McpServer:
         guard = None if label in timeouts else client_policy or DestinationPolicy()
         return cls(label, str(tool.get("server_url")), headers, timeouts.get(label) or DEFAULT_TIMEOUT, guard)
 
-    def http_client(self, headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
-                    auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-        """The httpx2 client of one session (the `mcp` transports' factory shape)."""
-        if self.guard is not None:
-            return guarded_client(self.guard, headers, timeout, auth)
-        return httpx2.AsyncClient(headers=headers, timeout=timeout or httpx2.Timeout(self.timeout), auth=auth)
-
-
-@asynccontextmanager
-async def _session(server: McpServer) -> AsyncIterator[ClientSession]:
-    if urlsplit(server.url).path.rstrip("/").endswith("/sse"):
-        transport = sse_client(server.url, headers=dict(server.headers), timeout=server.timeout,
-                               sse_read_timeout=server.timeout, httpx_client_factory=server.http_client)
-        async with transport as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
-        return
-    async with server.http_client(dict(server.headers), httpx2.Timeout(server.timeout)) as http:
-        async with streamable_http_client(server.url, http_client=http) as (read, write), \
-                ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
-
 
 async def list_tools(server: McpServer) -> list[dict[str, Any]]:
     """The server's tools as an `mcp_list_tools` item lists them. Raises McpFailure."""
+
+    from gateway.engine.mcp_session import session as _session  # the `mcp` package, on first use
 
     async def run() -> list[dict[str, Any]]:
         async with _session(server) as session:
@@ -116,6 +86,8 @@ async def list_tools(server: McpServer) -> list[dict[str, Any]]:
 
 async def call_tool(server: McpServer, name: str, arguments: dict[str, Any]) -> str:
     """The tool's text output. Raises McpFailure."""
+
+    from gateway.engine.mcp_session import session as _session
 
     async def run() -> str:
         async with _session(server) as session:
@@ -143,31 +115,15 @@ async def _bounded(server: McpServer, operation: Any) -> Any:
         raise McpFailure({"type": "http_error", "code": 0,
                           "message": f"MCP server {server.label!r} did not answer within {server.timeout:g} s"})
     except BaseException as exc:  # anyio task groups wrap what their transports raised
-        raise McpFailure(_error_of(server, _leaf(exc))) from None
+        from gateway.engine.mcp_session import error_of
+
+        raise McpFailure(error_of(server, _leaf(exc))) from None
 
 
 def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-def _error_of(server: McpServer, exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, McpFailure):
-        return exc.error
-    refused = refusal_of(exc)
-    if refused is not None:
-        return {"type": "http_error", "code": 0, "message": str(refused)}
-    if isinstance(exc, MCPError):
-        return {"type": "mcp_protocol_error", "code": exc.code if isinstance(exc.code, int) else 0,
-                "message": str(exc.message if hasattr(exc, "message") else exc)}
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return {"type": "http_error", "code": exc.response.status_code,
-                "message": f"MCP server {server.label!r} answered HTTP {exc.response.status_code}"}
-    if isinstance(exc, (httpx2.HTTPError, OSError)):
-        return {"type": "http_error", "code": 0, "message": f"MCP server {server.label!r} is unreachable"}
-    log.warning("MCP server %s failed: %r", server.label, exc)
-    return {"type": "http_error", "code": 0, "message": f"MCP server {server.label!r} failed: {type(exc).__name__}"}
 
 
 def _text_of(content: Any) -> str:

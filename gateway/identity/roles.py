@@ -15,8 +15,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-import jsonpath_ng
-
 from gateway.config_access import RoleRule
 
 
@@ -54,11 +52,16 @@ class _Compiled:
     roles: frozenset[str]
 
 
+def _compile(rule: RoleRule) -> _Compiled:
+    import jsonpath_ng  # only a configuration with role rules loads it (start-up memory)
+
+    return _Compiled(jsonpath_ng.parse(rule.jsonpath), _OPERATORS[rule.operator], rule.value,
+                     re.compile(rule.value) if rule.operator == "match" else None, rule.negate, frozenset(rule.roles))
+
+
 class RoleRules:
     def __init__(self, rules: Sequence[RoleRule]):
-        self._rules = [_Compiled(jsonpath_ng.parse(rule.jsonpath), _OPERATORS[rule.operator], rule.value,
-                                 re.compile(rule.value) if rule.operator == "match" else None, rule.negate,
-                                 frozenset(rule.roles)) for rule in rules]
+        self._rules = [_compile(rule) for rule in rules]
 
     def __bool__(self) -> bool:
         return bool(self._rules)

@@ -8,7 +8,9 @@ import pytest
 from gateway.engine import mcp as mcp_module
 from gateway.engine.executor import ToolCall, ToolResult
 from gateway.engine.loop import Loop
-from gateway.engine.mcp import MAX_OUTPUT_CHARS, McpExecutor, McpFailure, McpServer, _error_of, model_name
+from gateway.engine.mcp import MAX_OUTPUT_CHARS, McpExecutor, McpFailure, McpServer, model_name
+from gateway.engine import mcp_session
+from gateway.engine.mcp_session import error_of
 from gateway.engine.mcp_tools import allowed_names, approvals_of, echoed, needs_approval
 from gateway.schema.errors import ApiError
 from tests.engine.fakes import FakeModel, calls_round, emitter, plan, text_round
@@ -81,12 +83,12 @@ class Boom(Exception):
 
 
 @pytest.mark.parametrize("exc, expected", [
-    (mcp_module.MCPError(-32602, "bad"), {"type": "mcp_protocol_error", "code": -32602, "message": "bad"}),
+    (mcp_session.MCPError(-32602, "bad"), {"type": "mcp_protocol_error", "code": -32602, "message": "bad"}),
     (OSError("refused"), {"type": "http_error", "code": 0, "message": "MCP server 'calc' is unreachable"}),
     (Boom("x"), {"type": "http_error", "code": 0, "message": "MCP server 'calc' failed: Boom"}),
 ])
 def test_failures_become_openai_error_objects(exc, expected):
-    assert _error_of(SERVER, exc) == expected
+    assert error_of(SERVER, exc) == expected
 
 
 async def test_outputs_are_capped_and_errors_carried(monkeypatch):
