@@ -1,6 +1,6 @@
 """Start-up memory: a gateway whose configuration uses no MCP server, no PostgreSQL and
-no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng` (together ~30 MiB of idle
-RSS). Each case runs in a fresh interpreter, builds the app as `gateway serve` and
+no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng`, and nothing but
+`/openapi.json` loads the `openai` package's types (together ~40 MiB of idle RSS). Each case runs in a fresh interpreter, builds the app as `gateway serve` and
 `gateway demo` do, starts its services, serves a turn over loopback, then reports
 which of those modules are loaded."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-HEAVY = ("mcp", "asyncpg", "jsonpath_ng")
+HEAVY = ("mcp", "asyncpg", "jsonpath_ng", "openai")
 
 _PRELUDE = textwrap.dedent("""
     import asyncio, json, socket, sys
@@ -72,6 +72,8 @@ SERVE = _PRELUDE + textwrap.dedent("""
             await list_tools(McpServer("x", "http://127.0.0.1:9/mcp", {}, 2))
         except McpFailure:
             pass
+        from gateway.http.openapi import openapi_document
+        openapi_document("gateway", "0", "")
         return loaded, sorted(name for name in HEAVY if name in sys.modules)
 
     print(json.dumps(asyncio.run(main())))
@@ -103,4 +105,4 @@ def test_gateway_serve_with_a_noop_config_loads_none_of_them(tmp_path):
     }))
     at_start, later = run(SERVE, str(config), str(port))
     assert at_start == []
-    assert later == ["jsonpath_ng", "mcp"]  # what the check would have seen
+    assert later == ["jsonpath_ng", "mcp", "openai"]  # what the check would have seen

@@ -9,15 +9,15 @@ is checked against it, and the document carries each action as `x-lcore-action`.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from gateway.config_access import Action
-from gateway.schema.api import (AuthorizedResponse, ErrorBody, GatewayResponse, InfoResponse, InputItemList,
-                                LivenessResponse, ModelsResponse, ReadinessResponse, ResponseDeleted)
+from gateway.schema.api import (AuthorizedResponse, ErrorBody, InfoResponse, InputItemList, LivenessResponse,
+                                ModelsResponse, ReadinessResponse, ResponseDeleted)
 from gateway.schema.responses import ResponsesRequest
 
 _REF = "#/components/schemas/{model}"
@@ -26,6 +26,21 @@ _ERRORS = {400: "Bad request", 401: "Missing or invalid credentials", 403: "Not 
            422: "Request validation failed (FastAPI's list in `detail`)", 429: "Quota exceeded",
            500: "Internal server error", 501: "Not available in this mode", 503: "The upstream is unreachable"}
 
+
+class _Later:
+    """A model OPERATIONS names whose module loads the `openai` types (~20 MiB of RSS):
+    imported when the document is first built, not at start-up. `__name__` is all the
+    operations need of it until then."""
+
+    def __init__(self, module: str, name: str):
+        self.module, self.__name__ = module, name
+
+    def load(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.__name__)
+
+
+GatewayResponse = _Later("gateway.schema.api_response", "GatewayResponse")
+_STREAM_EVENT = _Later("openai.types.responses", "ResponseStreamEvent")
 
 # The action of a route any authenticated caller may use (LCORE's `POST /authorized`).
 AUTHENTICATED_ONLY = "authenticated only"
@@ -154,11 +169,11 @@ def openapi_document(title: str, version: str, root_path: str) -> dict[str, Any]
 
 
 def _schemas() -> dict[str, Any]:
-    models = {GatewayResponse, ResponseDeleted, InputItemList, ModelsResponse, InfoResponse, LivenessResponse,
-              ReadinessResponse, AuthorizedResponse, ErrorBody}
+    models = {GatewayResponse.load(), ResponseDeleted, InputItemList, ModelsResponse, InfoResponse,
+              LivenessResponse, ReadinessResponse, AuthorizedResponse, ErrorBody}
     inputs = [(model.__name__, "serialization", TypeAdapter(model)) for model in models]
     inputs.append(("ResponsesRequest", "validation", TypeAdapter(ResponsesRequest)))
-    inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(ResponseStreamEvent)))
+    inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))
     refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)
     definitions["$defs"]["ResponseStreamEvent"] = refs[("ResponseStreamEvent", "serialization")]
     return {"$defs": definitions["$defs"], "refs": {key[0]: value for key, value in refs.items()}}

@@ -1,28 +1,13 @@
 """Wire models of the gateway's own bodies: what `/v1/info`, `/v1/models`, the probes and
-the error envelope return, and the response object with spec 001's additions. They
-describe the API in `/openapi.json`; the handlers build the same shapes."""
+the error envelope return (the response object with spec 001's additions is in
+`api_response.py`). They describe the API in `/openapi.json`; the handlers build the
+same shapes."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Literal
 
-from openai.types.responses import Response
 from pydantic import BaseModel, Field
-
-
-with warnings.catch_warnings():
-    # The SDK computes `output_text` as a property; the gateway sends it as a field.
-    warnings.filterwarnings("ignore", message='Field name "output_text"')
-
-    class GatewayResponse(Response):
-        """OpenAI's response object with LCORE's additions (spec 001)."""
-
-        conversation: str | None = Field(None, description="`conv_<48 hex>`: the conversation the turn belongs "
-                                                           "to; null for a `store: false` turn in none")
-        available_quotas: dict[str, int] = Field(default_factory=dict,
-                                                 description="Tokens left per quota limiter after this turn")
-        output_text: str = Field("", description="The concatenated text of the assistant's messages")
 
 
 class ResponseDeleted(BaseModel):

@@ -1,0 +1,25 @@
+"""The response object as the gateway answers it: OpenAI's with spec 001's additions.
+
+Apart from `api.py` because it loads the `openai` package's types (~20 MiB of RSS),
+which only `/openapi.json` needs: `http/openapi.py` imports this module when it first
+builds the document, not at start-up (tests/test_startup_imports.py)."""
+
+from __future__ import annotations
+
+import warnings
+
+from openai.types.responses import Response
+from pydantic import Field
+
+with warnings.catch_warnings():
+    # The SDK computes `output_text` as a property; the gateway sends it as a field.
+    warnings.filterwarnings("ignore", message='Field name "output_text"')
+
+    class GatewayResponse(Response):
+        """OpenAI's response object with LCORE's additions (spec 001)."""
+
+        conversation: str | None = Field(None, description="`conv_<48 hex>`: the conversation the turn belongs "
+                                                           "to; null for a `store: false` turn in none")
+        available_quotas: dict[str, int] = Field(default_factory=dict,
+                                                 description="Tokens left per quota limiter after this turn")
+        output_text: str = Field("", description="The concatenated text of the assistant's messages")
