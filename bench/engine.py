@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from bench import loadgen, procs, sseclient
+from bench import engine_mcp, loadgen, procs, sseclient
 from bench.procs import Proc
 from bench.scenarios import INPUT, Run, Settings, Target, _run, _wrk
 
@@ -92,23 +92,35 @@ def _start_llama_stack(workdir: Path, upstream: Proc) -> Proc | None:
 async def engine_scenario(settings: Settings, workdir: Path, rounds: int) -> tuple[list[str], list[tuple[str, bool, str]]]:
     """The scenario's report rows and verdicts (name, ok, detail)."""
     upstream = procs.start_upstream(workdir, False, "--chat-deltas", str(DELTAS), name="chat-upstream")
-    gateway = stack = None
+    gateway = mcp_gateway = stack = mcp = None
     try:
         gateway = procs.start_gateway(workdir, upstream.url, name="gateway-engine", api="chat_completions")
         targets = [PathTarget("direct", upstream, "/v1/chat/completions"), PathTarget("gateway-engine", gateway)]
+        # The MCP round trip: its own gateway (configured servers join every request
+        # that names no tools, which would change the stream workload above).
+        mcp = procs.start_mcp_server(workdir)
+        mcp_gateway = procs.start_gateway(workdir, upstream.url, name="gateway-mcp", api="chat_completions",
+                                          mcp_servers=engine_mcp.gateway_servers(mcp))
+        mcp_targets = [Target("gateway-mcp", mcp_gateway)]
         stack = _start_llama_stack(workdir, upstream)
         if stack is not None:
             targets.append(PathTarget("llama-stack", stack))
+            mcp_targets.append(Target("llama-stack", stack))
         runs: dict[str, list[Run]] = {}
+        mcp_runs: dict[str, list[Run]] = {}
         for round_ in range(rounds):
             for target in targets:
                 print(f"bench: engine, {target.name}, round {round_ + 1}/{rounds}", flush=True)
                 runs.setdefault(target.name, []).append(await _stream_run(settings, target, upstream))
+            for target in mcp_targets:
+                print(f"bench: engine, MCP round trip, {target.name}, round {round_ + 1}/{rounds}", flush=True)
+                mcp_runs.setdefault(target.name, []).append(await engine_mcp.mcp_run(settings, target, upstream, mcp))
     finally:
-        for proc in (stack, gateway, upstream):
+        for proc in (stack, mcp_gateway, gateway, mcp, upstream):
             if proc is not None:
                 proc.stop()
-    return _report(runs)
+    rows, verdicts = _report(runs)
+    return rows + engine_mcp.report(mcp_runs, _median), verdicts
 
 
 def _median(values: list[float]) -> float:

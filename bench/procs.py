@@ -173,6 +173,15 @@ def start_upstream(workdir: Path, plain: bool = False, *extra: str, name: str = 
     return proc
 
 
+def start_mcp_server(workdir: Path) -> Proc:
+    """The engine scenario's MCP server (`bench.mcp_server`) on the load core."""
+    port = free_port()
+    proc = _spawn("mcp-server", [sys.executable, "-m", "bench.mcp_server", "--port", str(port)], LOAD_CORE,
+                  workdir, {}, port)
+    _wait_http(proc, "/mcp")  # a GET without a session: a 4xx once it listens
+    return proc
+
+
 def start_relay(workdir: Path, upstream_url: str) -> Proc:
     """The naive relay (`bench.relay`) on the gateway's core: the baseline it must beat."""
     port = free_port()
@@ -235,7 +244,8 @@ def gateway_config(upstream_url: str, db_path: Path, port: int, authentication: 
 
 
 def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_stats: Path | None = None,
-                  authentication: dict | None = None, api: str = "auto") -> Proc:
+                  authentication: dict | None = None, api: str = "auto",
+                  mcp_servers: list[dict] | None = None) -> Proc:
     """`gateway serve -c FILE` on the gateway core, with its own SQLite file.
 
     `gc_stats`: run it through `bench.gcstats`, which times its garbage collections (--profile only).
@@ -246,6 +256,8 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
     config_path = home / "lightspeed-stack.yaml"
     config = gateway_config(upstream_url, home / "gateway.db", port, authentication)
     config["llama_stack"]["api"] = api  # chat_completions: the local engine
+    if mcp_servers:
+        config["mcp_servers"] = mcp_servers
     config_path.write_text(yaml.safe_dump(config))
     script = Path(sys.executable).parent / "gateway"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "gateway"]

@@ -96,7 +96,10 @@ def _run(target: Target, usage: Usage, count: int, seconds: float, **fields) -> 
     on_gateway_core = [] if target.name == "direct" else ["target"]
     run = Run(target.name, count, seconds, usage.total("target"), **fields)
     run.cpu_pct = {name: usage.percent(name) for name in ("target", "upstream", "load", "bench")}
-    run.disturbed = usage.disturbed(on_gateway_core, ["upstream", "load", "bench"])
+    # Every process the benchmark put on the load core (the upstream's peers too, e.g. the
+    # engine scenario's MCP server) is "ours" there.
+    run.disturbed = usage.disturbed(on_gateway_core, [name for name in usage.cpu if name != "target"
+                                                      and not name.startswith("core ")])
     return run
 
 
@@ -105,11 +108,12 @@ def _watched(target: Target, upstream: Proc) -> dict[str, Proc]:
 
 
 async def _wrk(settings: Settings, target: Target, upstream: Proc, script: str, warm_script: str | None = None,
-               probe: "Probe | None" = None) -> tuple[loadgen.WrkResult, Usage]:
+               probe: "Probe | None" = None, peers: dict[str, Proc] | None = None) -> tuple[loadgen.WrkResult, Usage]:
+    """`peers`: more processes on the load core that serve the target (watched too)."""
     await loadgen.run_wrk(settings.wrk, target.url, warm_script or script, connections=settings.connections,
                           seconds=settings.warmup)
-    await wait_idle([target.proc, upstream])
-    async with Meter(_watched(target, upstream)) as usage:
+    await wait_idle([target.proc, upstream, *(peers or {}).values()])
+    async with Meter({**_watched(target, upstream), **(peers or {})}) as usage:
         task = asyncio.create_task(probe.run()) if probe is not None else None
         try:
             result = await loadgen.run_wrk(settings.wrk, target.url, script, connections=settings.connections,

@@ -14,12 +14,21 @@ the proxy's address, not the server's.
 
 from __future__ import annotations
 
+import functools
+import ssl
 from typing import Any, Iterable
 
 import httpcore2
 import httpx2
 
 from gateway.destinations import DestinationPolicy, ForbiddenDestination
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context of every MCP session's client: making one loads the CA bundle
+    (~50 ms of CPU), and each MCP operation opens a client of its own."""
+    return httpx2.create_ssl_context()
 
 
 class RefusedConnection(httpcore2.ConnectError):
@@ -67,9 +76,8 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
     refused through this class, should httpx2 change its insides)."""
 
     def __init__(self, policy: DestinationPolicy):
-        super().__init__(trust_env=False)
-        self._pool = httpcore2.AsyncConnectionPool(ssl_context=httpx2.create_ssl_context(trust_env=False),
-                                                  network_backend=GuardedBackend(policy))
+        super().__init__(verify=tls_context(), trust_env=False)  # its own pool, replaced below
+        self._pool = httpcore2.AsyncConnectionPool(ssl_context=tls_context(), network_backend=GuardedBackend(policy))
 
 
 def guarded_client(policy: DestinationPolicy, headers: dict[str, str] | None = None,

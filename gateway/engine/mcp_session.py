@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway.engine.mcp import McpFailure, McpServer
-from gateway.engine.mcp_connect import guarded_client, refusal_of
+from gateway.engine.mcp_connect import guarded_client, refusal_of, tls_context
 
 log = logging.getLogger("gateway.engine.mcp")
 
@@ -31,7 +31,8 @@ def client_factory(server: McpServer) -> Callable[..., httpx2.AsyncClient]:
              auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
         if server.guard is not None:
             return guarded_client(server.guard, headers, timeout, auth)
-        return httpx2.AsyncClient(headers=headers, timeout=timeout or httpx2.Timeout(server.timeout), auth=auth)
+        return httpx2.AsyncClient(headers=headers, timeout=timeout or httpx2.Timeout(server.timeout), auth=auth,
+                                  verify=tls_context())
 
     return make
 
