@@ -31,6 +31,11 @@ def mcp(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def sse(tmp_path_factory):
+    yield from running_mcp_server(tmp_path_factory, "mcp-client-servers-sse", sse=True)
+
+
+@pytest.fixture(scope="module")
 def redirector(mcp):
     """Answers every request with a 307 to the MCP server's own 127.0.0.1 URL."""
     hits: list[str] = []
@@ -140,6 +145,17 @@ def test_the_allow_list_lets_the_server_in(trusting, chat_upstream, mcp):
     assert any('"tools/call"' in r["body"] for r in recorded_requests(mcp))
     # The echo keeps the client's own URL (it is the client's, not a secret).
     assert events[-1]["response"]["tools"][0]["server_url"] == on_localhost(mcp.url)
+
+
+def test_the_sse_transport_is_checked_alike(strict, trusting, sse):
+    clear_recorded_requests(sse)
+    body = {"input": "Use the add tool with 2 and 3", "tools": [own(on_localhost(sse.url))]}
+    listing = stream(strict, body)[-1]["response"]["output"][0]
+    assert listing["error"] == "MCP server host 'localhost' is not allowed: it is a loopback address"
+    assert recorded_requests(sse) == []
+    listing, call, _ = stream(trusting, body)[-1]["response"]["output"]
+    assert listing["error"] is None and call["output"] == "5"
+    assert any(r["path"] == "/sse" for r in recorded_requests(sse))
 
 
 def test_a_redirect_to_a_forbidden_address_is_refused(trusting, redirector, mcp):

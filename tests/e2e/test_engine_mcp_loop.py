@@ -1,6 +1,6 @@
 """The loop rules with real MCP tools, through `gateway serve` in engine mode: the SSE
 transport, two calls of one round at the same time, the call timeout, `max_tool_calls`,
-the turn limit and a client that goes away mid-tool."""
+the turn limit, a client that goes away mid-tool, and the cap on a tool's output."""
 
 from __future__ import annotations
 
@@ -98,3 +98,15 @@ def test_a_client_that_goes_away_cancels_the_running_call(engine, slow):
     # tool would answer.
     wait_until(lambda: any("notifications/cancelled" in r["body"] for r in recorded_requests(slow)),
                "the MCP call to be cancelled", timeout=10)
+
+
+def test_a_tools_output_is_cut_at_the_cap(engine, chat_upstream):
+    """100,000 characters reach the item and the model, then a note saying so."""
+    chat_upstream.clear()
+    prompt = "Use the repeat tool with 4000"  # the scripted model repeats the prompt 4,000 times
+    events = stream(engine, {"input": prompt, "tools": [mcp("slow", allowed_tools=["repeat"])]})
+    listing, call, message = items(events)
+    assert call["type"] == "mcp_call" and call["name"] == "repeat" and call["status"] == "completed"
+    assert call["output"] == (prompt * 4000)[:100_000] + "\n[output cut at 100000 characters]"
+    sent = chat_upstream.requests("/v1/chat/completions")[-1]["body"]["messages"][-1]
+    assert sent["role"] == "tool" and sent["content"] == call["output"]

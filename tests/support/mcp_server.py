@@ -18,11 +18,13 @@ are listed after those two, one per way an MCP call can fail:
   * ``vanish(text: str) -> str``   the server process exits while answering: the MCP
     server becomes unreachable in the middle of the call.
 
-With ``--slow`` three more tools are listed after those, for the engine's loop rules:
+With ``--slow`` four more tools are listed after those, for the engine's loop rules:
   * ``meet_a(text: str)`` / ``meet_b(text: str)``: each waits (up to 3 s) until the
     other was called too, then answers ``met`` (``alone`` if the other never came): two
     calls of one round that run at the same time both answer ``met``;
   * ``sleep(seconds: float) -> str``: answers after that long (timeouts, cancellation).
+  * ``repeat(text: str, times: int) -> str``: ``text`` that many times (the engine's cap
+    on tool output).
 
 With ``--sse`` the server speaks the SSE transport at ``/sse`` instead of streamable HTTP.
 
@@ -115,6 +117,10 @@ def add_slow_tools(server) -> None:
     async def sleep(seconds: float) -> str:
         await asyncio.sleep(seconds)
         return f"slept {seconds}"
+
+    @server.tool(description="Repeats the text.")
+    def repeat(text: str, times: int) -> str:
+        return text * times
 
 
 def add_faulty_tools(server) -> None:
@@ -225,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=18001)
     parser.add_argument("--faulty", action="store_true",
                         help=f"also list the failing tools, at {FAULTY_PATH}")
-    parser.add_argument("--slow", action="store_true", help="also list meet_a, meet_b and sleep")
+    parser.add_argument("--slow", action="store_true", help="also list meet_a, meet_b, sleep and repeat")
     parser.add_argument("--sse", action="store_true", help=f"the SSE transport, at {SSE_PATH}")
     args = parser.parse_args(argv)
     try:
