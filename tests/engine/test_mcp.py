@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.destinations import DestinationPolicy
 from gateway.engine import mcp as mcp_module
+from gateway.engine import mcp_session
 from gateway.engine.executor import ToolCall, ToolResult
 from gateway.engine.loop import Loop
 from gateway.engine.mcp import MAX_OUTPUT_CHARS, McpExecutor, McpFailure, McpServer, model_name
-from gateway.engine import mcp_session
 from gateway.engine.mcp_session import error_of
 from gateway.engine.mcp_tools import allowed_names, approvals_of, echoed, needs_approval
 from gateway.schema.errors import ApiError
@@ -110,6 +111,23 @@ async def test_outputs_are_capped_and_errors_carried(monkeypatch):
     assert result.is_error and result.output == "no" and result.fields["error"]["type"] == "mcp_tool_execution_error"
     result = await McpExecutor().execute(ToolCall("c1", "add", "[1]", tool))
     assert result.is_error and result.fields["error"]["code"] == -32602
+
+
+def test_only_servers_the_operator_did_not_configure_are_guarded():
+    policy = DestinationPolicy.of(["10.0.0.0/8"])
+    tool = {"type": "mcp", "server_label": "calc", "server_url": "http://calc/mcp"}
+    assert McpServer.of(tool, {"calc": None}, policy).guard is None
+    assert McpServer.of({**tool, "server_label": "mine"}, {"calc": None}, policy).guard is policy
+    assert McpServer.of({**tool, "server_label": "mine"}, {"calc": None}).guard == DestinationPolicy()
+
+
+async def test_a_call_to_a_refused_address_is_an_error_result_the_model_reads():
+    """A name that resolves to loopback by the time of the call (no socket is opened)."""
+    server = McpServer("mine", "http://localhost:9/mcp", {}, 5, DestinationPolicy())
+    tool = {"type": "mcp_tool", "server": server, "mcp_name": "add"}
+    result = await McpExecutor().execute(ToolCall("c1", "add", '{"a": 1}', tool))
+    assert result.is_error and result.output == "MCP server host 'localhost' is not allowed: it is a loopback address"
+    assert result.fields == {"error": {"type": "http_error", "code": 0, "message": result.output}}
 
 
 class FakeMcp:
