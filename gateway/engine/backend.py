@@ -23,6 +23,8 @@ from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolExecutor
 from gateway.engine.loop import Loop, Plan
 from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
+from gateway.engine.web_search import TOOL_TYPE as WEB_SEARCH_TOOL
+from gateway.engine.web_search import offer_web_search, web_search_tools
 from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
 from gateway.storage.responses import ResponseStore
@@ -46,6 +48,7 @@ class LocalEngine:
         self.store = store
         self._inference = inference
         self._executors = tuple(executors)
+        self._web_search = any(executor.can_execute({"type": WEB_SEARCH_TOOL}) for executor in executors)
         # The operator's MCP servers: their labels (the only servers the engine calls)
         # and timeouts.
         self._mcp_timeouts = {server.name: server.timeout for server in mcp_servers}
@@ -57,6 +60,19 @@ class LocalEngine:
         for tool in body.get("tools") or ():
             if tool.get("type") == "mcp":
                 self._check_mcp(tool)
+        if web_search_tools(body.get("tools") or []) and not self._web_search:
+            raise translate.unsupported("web_search needs a search endpoint: the gateway's configuration has no "
+                                        "web_search section", param="tools")
+
+    async def start(self) -> None:
+        for executor in self._executors:
+            if hasattr(executor, "start"):
+                await executor.start()
+
+    async def close(self) -> None:
+        for executor in self._executors:
+            if hasattr(executor, "close"):
+                await executor.close()
 
     def _check_mcp(self, tool: dict[str, Any]) -> None:
         label = tool.get("server_label")
@@ -106,6 +122,8 @@ class LocalEngine:
         emitter = Emitter(response)
         mcp = [tool for tool in tools if tool.get("type") == "mcp"]
         approvals = approvals_of(inputs, history, tools)  # a 422 before anything runs
+        for web in web_search_tools(tools)[:1]:  # one search tool is all the model needs
+            offer_web_search(web, body.get("include"), plan, emitter)
         if mcp:
             plan.prelude = mcp_prelude(mcp, history + inputs, plan, emitter, self._mcp_timeouts, approvals)
 
