@@ -11,6 +11,7 @@ from aiohttp import web
 from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
 from gateway.engine.executor import ToolExecutor
+from gateway.engine.guardrails import Moderation
 from gateway.engine.mcp import McpExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
@@ -46,7 +47,8 @@ async def build_services(config: Configuration) -> Services:
     executors: list[ToolExecutor] = [McpExecutor()]
     if config.web_search is not None:
         executors.append(WebSearchExecutor(config.web_search))
-    engine = LocalEngine(upstream, ResponseStore(db), config.inference, executors, config.mcp_servers)
+    engine = LocalEngine(upstream, ResponseStore(db), config.inference, executors, config.mcp_servers,
+                         Moderation.of(config.guardrails, upstream))
     await engine.start()
     pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), ConfiguredTools(config),
                         engine)

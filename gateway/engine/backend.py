@@ -21,7 +21,8 @@ from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolExecutor
-from gateway.engine.loop import Loop, Plan
+from gateway.engine.guardrails import Moderation, guarded, guardrail_ids, input_text, refusing
+from gateway.engine.loop import Loop, Model, Plan
 from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
 from gateway.engine.web_search import TOOL_TYPE as WEB_SEARCH_TOOL
 from gateway.engine.web_search import offer_web_search, web_search_tools
@@ -43,8 +44,10 @@ _ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output
 
 class LocalEngine:
     def __init__(self, client: UpstreamClient, store: ResponseStore, inference: InferenceConfig,
-                 executors: Sequence[ToolExecutor] = (), mcp_servers: Sequence[McpServerConfig] = ()):
+                 executors: Sequence[ToolExecutor] = (), mcp_servers: Sequence[McpServerConfig] = (),
+                 moderation: Moderation | None = None):
         self._client = client
+        self._moderation = moderation  # where `guardrails` are checked
         self.store = store
         self._inference = inference
         self._executors = tuple(executors)
@@ -60,19 +63,23 @@ class LocalEngine:
         for tool in body.get("tools") or ():
             if tool.get("type") == "mcp":
                 self._check_mcp(tool)
+        if guardrail_ids(body.get("guardrails")) and self._moderation is None:
+            raise translate.unsupported("guardrails need a moderation endpoint", param="guardrails")
         if web_search_tools(body.get("tools") or []) and not self._web_search:
             raise translate.unsupported("web_search needs a search endpoint: the gateway's configuration has no "
                                         "web_search section", param="tools")
 
+    def _clients(self) -> list[Any]:
+        """What holds connections of its own (configured endpoints), to start and close."""
+        return [part for part in (self._moderation, *self._executors) if hasattr(part, "start")]
+
     async def start(self) -> None:
-        for executor in self._executors:
-            if hasattr(executor, "start"):
-                await executor.start()
+        for part in self._clients():
+            await part.start()
 
     async def close(self) -> None:
-        for executor in self._executors:
-            if hasattr(executor, "close"):
-                await executor.close()
+        for part in self._clients():
+            await part.close()
 
     def _check_mcp(self, tool: dict[str, Any]) -> None:
         label = tool.get("server_label")
@@ -140,11 +147,21 @@ class LocalEngine:
                 if done is not None:
                     await asyncio.shield(done)  # a client that leaves must not undo the commit
 
+        model: Model = lambda request: self._chat(request, turn.model.id)  # noqa: E731
+        guardrails = guardrail_ids(body.get("guardrails"))
+        if guardrails and self._moderation is not None:
+            # The input is checked before anything is streamed (spec 000: before
+            # response.in_progress); flagged, the response is only the refusal.
+            violation = await self._moderation.check(guardrails, input_text(inputs)) if input_text(inputs) else None
+            if violation is not None:
+                log.info("guardrails %s flagged the input of %s", guardrails, response["id"])
+                plan.prelude, model = None, refusing(violation)
+            else:
+                model = guarded(model, self._moderation, guardrails)
         turn.body = {}  # translated: nothing needs it while the stream is open
         ended = False
         try:
-            async for events in Loop(lambda request: self._chat(request, turn.model.id), self._executors).run(
-                    plan, emitter, save):
+            async for events in Loop(model, self._executors).run(plan, emitter, save):
                 ended = bool(events) and events[-1].type in TERMINAL_EVENTS
                 yield events
         except Exception:

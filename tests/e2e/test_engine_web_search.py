@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.engine_gateway import engine_config
 from tests.support.flows import checked, kinds
 from tests.support.openai_shapes import replay_through_sdk, validate_response
 from tests.support.search_server import recorded_searches, running_search_server
@@ -26,14 +27,10 @@ def search(tmp_path_factory):
     yield from running_search_server(tmp_path_factory)
 
 
-def engine_config(chat_upstream, **extra):
-    return {"llama_stack": {"url": chat_upstream.url, "max_retries": 0, "api": "chat_completions"}, **extra}
-
-
 @pytest.fixture(scope="module")
 def engine(gateway_factory, chat_upstream, search):
     return gateway_factory(chat_upstream.url, **engine_config(
-        chat_upstream, web_search={"url": search.url, "api_key": SEARCH_KEY, "timeout": 2, "max_results": 2}))
+        chat_upstream.url, web_search={"url": search.url, "api_key": SEARCH_KEY, "timeout": 2, "max_results": 2}))
 
 
 def stream(gateway, body):
@@ -138,7 +135,7 @@ def test_no_results(engine):
 @pytest.fixture(scope="module")
 def unreachable(gateway_factory, chat_upstream):
     return gateway_factory(chat_upstream.url, **engine_config(
-        chat_upstream, web_search={"url": "http://127.0.0.1:9/search", "timeout": 2}))
+        chat_upstream.url, web_search={"url": "http://127.0.0.1:9/search", "timeout": 2}))
 
 
 def test_an_unreachable_endpoint_is_an_error_result(unreachable):
@@ -148,7 +145,7 @@ def test_an_unreachable_endpoint_is_an_error_result(unreachable):
 
 @pytest.fixture(scope="module")
 def unconfigured(gateway_factory, chat_upstream):
-    return gateway_factory(chat_upstream.url, **engine_config(chat_upstream))
+    return gateway_factory(chat_upstream.url, **engine_config(chat_upstream.url))
 
 
 def test_without_a_configured_endpoint_the_tool_is_refused(unconfigured, chat_upstream):
