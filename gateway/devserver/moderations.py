@@ -10,7 +10,9 @@ OpenAI's shape (`flagged`, `categories`, `category_scores`). Models:
   only the scripted model's answers (which repeat the user's text) are flagged, never
   the user's input itself;
 * any other model: 404 (`The model `x` does not exist.`), a 4xx a guardrail names
-  wrongly.
+  wrongly;
+* any model, a text containing `break-moderation` after `Scripted reply` (an answer,
+  not the input): 500, a moderation service failing in the middle of an answer.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ TRIGGER = "flag-me"
 CATEGORIES = ("harassment", "hate", "self-harm", "sexual", "violence")
 
 
+def _in_an_answer(word: str, text: str) -> bool:
+    at = text.find("Scripted reply")
+    return at >= 0 and word in text[at:]
+
+
 def _flagged(model: str, text: str) -> bool:
-    if model == "scripted-output-guard":
-        at = text.find("Scripted reply")
-        return at >= 0 and TRIGGER in text[at:]
-    return TRIGGER in text
+    return _in_an_answer(TRIGGER, text) if model == "scripted-output-guard" else TRIGGER in text
 
 
 def _result(model: str, text: str) -> dict[str, Any]:
@@ -54,5 +58,8 @@ async def moderations(request: web.Request) -> web.Response:
         texts = [texts]
     if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
         return _bad_request("input must be a string or a list of strings", "input")
+    if any(_in_an_answer("break-moderation", text) for text in texts):
+        return json_response({"error": {"message": "scripted moderation failure", "type": "server_error",
+                                        "param": None, "code": None}}, 500)
     return json_response({"id": f"modr-{uuid.uuid4().hex}", "model": model,
                           "results": [_result(model, text) for text in texts]})

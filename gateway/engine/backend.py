@@ -25,7 +25,7 @@ from gateway.engine.guardrails import Moderation, guarded, guardrail_ids, input_
 from gateway.engine.loop import Loop, Model, Plan
 from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
 from gateway.engine.web_search import TOOL_TYPE as WEB_SEARCH_TOOL
-from gateway.engine.web_search import offer_web_search, web_search_tools
+from gateway.engine.web_search import forces_web_search, offer_web_search, web_search_tools
 from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
 from gateway.storage.responses import ResponseStore
@@ -68,6 +68,9 @@ class LocalEngine:
         if web_search_tools(body.get("tools") or []) and not self._web_search:
             raise translate.unsupported("web_search needs a search endpoint: the gateway's configuration has no "
                                         "web_search section", param="tools")
+        if forces_web_search(body) and not web_search_tools(body.get("tools") or []):
+            raise translate.unsupported("tool_choice names web_search, which is not among the request's tools",
+                                        param="tool_choice")
 
     def _clients(self) -> list[Any]:
         """What holds connections of its own (configured endpoints), to start and close."""
@@ -130,7 +133,7 @@ class LocalEngine:
         mcp = [tool for tool in tools if tool.get("type") == "mcp"]
         approvals = approvals_of(inputs, history, tools)  # a 422 before anything runs
         for web in web_search_tools(tools)[:1]:  # one search tool is all the model needs
-            offer_web_search(web, body.get("include"), plan, emitter)
+            offer_web_search(web, body, plan, emitter)
         if mcp:
             plan.prelude = mcp_prelude(mcp, history + inputs, plan, emitter, self._mcp_timeouts, approvals)
 

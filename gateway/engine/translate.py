@@ -227,6 +227,8 @@ def tool_choice(choice: Any) -> tuple[Any, frozenset[str] | None]:
         kind = choice.get("type")
         if kind == "function" and isinstance(choice.get("name"), str):
             return {"type": "function", "function": {"name": choice["name"]}}, None
+        if kind in WEB_SEARCH_TYPES:  # the function web_search.py offers (renamed there on a clash)
+            return {"type": "function", "function": {"name": "web_search"}}, None
         if kind == "allowed_tools":
             names = frozenset(str(tool.get("name")) for tool in choice.get("tools") or ()
                               if isinstance(tool, dict) and tool.get("type") == "function")

@@ -246,3 +246,5 @@ async def test_moderations_with_scripted_verdicts(aiohttp_client):
     resp = await client.post("/v1/moderations", json={"model": "no-such-guard", "input": "x"})
     assert resp.status == 404 and (await resp.json())["error"]["code"] == "model_not_found"
     assert (await client.post("/v1/moderations", json={"input": 3})).status == 400
+    assert (await client.post("/v1/moderations", json={"input": "break-moderation"})).status == 200
+    assert (await client.post("/v1/moderations", json={"input": "Scripted reply: break-moderation"})).status == 500

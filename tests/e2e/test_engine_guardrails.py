@@ -111,6 +111,17 @@ def test_a_late_violation_as_json(engine):
     assert follow["status"] == "completed"
 
 
+def test_moderation_failing_mid_answer_fails_the_response_closed(engine):
+    events = stream(engine, {"input": "Hello there. Then break-moderation now.", "guardrails": ["scripted-guard"],
+                             "metadata": PACED})
+    assert "break-moderation" not in json.dumps(events)  # the unchecked text was dropped
+    assert kinds(events)[-4:] == ["output_text.done", "content_part.done", "output_item.done", "failed"]
+    response = events[-1]["response"]
+    assert response["output"][0]["content"][0]["text"] == "Scripted reply (turn 1, 1 messages): Hello there. "
+    assert response["status"] == "failed"
+    assert response["error"]["message"] == "The moderation service failed (HTTP 500)"
+
+
 def test_an_answer_flagged_at_once_shows_no_text(engine):
     # Unpaced, the whole answer arrives in one read: it is checked whole, and refused whole.
     events = stream(engine, {"input": "flag-me", "guardrails": ["scripted-output-guard"]})

@@ -165,3 +165,27 @@ def test_the_tool_echo_and_a_function_tool_beside_it(engine, chat_upstream):
     assert [tool["function"]["name"] for tool in sent["tools"]] == ["get_weather", "web_search"]
     assert sent["tools"][1]["function"]["parameters"]["required"] == ["query"]
     assert [item["type"] for item in body["output"]] == ["web_search_call", "message"]
+
+
+def test_a_forced_web_search_and_the_sdks_stream(engine, chat_upstream):
+    """The `openai` SDK's own `responses.stream()` over the gateway's stream; a
+    `tool_choice` of the web_search type forces the search in the first round only."""
+    with engine.client().responses.stream(model="scripted-chat", input="hello", tools=[WEB],
+                                          tool_choice={"type": "web_search_preview"},
+                                          include=SOURCES) as events:
+        kinds_seen = [event.type for event in events]
+        final = events.get_final_response()
+    assert "response.web_search_call.searching" in kinds_seen
+    call, message = final.output
+    assert call.type == "web_search_call" and call.action.query == "hello"
+    assert [source.url for source in call.action.sources] == ["https://example.com/hello/1",
+                                                              "https://example.com/hello/2"]
+    assert message.content[0].annotations[0].type == "url_citation"
+    first, second = [r["body"] for r in chat_upstream.requests(CHAT)[-2:]]
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "web_search"}}
+    assert second["tool_choice"] == "auto"
+
+
+def test_forcing_web_search_without_the_tool_is_refused(engine):
+    reply = engine.post("/v1/responses", {"input": "hi", "tool_choice": {"type": "web_search"}})
+    assert reply.status == 422 and reply.json()["error"]["param"] == "tool_choice"

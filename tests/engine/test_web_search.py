@@ -30,10 +30,12 @@ def test_what_the_model_reads():
 def test_a_search_call_item_through_the_emitter():
     emitter = Emitter(new_response("resp_1", "m", {}, None, []))
     plan = Plan(chat={}, messages=[], tools={"web_search": {"type": "function", "name": "web_search"}})
-    offer_web_search({"type": "web_search"}, ["web_search_call.action.sources"], plan, emitter)
+    offer_web_search({"type": "web_search"}, {"include": ["web_search_call.action.sources"],
+                                              "tool_choice": {"type": "web_search_preview"}}, plan, emitter)
     # A function tool already has the name: the model sees the search under another.
     assert list(plan.tools) == ["web_search", "web__web_search"]
     assert plan.tools["web__web_search"]["include_sources"] is True
+    assert plan.tool_choice == {"type": "function", "function": {"name": "web__web_search"}}  # forced, renamed
     assert isinstance(emitter.citations, Citations)
     emitter.start()
     emitter.call_started(0, "call_1", "web__web_search")
