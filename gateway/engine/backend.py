@@ -155,7 +155,8 @@ class LocalEngine:
         if guardrails and self._moderation is not None:
             # The input is checked before anything is streamed (spec 000: before
             # response.in_progress); flagged, the response is only the refusal.
-            violation = await self._moderation.check(guardrails, input_text(inputs)) if input_text(inputs) else None
+            text = input_text(inputs)
+            violation = await self._moderation.check(guardrails, text) if text else None
             if violation is not None:
                 log.info("guardrails %s flagged the input of %s", guardrails, response["id"])
                 plan.prelude, model = None, refusing(violation)

@@ -5,8 +5,10 @@ endpoint, the moderation endpoint), on the gateway's own upstream client
 `post()` is bounded as a whole by the service's timeout (the client's timeouts are per
 idle gap, so a server that trickles bytes would otherwise hold a turn). Failures are
 two kinds, because callers treat them differently: `ServiceUnavailable` (no connection,
-no answer in time, a 5xx, a body that is not JSON) and `ServiceRefused` (a 4xx: the
-request itself was wrong, e.g. an unknown moderation model).
+no answer in time, a 5xx, a body that is not JSON, or a server without the endpoint:
+a bare 404 `Not Found` / 405, as vLLM (FastAPI) answers for a moderation API it lacks)
+and `ServiceRefused` (any other 4xx: the request itself was wrong, e.g. an unknown
+moderation model).
 """
 
 from __future__ import annotations
@@ -71,7 +73,10 @@ class JsonService:
         except ApiError:  # the client's 503: no connection, or silent past the timeout (logged there)
             raise ServiceUnavailable(f"{self.name} could not be reached") from None
         if 400 <= reply.status < 500:
-            raise ServiceRefused(reply.status, upstream_message(reply.body)[:500])
+            message = upstream_message(reply.body)[:500]
+            if reply.status in (404, 405) and message.rsplit(": ", 1)[-1] in ("Not Found", "Method Not Allowed"):
+                raise ServiceUnavailable(f"{self.name} has no such endpoint (HTTP {reply.status})")
+            raise ServiceRefused(reply.status, message)
         if not reply.ok:
             log.warning("%s answered HTTP %d: %s", self.name, reply.status, reply.body[:300])
             raise ServiceUnavailable(f"{self.name} failed (HTTP {reply.status})")
