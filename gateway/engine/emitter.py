@@ -214,6 +214,8 @@ class Emitter:
         if opened is None:
             return False
         item = opened.item
+        if item["type"] in _SEARCH_CALLS:  # its type has no `error`: a failed search is its status
+            fields = {key: value for key, value in fields.items() if key != "error"}
         item.update(fields)
         item["status"] = "failed" if failed else "completed"
         base = {"item_id": item["id"], "output_index": opened.index}
@@ -345,9 +347,8 @@ class Emitter:
     def fail(self, message: str, usage: dict[str, Any] | None = None, code: str = "server_error") -> Event:
         for opened in list(self._opened):
             self._close(opened)
-        for call_id, opened in list(self._running.items()):  # calls cut short: done, failed
-            self.call_done(call_id, {"error": {"type": "http_error", "code": 0, "message": message}}
-                           if opened.item["type"] == "mcp_call" else {}, True)
+        for call_id in list(self._running):  # calls cut short: done, failed
+            self.call_done(call_id, {"error": {"type": "http_error", "code": 0, "message": message}}, True)
         self.response.update(status="failed", usage=usage, error={"code": code, "message": message})
         return self._terminal("failed")
 

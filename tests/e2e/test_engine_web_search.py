@@ -189,3 +189,17 @@ def test_a_forced_web_search_and_the_sdks_stream(engine, chat_upstream):
 def test_forcing_web_search_without_the_tool_is_refused(engine):
     reply = engine.post("/v1/responses", {"input": "hi", "tool_choice": {"type": "web_search"}})
     assert reply.status == 422 and reply.json()["error"]["param"] == "tool_choice"
+
+
+def test_a_round_mixing_a_function_call_and_a_search_pauses_whole(engine, search):
+    """Spec 002: the client's function call goes back to the client and the search is
+    not run: its item fails."""
+    weather = {"type": "function", "name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    before = len(recorded_searches(search))
+    events = stream(engine, {"input": "use parallel-calls for the weather", "tools": [weather, WEB]})
+    output = events[-1]["response"]["output"]
+    assert [item["type"] for item in output] == ["function_call", "web_search_call"]
+    assert output[1]["status"] == "failed" and "error" not in output[1]
+    assert events[-1]["response"]["status"] == "completed"
+    assert len(recorded_searches(search)) == before  # never searched
