@@ -21,7 +21,7 @@ from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolExecutor
-from gateway.engine.guardrails import Moderation, guarded, guardrail_ids, input_text, refusing
+from gateway.engine.guardrails import Moderation, guardrail_ids, with_guardrails
 from gateway.engine.loop import Loop, Model, Plan
 from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
 from gateway.engine.web_search import TOOL_TYPE as WEB_SEARCH_TOOL
@@ -151,17 +151,9 @@ class LocalEngine:
                     await asyncio.shield(done)  # a client that leaves must not undo the commit
 
         model: Model = lambda request: self._chat(request, turn.model.id)  # noqa: E731
-        guardrails = guardrail_ids(body.get("guardrails"))
-        if guardrails and self._moderation is not None:
-            # The input is checked before anything is streamed (spec 000: before
-            # response.in_progress); flagged, the response is only the refusal.
-            text = input_text(inputs)
-            violation = await self._moderation.check(guardrails, text) if text else None
-            if violation is not None:
-                log.info("guardrails %s flagged the input of %s", guardrails, response["id"])
-                plan.prelude, model = None, refusing(violation)
-            else:
-                model = guarded(model, self._moderation, guardrails)
+        if self._moderation is not None:  # the input checked now, before anything is streamed
+            model = await with_guardrails(model, self._moderation, guardrail_ids(body.get("guardrails")), inputs,
+                                          plan)
         turn.body = {}  # translated: nothing needs it while the stream is open
         ended = False
         try:

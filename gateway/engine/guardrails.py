@@ -37,7 +37,7 @@ import orjson
 from gateway.config import GuardrailsConfig
 from gateway.engine.chat_stream import Chunk
 from gateway.engine.json_service import JsonService, ServiceRefused, ServiceUnavailable
-from gateway.engine.loop import Model
+from gateway.engine.loop import Model, Plan
 from gateway.schema.errors import ApiError, invalid_attribute
 from gateway.upstream.client import UpstreamClient
 
@@ -171,6 +171,22 @@ def _text_of(chunk: Chunk) -> tuple[str, bool]:
                      if isinstance(value := delta.get(key), str)]
             call = call or bool(delta.get("tool_calls"))
     return "".join(text), call
+
+
+async def with_guardrails(model: Model, moderation: Moderation, ids: list[str], inputs: list[dict[str, Any]],
+                          plan: Plan) -> Model:
+    """The model a response runs under its guardrails: the input is checked now
+    (spec 000: before `response.in_progress`); flagged, a model that only refuses
+    (and no prelude: nothing else runs), else `model` behind the output gate."""
+    if not ids:
+        return model
+    text = input_text(inputs)
+    violation = await moderation.check(ids, text) if text else None
+    if violation is None:
+        return guarded(model, moderation, ids)
+    log.info("guardrails %s flagged the input", ids)
+    plan.prelude = None
+    return refusing(violation)
 
 
 def guarded(model: Model, moderation: Moderation, ids: list[str]) -> Model:
