@@ -191,36 +191,40 @@ async def with_guardrails(model: Model, moderation: Moderation, ids: list[str], 
 
 def guarded(model: Model, moderation: Moderation, ids: list[str]) -> Model:
     """`model` with every round's answer checked before it is passed on (module doc)."""
-
-    def due(pending: str) -> bool:
-        if moderation.window is not None:
-            return len(pending) >= moderation.window
-        return len(pending) >= MAX_SENTENCE or SENTENCE_END.search(pending) is not None
+    window = moderation.window
 
     async def run(chat: dict[str, Any]) -> AsyncIterator[list[Chunk]]:
-        answer = ""    # the round's text so far, released and held
-        pending = ""   # its part not checked yet
+        answer: list[str] = []  # the round's text so far, released and held
+        pending = 0             # characters of it not checked yet
+        ended = False           # a sentence ended in them
+        last = ""               # the character before the newest piece (". " may be split)
         held: list[Chunk] = []
-        to_the_end = False  # a tool call came: hold the rest of the round
+        to_the_end = False      # a tool call came: hold the rest of the round
         async with aclosing(model(chat)) as reads:
             async for chunks in reads:
                 for chunk in chunks:
                     text, call = _text_of(chunk)
                     held.append(chunk)
-                    answer, pending, to_the_end = answer + text, pending + text, to_the_end or call
-                if not held or to_the_end or pending and not due(pending):
+                    to_the_end = to_the_end or call
+                    if text:
+                        answer.append(text)
+                        pending += len(text)
+                        ended = ended or window is None and SENTENCE_END.search(last + text) is not None
+                        last = text[-1]
+                due = pending >= window if window is not None else ended or pending >= MAX_SENTENCE
+                if not held or to_the_end or pending and not due:
                     continue
                 if pending:
-                    violation = await moderation.check(ids, answer)
+                    violation = await moderation.check(ids, "".join(answer))
                     if violation is not None:
                         log.info("guardrails %s flagged an answer", ids)
                         yield [refusal_chunk(violation)]
                         return  # closes the upstream stream
-                    pending = ""
+                    pending, ended = 0, False
                 held, released = [], held
                 yield released
         if pending:
-            violation = await moderation.check(ids, answer)
+            violation = await moderation.check(ids, "".join(answer))
             if violation is not None:
                 log.info("guardrails %s flagged an answer", ids)
                 # The round's usage still counts.

@@ -145,3 +145,8 @@ async def test_a_violation_mid_answer_closes_the_upstream_and_refuses():
 async def test_a_violation_at_the_end_keeps_the_usage():
     out, _ = await gate(Reads([text("so bad")], [{**USAGE, "id": "x"}]), flag="bad")
     assert out == [[refusal_chunk("Content blocked by safety guardrails"), USAGE]]
+
+
+async def test_a_sentence_end_split_across_pieces():
+    out, checks = await gate(Reads([text("Hi.")], [text(" Next")], [text(" one")]))
+    assert checks == ["Hi. Next", "Hi. Next one"] and out == [[text("Hi."), text(" Next")], [text(" one")]]
