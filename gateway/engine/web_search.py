@@ -124,12 +124,15 @@ def forces_web_search(body: dict[str, Any]) -> bool:
 
 def offer_web_search(tool: dict[str, Any], body: dict[str, Any], plan: Plan, emitter: Emitter) -> None:
     """The request's web_search tool as a function the model may call (forced by a
-    `tool_choice` of its type), its calls shown as `web_search_call` items, its sources
+    `tool_choice` of its type, allowed by an `allowed_tools` entry of it), its calls shown as `web_search_call` items, its sources
     numbered for the answer's annotations."""
     name = model_name("web", "web_search", set(plan.tools))
     choice, include = body.get("tool_choice"), body.get("include")
     if isinstance(choice, dict) and choice.get("type") in WEB_SEARCH_TYPES:
         plan.tool_choice = {"type": "function", "function": {"name": name}}
+    if plan.allowed is not None and isinstance(choice, dict) and any(  # `allowed_tools` naming the search
+            isinstance(entry, dict) and entry.get("type") in WEB_SEARCH_TYPES for entry in choice.get("tools") or ()):
+        plan.allowed = plan.allowed | {name}
     citations = emitter.citations = emitter.citations or Citations()
     plan.tools[name] = {"type": TOOL_TYPE, "name": name, "request": tool, "citations": citations,
                         "include_sources": isinstance(include, list) and SOURCES_INCLUDE in include}

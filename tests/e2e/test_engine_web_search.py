@@ -203,3 +203,13 @@ def test_a_round_mixing_a_function_call_and_a_search_pauses_whole(engine, search
     assert output[1]["status"] == "failed" and "error" not in output[1]
     assert events[-1]["response"]["status"] == "completed"
     assert len(recorded_searches(search)) == before  # never searched
+
+
+def test_allowed_tools_by_an_entry_of_the_search_type(engine):
+    weather = {"type": "function", "name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    choice = {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "web_search"}]}
+    body = engine.post("/v1/responses", {"input": "use web_search please", "tools": [weather, WEB],
+                                         "tool_choice": choice}).ok()
+    assert [(item["type"], item["status"]) for item in body["output"]] == [("web_search_call", "completed"),
+                                                                            ("message", "completed")]

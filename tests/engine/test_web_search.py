@@ -27,6 +27,18 @@ def test_what_the_model_reads():
     assert _for_the_model("llamas", []) == "The web search for 'llamas' found nothing."
 
 
+def test_allowed_tools_naming_the_search():
+    plan = Plan(chat={}, messages=[], tools={}, allowed=frozenset({"f"}))
+    choice = {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "f"},
+                                                                 {"type": "web_search"}]}
+    offer_web_search({"type": "web_search"}, {"tool_choice": choice}, plan, Emitter(new_response("r", "m", {}, None, [])))
+    assert plan.allowed == {"f", "web_search"} and plan.tool_choice is None
+    plan = Plan(chat={}, messages=[], tools={}, allowed=frozenset({"f"}))
+    offer_web_search({"type": "web_search"}, {"tool_choice": {**choice, "tools": choice["tools"][:1]}}, plan,
+                     Emitter(new_response("r", "m", {}, None, [])))
+    assert plan.allowed == {"f"}  # not among the allowed tools: the loop refuses its calls
+
+
 def test_a_search_call_item_through_the_emitter():
     emitter = Emitter(new_response("resp_1", "m", {}, None, []))
     plan = Plan(chat={}, messages=[], tools={"web_search": {"type": "function", "name": "web_search"}})
