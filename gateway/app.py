@@ -10,7 +10,10 @@ from aiohttp import web
 
 from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
+from gateway.engine.executor import ToolExecutor
+from gateway.engine.guardrails import Moderation
 from gateway.engine.mcp import McpExecutor
+from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
 from gateway.http import authorized, health, responses, root
 from gateway.http.middleware import gateway_middleware
@@ -42,9 +45,12 @@ async def build_services(config: Configuration) -> Services:
     writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
     tools = ConfiguredTools(config)
-    engine = LocalEngine(upstream, ResponseStore(db), config.inference,
-                         [McpExecutor()], config.mcp_servers,
-                         client_mcp=tools.client_mcp)
+    executors: list[ToolExecutor] = [McpExecutor()]
+    if config.web_search is not None:
+        executors.append(WebSearchExecutor(config.web_search))
+    engine = LocalEngine(upstream, ResponseStore(db), config.inference, executors, config.mcp_servers,
+                         Moderation.of(config.guardrails, upstream), client_mcp=tools.client_mcp)
+    await engine.start()
     pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), tools,
                         engine)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
@@ -79,6 +85,8 @@ def create_app(config: Configuration) -> web.Application:
         await services.pipeline.drain()
         await services.writer.close()
         await services.upstream.close()
+        if services.pipeline.engine is not None:
+            await services.pipeline.engine.close()
         await services.authenticator.close()
         await services.db.close()
 

@@ -23,6 +23,7 @@ from gateway.config_auth import (LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,  # 
                                  AuthenticationConfig)
 from gateway.config_base import Strict
 from gateway.config_database import DatabaseConfig, PostgresConfig, SQLiteConfig  # noqa: F401 (re-exported)
+from gateway.config_tools import GuardrailsConfig, WebSearchConfig
 
 DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
 DEFAULT_USERNAME = "lightspeed-user"
@@ -213,6 +214,8 @@ class Configuration(Strict):
     mcp_servers: list[McpServerConfig] = []
     byok_rag: list[ByokRagConfig] = []
     client_tools: ClientToolsConfig = ClientToolsConfig()
+    web_search: WebSearchConfig | None = None   # ours: the engine's web_search back end
+    guardrails: GuardrailsConfig = GuardrailsConfig()  # ours: the engine's moderation checks
 
     config_format_version: Any = None
     user_data_collection: Any = None

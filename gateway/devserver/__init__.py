@@ -5,7 +5,8 @@ It plays two roles at once:
 1. **The inference backend behind a real Llama Stack** (`remote::vllm`, base_url
    http://HOST:PORT/v1): GET /v1/models, GET /health and /v1/health,
    POST /v1/chat/completions (stream or not), POST /v1/embeddings (384-dim hashed
-   bag-of-words, L2-normalised).
+   bag-of-words, L2-normalised), POST /v1/moderations (scripted verdicts: models
+   `scripted-guard` and `scripted-output-guard`, see `moderations.py`).
 2. **A stand-in for Llama Stack 0.7.3 itself**, quirks included: POST/GET /v1/responses,
    GET/DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items,
    POST /v1/responses/{id}/cancel, the Conversations API, GET /v1/version,

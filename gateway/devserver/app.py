@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 from aiohttp import web
 
-from . import chat, conversations, responses, responses_read
+from . import chat, conversations, moderations, responses, responses_read
 from .recording import Recorder
 from .shapes import json_response, not_found
 from .state import STATE, STREAMING, ServerState
@@ -27,6 +27,7 @@ def _routes(responses_on: bool, conversations_on: bool) -> list[tuple[str, str, 
         ("GET", "/v1/models/{model_id:.+}", chat.get_model, ""),
         ("POST", "/v1/chat/completions", chat.chat_completions, "remote::vllm"),
         ("POST", "/v1/embeddings", chat.embeddings, "remote::vllm"),
+        ("POST", "/v1/moderations", moderations.moderations, ""),
     ]
     if responses_on:
         routes += [

@@ -22,8 +22,11 @@ from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolExecutor
-from gateway.engine.loop import Loop, Plan
+from gateway.engine.guardrails import Moderation, guardrail_ids, with_guardrails
+from gateway.engine.loop import Loop, Model, Plan
 from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
+from gateway.engine.web_search import TOOL_TYPE as WEB_SEARCH_TOOL
+from gateway.engine.web_search import forces_web_search, offer_web_search, web_search_tools
 from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
 from gateway.storage.responses import ResponseStore
@@ -43,11 +46,13 @@ _ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output
 class LocalEngine:
     def __init__(self, client: UpstreamClient, store: ResponseStore, inference: InferenceConfig,
                  executors: Sequence[ToolExecutor] = (), mcp_servers: Sequence[McpServerConfig] = (),
-                 client_mcp: DestinationPolicy | None = None):
+                 moderation: Moderation | None = None, client_mcp: DestinationPolicy | None = None):
         self._client = client
+        self._moderation = moderation  # where `guardrails` are checked
         self.store = store
         self._inference = inference
         self._executors = tuple(executors)
+        self._web_search = any(executor.can_execute({"type": WEB_SEARCH_TOOL}) for executor in executors)
         # The operator's MCP servers: their labels and timeouts. Any other server is a
         # client's (tools.py let it through the config's rules), and its connections go
         # only where `client_mcp` allows (mcp_connect.py).
@@ -61,6 +66,26 @@ class LocalEngine:
         for tool in body.get("tools") or ():
             if tool.get("type") == "mcp":
                 self._check_mcp(tool)
+        if guardrail_ids(body.get("guardrails")) and self._moderation is None:
+            raise translate.unsupported("guardrails need a moderation endpoint", param="guardrails")
+        if web_search_tools(body.get("tools") or []) and not self._web_search:
+            raise translate.unsupported("web_search needs a search endpoint: the gateway's configuration has no "
+                                        "web_search section", param="tools")
+        if forces_web_search(body) and not web_search_tools(body.get("tools") or []):
+            raise translate.unsupported("tool_choice names web_search, which is not among the request's tools",
+                                        param="tool_choice")
+
+    def _clients(self) -> list[Any]:
+        """What holds connections of its own (configured endpoints), to start and close."""
+        return [part for part in (self._moderation, *self._executors) if hasattr(part, "start")]
+
+    async def start(self) -> None:
+        for part in self._clients():
+            await part.start()
+
+    async def close(self) -> None:
+        for part in self._clients():
+            await part.close()
 
     def _check_mcp(self, tool: dict[str, Any]) -> None:
         label = tool.get("server_label")
@@ -108,6 +133,8 @@ class LocalEngine:
         emitter = Emitter(response)
         mcp = [tool for tool in tools if tool.get("type") == "mcp"]
         approvals = approvals_of(inputs, history, tools)  # a 422 before anything runs
+        for web in web_search_tools(tools)[:1]:  # one search tool is all the model needs
+            offer_web_search(web, body, plan, emitter)
         if mcp:
             plan.prelude = mcp_prelude(mcp, history + inputs, plan, emitter, self._mcp_timeouts, approvals,
                                        self._client_mcp)
@@ -125,11 +152,14 @@ class LocalEngine:
                 if done is not None:
                     await asyncio.shield(done)  # a client that leaves must not undo the commit
 
+        model: Model = lambda request: self._chat(request, turn.model.id)  # noqa: E731
+        if self._moderation is not None:  # the input checked now, before anything is streamed
+            model = await with_guardrails(model, self._moderation, guardrail_ids(body.get("guardrails")), inputs,
+                                          plan)
         turn.body = {}  # translated: nothing needs it while the stream is open
         ended = False
         try:
-            async for events in Loop(lambda request: self._chat(request, turn.model.id), self._executors).run(
-                    plan, emitter, save):
+            async for events in Loop(model, self._executors).run(plan, emitter, save):
                 ended = bool(events) and events[-1].type in TERMINAL_EVENTS
                 yield events
         except Exception:

@@ -16,11 +16,18 @@ from typing import Any
 
 import orjson
 
+from gateway.engine.citations import Citations
 from gateway.schema.ids import new_item_id
 from gateway.streaming.events import Event, Framed
 
 TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.incomplete",
                   "failed": "response.failed", "requires_action": "response.requires_action"}
+# Server-side call items: their id prefixes; which stream their arguments as events
+# (the `openai` types have none for a search's); which say `….searching` once running
+# and have no `….failed` event (a failed one is only its item's status).
+_CALL_PREFIXES = {"mcp_call": "mcp", "web_search_call": "ws"}
+_ARGUMENT_EVENTS = frozenset({"function_call", "mcp_call"})
+_SEARCH_CALLS = frozenset({"web_search_call"})
 
 
 def new_response(response_id: str, model: str, body: dict[str, Any], previous_response_id: str | None,
@@ -62,7 +69,7 @@ class _Open:
 
 class Emitter:
     __slots__ = ("response", "_events", "_next", "_message", "_reasoning", "_calls", "_opened", "round_text",
-                 "call_items", "_running")
+                 "call_items", "_running", "citations")
 
     def __init__(self, response: dict[str, Any]):
         self.response = response
@@ -77,6 +84,7 @@ class Emitter:
         # they run (an `mcp_call`): name → the item's fixed fields.
         self.call_items: dict[str, dict[str, Any]] = {}
         self._running: dict[str, _Open] = {}    # such calls between their arguments and their result
+        self.citations: Citations | None = None  # sources a tool numbered: annotations on the answer
 
     @property
     def started(self) -> bool:
@@ -184,16 +192,18 @@ class Emitter:
             opened = self._calls[index] = self._open({"id": new_item_id("mcpr"), **fixed, "arguments": ""})
             opened.call = {"call_id": call_id, "name": name, "arguments": "", "approval": True}
             return
-        opened = self._calls[index] = self._open({"id": new_item_id("mcp"), **fixed, "arguments": "",
-                                                  "status": "in_progress"})
+        item = {"id": new_item_id(_CALL_PREFIXES[fixed["type"]]), **fixed, "status": "in_progress"}
+        if fixed["type"] in _ARGUMENT_EVENTS:
+            item["arguments"] = ""
+        opened = self._calls[index] = self._open(item)
         opened.call = {"call_id": call_id, "name": name, "arguments": ""}
 
     def call_arguments(self, index: int, delta: str) -> None:
         call = self._calls[index]
         call.text.append(delta)
-        if call.call is not None and call.call.get("approval"):
-            return  # the openai types have no argument events for an approval request
         kind = "function_call" if call.call is None else call.item["type"]
+        if kind not in _ARGUMENT_EVENTS or call.call is not None and call.call.get("approval"):
+            return  # the openai types have no argument events for an approval request or a search
         self._emit({"type": f"response.{kind}_arguments.delta", "item_id": call.item["id"],
                     "output_index": call.index, "delta": delta})
 
@@ -204,10 +214,13 @@ class Emitter:
         if opened is None:
             return False
         item = opened.item
+        if item["type"] in _SEARCH_CALLS:  # its type has no `error`: a failed search is its status
+            fields = {key: value for key, value in fields.items() if key != "error"}
         item.update(fields)
         item["status"] = "failed" if failed else "completed"
         base = {"item_id": item["id"], "output_index": opened.index}
-        self._emit({"type": f"response.{item['type']}.{item['status']}", **base})
+        if not (failed and item["type"] in _SEARCH_CALLS):
+            self._emit({"type": f"response.{item['type']}.{item['status']}", **base})
         self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
         return True
 
@@ -271,6 +284,8 @@ class Emitter:
             part = item["content"][0]
             if part["type"] == "output_text":
                 part["text"] = text
+                if self.citations is not None:
+                    self._annotate(part, base)
                 self._emit({"type": "response.output_text.done", **base, "content_index": 0, "text": text,
                             "logprobs": []})
             else:
@@ -291,14 +306,28 @@ class Emitter:
         elif opened.call is not None and opened.call.get("approval"):
             item["arguments"] = opened.call["arguments"] = text
         elif opened.call is not None and item.get("status") == "in_progress":
-            item["arguments"] = opened.call["arguments"] = text
-            self._emit({"type": f"response.{item['type']}_arguments.done", **base, "arguments": text})
+            opened.call["arguments"] = text
+            if item["type"] in _ARGUMENT_EVENTS:
+                item["arguments"] = text
+                self._emit({"type": f"response.{item['type']}_arguments.done", **base, "arguments": text})
             self._emit({"type": f"response.{item['type']}.in_progress", **base})
+            if item["type"] in _SEARCH_CALLS:  # it runs as soon as the round ends
+                self._emit({"type": f"response.{item['type']}.searching", **base})
             self._running[opened.call["call_id"]] = opened
             return
         if "status" in item and item["status"] == "in_progress":
             item["status"] = "completed"
         self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
+
+    def _annotate(self, part: dict[str, Any], base: dict[str, Any]) -> None:
+        """The answer's citation markers as annotations, each with its event."""
+        assert self.citations is not None
+        found = self.citations.annotations(part["text"])
+        # A new list: `content_part.added` may still hold the old one, unserialised.
+        part["annotations"] = [*part["annotations"], *found]
+        for index, annotation in enumerate(found, len(part["annotations"]) - len(found)):
+            self._emit({"type": "response.output_text.annotation.added", **base, "content_index": 0,
+                        "annotation_index": index, "annotation": annotation})
 
     # The end.
 

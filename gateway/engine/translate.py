@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 import orjson
 
 from gateway.schema.errors import ApiError, invalid_attribute
+from gateway.schema.responses_tools import WEB_SEARCH_TYPES
 
 # Item types that carry nothing a chat model reads (tool listings, approvals are
 # decided before the model runs again).
@@ -90,6 +91,15 @@ def to_messages(items: Iterable[dict[str, Any]], instructions: str | None = None
             calls().append(_tool_call(call_id, "file_search", {"queries": item.get("queries") or []}))
             messages.append({"role": "tool", "tool_call_id": call_id,
                              "content": orjson.dumps(item.get("results") or []).decode()})
+            pending_calls = None
+            continue
+        if kind == "web_search_call":  # an earlier search: the call, and where it looked
+            call_id = str(item.get("id"))
+            action = item.get("action") if isinstance(item.get("action"), dict) else {}
+            calls().append(_tool_call(call_id, "web_search", {"query": action.get("query") or ""}))
+            sources = [source.get("url") for source in action.get("sources") or () if isinstance(source, dict)]
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": (
+                f"Searched ({item.get('status')})" + (": " + ", ".join(map(str, sources)) if sources else ""))})
             pending_calls = None
             continue
         pending_calls = None  # anything but a call ends the assistant message of calls
@@ -185,8 +195,8 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
 
 
 # Tool types the engine runs itself: their tools reach the model once listed
-# (`mcp_tools.py`), not from the request.
-SERVER_TOOLS = frozenset({"mcp"})
+# (`mcp_tools.py`) or offered (`web_search.py`), not from the request.
+SERVER_TOOLS = frozenset({"mcp", *WEB_SEARCH_TYPES})
 
 
 def chat_tools(tools: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -198,7 +208,7 @@ def chat_tools(tools: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
             continue
         if tool.get("type") != "function":
             raise unsupported(f"Tools of type {tool.get('type')!r} are not supported by the local engine "
-                                   "yet (function and mcp tools only)", param="tools")
+                                   "yet (function, mcp and web_search tools only)", param="tools")
         function: dict[str, Any] = {"name": tool.get("name")}
         for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:
@@ -217,6 +227,8 @@ def tool_choice(choice: Any) -> tuple[Any, frozenset[str] | None]:
         kind = choice.get("type")
         if kind == "function" and isinstance(choice.get("name"), str):
             return {"type": "function", "function": {"name": choice["name"]}}, None
+        if kind in WEB_SEARCH_TYPES:  # the function web_search.py offers (renamed there on a clash)
+            return {"type": "function", "function": {"name": "web_search"}}, None
         if kind == "allowed_tools":
             names = frozenset(str(tool.get("name")) for tool in choice.get("tools") or ()
                               if isinstance(tool, dict) and tool.get("type") == "function")

@@ -230,3 +230,21 @@ async def test_open_counts_follow_client_disconnects(client):
         await asyncio.sleep(0.02)
     assert await counts() == {"open_requests": 0, "open_streams": 0}
     assert (await client.get("/_scripted/nope")).status == 404
+
+
+async def test_moderations_with_scripted_verdicts(aiohttp_client):
+    client = await aiohttp_client(create_app(responses=False))  # a chat-only server has it too
+    resp = await client.post("/v1/moderations", json={"input": ["all fine", "please flag-me"]})
+    body = await resp.json()
+    assert resp.status == 200 and body["model"] == "scripted-guard" and body["id"].startswith("modr-")
+    assert [result["flagged"] for result in body["results"]] == [False, True]
+    assert body["results"][1]["categories"]["violence"] is True
+    output_guard = {"model": "scripted-output-guard"}
+    texts = ["please flag-me", "Scripted reply (turn 1, 1 messages): please flag-me", "flag-me. Scripted reply"]
+    body = await (await client.post("/v1/moderations", json={**output_guard, "input": texts})).json()
+    assert [result["flagged"] for result in body["results"]] == [False, True, False]
+    resp = await client.post("/v1/moderations", json={"model": "no-such-guard", "input": "x"})
+    assert resp.status == 404 and (await resp.json())["error"]["code"] == "model_not_found"
+    assert (await client.post("/v1/moderations", json={"input": 3})).status == 400
+    assert (await client.post("/v1/moderations", json={"input": "break-moderation"})).status == 200
+    assert (await client.post("/v1/moderations", json={"input": "Scripted reply: break-moderation"})).status == 500

@@ -69,6 +69,16 @@ MESSAGES = [
      [{"role": "assistant", "content": None, "tool_calls": [
          {"id": "fs_1", "type": "function", "function": {"name": "file_search", "arguments": '{"queries":["q"]}'}}]},
       {"role": "tool", "tool_call_id": "fs_1", "content": '[{"text":"hit"}]'}]),
+    ("earlier web search", [{"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {
+        "type": "search", "query": "q", "sources": [{"type": "url", "url": "https://a/"}]}}], None,
+     [{"role": "assistant", "content": None, "tool_calls": [
+         {"id": "ws_1", "type": "function", "function": {"name": "web_search", "arguments": '{"query":"q"}'}}]},
+      {"role": "tool", "tool_call_id": "ws_1", "content": "Searched (completed): https://a/"}]),
+    ("failed web search", [{"type": "web_search_call", "id": "ws_2", "status": "failed", "action": {
+        "type": "search", "query": "q"}}], None,
+     [{"role": "assistant", "content": None, "tool_calls": [
+         {"id": "ws_2", "type": "function", "function": {"name": "web_search", "arguments": '{"query":"q"}'}}]},
+      {"role": "tool", "tool_call_id": "ws_2", "content": "Searched (failed)"}]),
     ("reasoning skipped", [{"type": "reasoning", "id": "rs_1", "summary": []}, USER_HI], None, [USER_HI]),
     ("output as parts", [{"type": "function_call_output", "call_id": "c", "output": [
         {"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}]}], None,
