@@ -11,6 +11,7 @@ from aiohttp import web
 from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
 from gateway.engine.mcp import McpExecutor
+from gateway.engine.vector_search import FileSearchExecutor
 from gateway.http import catalog as catalog_routes
 from gateway.http import authorized, health, responses, root
 from gateway.http.middleware import gateway_middleware
@@ -41,8 +42,10 @@ async def build_services(config: Configuration) -> Services:
     writer = TurnWriter(conversations)
     writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
+    file_search = FileSearchExecutor(upstream, config.byok_rag)
+    await file_search.start()
     engine = LocalEngine(upstream, ResponseStore(db), config.inference,
-                         [McpExecutor()], config.mcp_servers)
+                         [McpExecutor(), file_search], config.mcp_servers)
     pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), ConfiguredTools(config),
                         engine)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
@@ -77,6 +80,8 @@ def create_app(config: Configuration) -> web.Application:
         await services.pipeline.drain()
         await services.writer.close()
         await services.upstream.close()
+        if services.pipeline.engine is not None:
+            await services.pipeline.engine.close()
         await services.authenticator.close()
         await services.db.close()
 

@@ -158,7 +158,18 @@ class ByokRagConfig(Strict):
     embedding_model: str | None = None
     embedding_dimension: int | None = None
     db_path: str | None = None
-    score_multiplier: float = 1.0
+    # Weighs this store's scores against other stores' when file_search merges results
+    # (the ranking uses score × score_multiplier).
+    score_multiplier: float = Field(1.0, ge=0)
+    # Ours (engine mode). The base URL of the OpenAI-compatible vector store API that
+    # holds this store (`POST <search_url>/v1/vector_stores/<vector_db_id>/search`);
+    # unset: the upstream (`llama_stack.url`, with its api_key).
+    search_url: str | None = None
+    # Ours (engine mode). Seconds one search of this store may take before the model is
+    # told it failed.
+    search_timeout: float = Field(30, gt=0)
+
+    _search_url_shape = field_validator("search_url")(lambda cls, value: value if value is None else _http_url(value))
 
 
 class ClientToolsConfig(Strict):

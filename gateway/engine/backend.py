@@ -16,7 +16,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Sequence
 
 from gateway.config import InferenceConfig, McpServerConfig
-from gateway.engine import translate
+from gateway.engine import file_search, translate
 from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
@@ -66,6 +66,13 @@ class LocalEngine:
             raise translate.unsupported(f"MCP server {label!r} is not configured: the local engine calls only "
                                         "the MCP servers in mcp_servers", param="tools")
 
+    async def close(self) -> None:
+        """Close what the executors keep open (their connections)."""
+        for executor in self._executors:
+            close = getattr(executor, "close", None)
+            if close is not None:
+                await close()
+
     # The backend interface (gateway.pipeline.Backend).
 
     def open(self, turn: "Turn") -> AsyncContextManager[AsyncIterator[list[Event]]]:
@@ -104,6 +111,7 @@ class LocalEngine:
         scrub_tool_echo(echo, self._mcp_labels)  # never the credentials the gateway attached
         response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, echo["tools"])
         emitter = Emitter(response)
+        file_search.offer(tools, body.get("include"), plan, emitter, history)
         mcp = [tool for tool in tools if tool.get("type") == "mcp"]
         approvals = approvals_of(inputs, history, tools)  # a 422 before anything runs
         if mcp:

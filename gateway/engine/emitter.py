@@ -16,8 +16,15 @@ from typing import Any
 
 import orjson
 
+from gateway.engine.citations import CitationFilter
 from gateway.schema.ids import new_item_id
 from gateway.streaming.events import Event, Framed
+
+# Server-side calls with OpenAI's search lifecycle: no argument events, then
+# `….in_progress` and `….searching` before they run, `….completed` when they end (the
+# `openai` types have no `failed` event for them: a failure is the item's status).
+SEARCH_CALLS = frozenset({"file_search_call", "web_search_call"})
+_ITEM_ID_PREFIXES = {"file_search_call": "fs", "web_search_call": "ws", "mcp_call": "mcp"}
 
 TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.incomplete",
                   "failed": "response.failed", "requires_action": "response.requires_action"}
@@ -62,7 +69,7 @@ class _Open:
 
 class Emitter:
     __slots__ = ("response", "_events", "_next", "_message", "_reasoning", "_calls", "_opened", "round_text",
-                 "call_items", "_running")
+                 "call_items", "_running", "citations")
 
     def __init__(self, response: dict[str, Any]):
         self.response = response
@@ -77,6 +84,9 @@ class Emitter:
         # they run (an `mcp_call`): name → the item's fixed fields.
         self.call_items: dict[str, dict[str, Any]] = {}
         self._running: dict[str, _Open] = {}    # such calls between their arguments and their result
+        # Set once a search found files the answer may cite: the answer's citation
+        # markers become annotations (citations.py).
+        self.citations: CitationFilter | None = None
 
     @property
     def started(self) -> bool:
@@ -125,6 +135,16 @@ class Emitter:
         literals = [literal for literal in literals if literal != b'""']
         if not literals:
             return
+        if self.citations is not None:  # decoded: markers are cut out, annotations added
+            for piece in self.citations.feed("".join([orjson.loads(literal) for literal in literals])):
+                if isinstance(piece, str):
+                    self._deltas([orjson.dumps(piece)])
+                else:
+                    self._annotate(piece)
+            return
+        self._deltas(literals)
+
+    def _deltas(self, literals: list[bytes]) -> None:
         message = self._message_for("output_text")
         message.text += literals
         head = message.head
@@ -136,6 +156,21 @@ class Emitter:
         self._next = number + len(literals)
         self._events += [Framed("response.output_text.delta", b"%s%s,\"sequence_number\":%d}\n\n" % (head, literal, n), n)
                          for n, literal in enumerate(literals, number)]
+
+    def cite(self, files: dict[str, str]) -> None:
+        """Files the answer may cite from now on (file id → filename)."""
+        if self.citations is None:
+            self.citations = CitationFilter(dict(files))
+        else:
+            self.citations.files.update(files)
+
+    def _annotate(self, annotation: dict[str, Any]) -> None:
+        message = self._message_for("output_text")
+        annotations = message.item["content"][0]["annotations"]
+        annotations.append(annotation)
+        self._emit({"type": "response.output_text.annotation.added", "item_id": message.item["id"],
+                    "output_index": message.index, "content_index": 0, "annotation_index": len(annotations) - 1,
+                    "annotation": dict(annotation)})
 
     def refusal(self, delta: str) -> None:
         message = self._message_for("refusal")
@@ -184,15 +219,19 @@ class Emitter:
             opened = self._calls[index] = self._open({"id": new_item_id("mcpr"), **fixed, "arguments": ""})
             opened.call = {"call_id": call_id, "name": name, "arguments": "", "approval": True}
             return
-        opened = self._calls[index] = self._open({"id": new_item_id("mcp"), **fixed, "arguments": "",
-                                                  "status": "in_progress"})
+        if fixed["type"] in SEARCH_CALLS:  # its query is shown when the search ends
+            opened = self._calls[index] = self._open({"id": new_item_id(_ITEM_ID_PREFIXES[fixed["type"]]), **fixed,
+                                                      "status": "in_progress"})
+        else:
+            opened = self._calls[index] = self._open({"id": new_item_id("mcp"), **fixed, "arguments": "",
+                                                      "status": "in_progress"})
         opened.call = {"call_id": call_id, "name": name, "arguments": ""}
 
     def call_arguments(self, index: int, delta: str) -> None:
         call = self._calls[index]
         call.text.append(delta)
-        if call.call is not None and call.call.get("approval"):
-            return  # the openai types have no argument events for an approval request
+        if call.call is not None and (call.call.get("approval") or call.item["type"] in SEARCH_CALLS):
+            return  # the openai types have no argument events for these
         kind = "function_call" if call.call is None else call.item["type"]
         self._emit({"type": f"response.{kind}_arguments.delta", "item_id": call.item["id"],
                     "output_index": call.index, "delta": delta})
@@ -204,10 +243,11 @@ class Emitter:
         if opened is None:
             return False
         item = opened.item
-        item.update(fields)
+        search = item["type"] in SEARCH_CALLS
+        item.update({key: value for key, value in fields.items() if not search or key in item})
         item["status"] = "failed" if failed else "completed"
         base = {"item_id": item["id"], "output_index": opened.index}
-        self._emit({"type": f"response.{item['type']}.{item['status']}", **base})
+        self._emit({"type": f"response.{item['type']}.{'completed' if search else item['status']}", **base})
         self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
         return True
 
@@ -261,6 +301,10 @@ class Emitter:
         item = opened.item
         self._opened.remove(opened)
         base = {"item_id": item["id"], "output_index": opened.index}
+        if item["type"] == "message" and item["content"][0]["type"] == "output_text" and self.citations is not None:
+            for piece in self.citations.flush():  # text held back in case a marker began
+                self._deltas([orjson.dumps(piece)])  # type: ignore[arg-type]
+            self.citations.reset()  # the next text part counts from 0
         if item["type"] == "message" and item["content"][0]["type"] == "output_text":
             # The pieces are JSON strings: their insides joined are one JSON string.
             text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))  # type: ignore[misc]
@@ -290,6 +334,12 @@ class Emitter:
                         "arguments": text})
         elif opened.call is not None and opened.call.get("approval"):
             item["arguments"] = opened.call["arguments"] = text
+        elif opened.call is not None and item["type"] in SEARCH_CALLS and item.get("status") == "in_progress":
+            opened.call["arguments"] = text
+            self._emit({"type": f"response.{item['type']}.in_progress", **base})
+            self._emit({"type": f"response.{item['type']}.searching", **base})
+            self._running[opened.call["call_id"]] = opened
+            return
         elif opened.call is not None and item.get("status") == "in_progress":
             item["arguments"] = opened.call["arguments"] = text
             self._emit({"type": f"response.{item['type']}_arguments.done", **base, "arguments": text})

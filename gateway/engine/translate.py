@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
+from gateway.engine import file_search
 from gateway.schema.errors import ApiError, invalid_attribute
 
 # Item types that carry nothing a chat model reads (tool listings, approvals are
@@ -86,10 +87,11 @@ def to_messages(items: Iterable[dict[str, Any]], instructions: str | None = None
             pending_calls = None
             continue
         if kind == "file_search_call":
+            # As the model read it: the chunks with their citation markers.
             call_id = str(item.get("id"))
-            calls().append(_tool_call(call_id, "file_search", {"queries": item.get("queries") or []}))
-            messages.append({"role": "tool", "tool_call_id": call_id,
-                             "content": orjson.dumps(item.get("results") or []).decode()})
+            query = " ".join(str(query) for query in item.get("queries") or ())
+            calls().append(_tool_call(call_id, file_search.NAME, {"query": query}))
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": file_search.history_text(item)})
             pending_calls = None
             continue
         pending_calls = None  # anything but a call ends the assistant message of calls
@@ -185,20 +187,25 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
 
 
 # Tool types the engine runs itself: their tools reach the model once listed
-# (`mcp_tools.py`), not from the request.
-SERVER_TOOLS = frozenset({"mcp"})
+# (`mcp_tools.py`) or as the function that stands for them (`file_search.offer`).
+SERVER_TOOLS = frozenset({"mcp", "file_search"})
 
 
 def chat_tools(tools: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Function tools in Chat Completions' nested form (`strict` kept). MCP tools are
     listed by the engine; other tool types need an executor this version lacks."""
     out = []
-    for tool in tools or ():
+    tools = list(tools or ())
+    searches = any(tool.get("type") == "file_search" for tool in tools)
+    for tool in tools:
         if tool.get("type") in SERVER_TOOLS:
             continue
         if tool.get("type") != "function":
             raise unsupported(f"Tools of type {tool.get('type')!r} are not supported by the local engine "
-                                   "yet (function and mcp tools only)", param="tools")
+                                   "yet (function, mcp and file_search tools only)", param="tools")
+        if searches and tool.get("name") == file_search.NAME:
+            raise unsupported(f"A function tool named {file_search.NAME!r} cannot be sent with a file_search tool: "
+                              "the model calls file_search by that name", param="tools")
         function: dict[str, Any] = {"name": tool.get("name")}
         for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:
@@ -217,9 +224,12 @@ def tool_choice(choice: Any) -> tuple[Any, frozenset[str] | None]:
         kind = choice.get("type")
         if kind == "function" and isinstance(choice.get("name"), str):
             return {"type": "function", "function": {"name": choice["name"]}}, None
+        if kind == "file_search":  # the hosted tool, forced: the function that stands for it
+            return {"type": "function", "function": {"name": file_search.NAME}}, None
         if kind == "allowed_tools":
-            names = frozenset(str(tool.get("name")) for tool in choice.get("tools") or ()
-                              if isinstance(tool, dict) and tool.get("type") == "function")
+            names = frozenset(str(tool.get("name")) if tool.get("type") == "function" else file_search.NAME
+                              for tool in choice.get("tools") or ()
+                              if isinstance(tool, dict) and tool.get("type") in ("function", "file_search"))
             return ("required" if choice.get("mode") == "required" else "auto"), names
     raise unsupported(f"tool_choice {choice!r} is not supported by the local engine", param="tool_choice")
 
