@@ -24,7 +24,7 @@ from gateway.streaming.events import Event, Framed
 # `….in_progress` and `….searching` before they run, `….completed` when they end (the
 # `openai` types have no `failed` event for them: a failure is the item's status).
 SEARCH_CALLS = frozenset({"file_search_call", "web_search_call"})
-_ITEM_ID_PREFIXES = {"file_search_call": "fs", "web_search_call": "ws", "mcp_call": "mcp"}
+_ITEM_ID_PREFIXES = {"file_search_call": "fs", "web_search_call": "ws"}
 
 TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.incomplete",
                   "failed": "response.failed", "requires_action": "response.requires_action"}

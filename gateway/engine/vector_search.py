@@ -25,7 +25,7 @@ from gateway.config import ByokRagConfig, LlamaStackConfig
 from gateway.engine import file_search
 from gateway.engine.executor import ToolCall, ToolResult
 from gateway.schema.errors import ApiError
-from gateway.upstream.client import UpstreamClient
+from gateway.upstream.client import TIMED_OUT, UpstreamClient
 
 log = logging.getLogger("gateway.engine.file_search")
 DEFAULT_TIMEOUT = 30.0
@@ -95,7 +95,9 @@ class FileSearchExecutor:
                 reply = await client.request("POST", path, json=body, timeout=timeout)
         except TimeoutError:
             raise SearchFailed(f"vector store {store_id} did not answer within {timeout:g} s") from None
-        except ApiError:  # the client logged the cause
+        except ApiError as exc:  # the client logged what the socket said
+            if exc.cause == TIMED_OUT:  # its own read timeout came first
+                raise SearchFailed(f"vector store {store_id} did not answer within {timeout:g} s") from None
             raise SearchFailed(f"vector store {store_id} is unreachable") from None
         if not reply.ok:
             log.warning("vector store %s search: HTTP %d %s", store_id, reply.status, reply.body[:200])
