@@ -219,12 +219,9 @@ class Emitter:
             opened = self._calls[index] = self._open({"id": new_item_id("mcpr"), **fixed, "arguments": ""})
             opened.call = {"call_id": call_id, "name": name, "arguments": "", "approval": True}
             return
-        if fixed["type"] in SEARCH_CALLS:  # its query is shown when the search ends
-            opened = self._calls[index] = self._open({"id": new_item_id(_ITEM_ID_PREFIXES[fixed["type"]]), **fixed,
-                                                      "status": "in_progress"})
-        else:
-            opened = self._calls[index] = self._open({"id": new_item_id("mcp"), **fixed, "arguments": "",
-                                                      "status": "in_progress"})
+        arguments = {} if fixed["type"] in SEARCH_CALLS else {"arguments": ""}  # a search shows its query at the end
+        opened = self._calls[index] = self._open({"id": new_item_id(_ITEM_ID_PREFIXES.get(fixed["type"], "mcp")),
+                                                  **fixed, **arguments, "status": "in_progress"})
         opened.call = {"call_id": call_id, "name": name, "arguments": ""}
 
     def call_arguments(self, index: int, delta: str) -> None:
@@ -301,11 +298,11 @@ class Emitter:
         item = opened.item
         self._opened.remove(opened)
         base = {"item_id": item["id"], "output_index": opened.index}
-        if item["type"] == "message" and item["content"][0]["type"] == "output_text" and self.citations is not None:
-            for piece in self.citations.flush():  # text held back in case a marker began
-                self._deltas([orjson.dumps(piece)])  # type: ignore[arg-type]
-            self.citations.reset()  # the next text part counts from 0
         if item["type"] == "message" and item["content"][0]["type"] == "output_text":
+            if self.citations is not None:
+                for piece in self.citations.flush():  # text held back in case a marker began
+                    self._deltas([orjson.dumps(piece)])  # type: ignore[arg-type]
+                self.citations.reset()  # the next text part counts from 0
             # The pieces are JSON strings: their insides joined are one JSON string.
             text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))  # type: ignore[misc]
             self.round_text.append(text)
