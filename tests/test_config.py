@@ -56,6 +56,8 @@ def test_postgres_keys_are_lcores_with_its_defaults():
      "byok_rag[0].search_url: must be an http"),
     ({**MINIMAL, "byok_rag": [{"rag_id": "a", "vector_db_id": "vs_a", "search_timeout": 0}]},
      "byok_rag[0].search_timeout"),
+    ({**MINIMAL, "byok_rag": [{"rag_id": "a", "vector_db_id": "vs_a", "search_api_key": "k"}]},
+     "search_api_key needs search_url"),
     ({**MINIMAL, "mcp_servers": [{"name": "a", "url": "http://a"}, {"name": "a", "url": "http://b"}]},
      "names must be unique"),
     ({**MINIMAL, "authentication": {"module": "k8s"}},

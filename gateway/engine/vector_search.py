@@ -1,9 +1,9 @@
 """The file_search executor of the local engine: searches vector stores through the
 OpenAI-compatible `POST /v1/vector_stores/{id}/search`.
 
-Where: a store's `byok_rag` entry may name its own `search_url`; otherwise (and for a
-store a client may name without one, `client_tools.allow_unconfigured_vector_stores`)
-the upstream, with the upstream's API key. Which stores: only those in the request's
+Where: a store's `byok_rag` entry may name its own `search_url` (with its own
+`search_api_key`, if any); otherwise (and for a store a client may name without one,
+`client_tools.allow_unconfigured_vector_stores`) the upstream, with the upstream's API key. Which stores: only those in the request's
 file_search tool, which `tools.py` already restricted to the ones the operator allows.
 
 The stores of a call are searched concurrently, each within its `search_timeout` (30 s
@@ -39,10 +39,10 @@ class FileSearchExecutor:
     def __init__(self, upstream: UpstreamClient, stores: Sequence[ByokRagConfig] = ()):
         self._upstream = upstream
         self._stores = {store.vector_db_id: store for store in stores}
-        # One client per search_url, the connections kept alive like the upstream's.
-        self._clients = {store.search_url: UpstreamClient(LlamaStackConfig(
-            url=store.search_url, timeout=store.search_timeout, max_retries=0, display_name="vector store search"))
-            for store in stores if store.search_url}
+        # One client per search_url and key, the connections kept alive like the upstream's.
+        self._clients = {(store.search_url, store.search_api_key): UpstreamClient(LlamaStackConfig(
+            url=store.search_url, api_key=store.search_api_key, timeout=store.search_timeout, max_retries=0,
+            display_name="vector store search")) for store in stores if store.search_url}
 
     async def start(self) -> None:
         for client in self._clients.values():
@@ -86,7 +86,8 @@ class FileSearchExecutor:
 
     async def _search(self, store_id: str, body: dict[str, Any]) -> list[file_search.Hit]:
         store = self._stores.get(store_id)
-        client = self._clients.get(store.search_url) if store is not None and store.search_url else self._upstream
+        client = self._clients[(store.search_url, store.search_api_key)] if store is not None and store.search_url \
+            else self._upstream
         timeout = store.search_timeout if store is not None else DEFAULT_TIMEOUT
         multiplier = store.score_multiplier if store is not None else 1.0
         path = file_search.SEARCH_PATH.format(quote(store_id, safe=""))

@@ -18,6 +18,7 @@ from tests.support.openai_shapes import replay_through_sdk, validate_response
 from tests.support.vector_store import clear_searches, recorded_searches, start_vector_store
 
 CHAT = "/v1/chat/completions"
+SEARCH_KEY = "vector-s3cret-key"
 PROMPT = "search the manuals for the Falcon launch code"
 INCLUDE = ["file_search_call.results"]
 
@@ -43,7 +44,8 @@ def engine(gateway_factory, chat_upstream, stores):
     near = {"search_url": stores.url}
     return gateway_factory(
         chat_upstream.url, llama_stack={"url": chat_upstream.url, "max_retries": 0, "api": "chat_completions"},
-        byok_rag=[{"rag_id": "manuals", "vector_db_id": "vs_manuals", "score_multiplier": 3.0, **near},
+        byok_rag=[{"rag_id": "manuals", "vector_db_id": "vs_manuals", "score_multiplier": 3.0,
+                   "search_api_key": SEARCH_KEY, **near},
                   {"rag_id": "faq", "vector_db_id": "vs_faq", **near},
                   {"rag_id": "slow", "vector_db_id": "vs_slow", "search_timeout": 1, **near},
                   {"rag_id": "broken", "vector_db_id": "vs_broken", **near}])
@@ -91,9 +93,12 @@ def test_a_search_streams_its_item_then_a_cited_answer(engine, stores):
     streamed = "".join(event["delta"] for event in events if event["type"] == "response.output_text.delta")
     assert streamed == part["text"]
     assert replay_through_sdk(events).output_text == part["text"]
-    searched = recorded_searches(stores)
-    assert sorted(record["store"] for record in searched) == ["vs_faq", "vs_manuals"]
-    assert searched[0]["body"] == {"query": PROMPT, "max_num_results": 10, "rewrite_query": False}
+    searched = {record["store"]: record for record in recorded_searches(stores)}
+    assert sorted(searched) == ["vs_faq", "vs_manuals"]
+    assert searched["vs_faq"]["body"] == {"query": PROMPT, "max_num_results": 10, "rewrite_query": False}
+    # Each store's own key, only to its store (the session checks no client ever saw it).
+    assert searched["vs_manuals"]["headers"]["authorization"] == f"Bearer {SEARCH_KEY}"
+    assert "authorization" not in searched["vs_faq"]["headers"]
 
 
 def test_the_model_reads_the_chunks_with_their_markers(engine, chat_upstream):

@@ -58,15 +58,15 @@ async def test_stores_are_searched_where_configured_and_merged(aiohttp_server):
     executor = await executor_for(str(upstream.make_url("/")), [
         ByokRagConfig(rag_id="up", vector_db_id="vs_up"),
         ByokRagConfig(rag_id="own", vector_db_id="vs_own", search_url=str(own.make_url("")).rstrip("/"),
-                      score_multiplier=5.0)])
+                      search_api_key="own-key", score_multiplier=5.0)])
     result = await executor.execute(call("vs_up", "vs_own", "vs_any", max_num_results=2))
     assert not result.is_error
     assert [(r["file_id"], r["score"]) for r in result.fields["results"]] == [("file-o", 2.0), ("file-u", 1.0)]
     assert result.citations == {"file-o": "file-o.txt", "file-u": "file-u.txt"}
-    # The upstream's stores carry its API key; a store's own search_url does not get it.
+    # The upstream's stores carry its API key; a store's own search_url gets its own key.
     assert sorted((store, auth) for store, auth, _ in seen_upstream) == [("vs_any", "Bearer upstream-key"),
                                                                          ("vs_up", "Bearer upstream-key")]
-    assert [(store, auth) for store, auth, _ in seen_own] == [("vs_own", None)]
+    assert [(store, auth) for store, auth, _ in seen_own] == [("vs_own", "Bearer own-key")]
     assert seen_own[0][2] == {"query": "falcon code", "max_num_results": 2, "rewrite_query": False}
     await executor.close()
 
