@@ -177,3 +177,14 @@ def test_the_next_turn_reads_the_search_again_and_may_cite_it(engine, chat_upstr
     assert [message["role"] for message in messages] == ["user", "assistant", "tool", "assistant", "user"]
     assert messages[1]["tool_calls"][0]["function"] == {"name": "file_search", "arguments": f'{{"query":"{PROMPT}"}}'}
     assert "[1] <|file-f1|> faq.md (score 2)" in messages[2]["content"]
+
+
+def test_a_function_named_file_search_beside_it_is_a_422(engine, chat_upstream):
+    chat_upstream.clear()
+    reply = engine.post("/v1/responses", {"input": PROMPT, "tools": [
+        tool("faq"), {"type": "function", "name": "file_search", "parameters": {"type": "object"}}]})
+    assert reply.status == 422, reply.body
+    body = reply.json()
+    assert body["error"]["param"] == "tools" and body["error"]["code"] == "unsupported_by_engine"
+    assert "file_search" in body["detail"]["cause"]
+    assert chat_upstream.requests(CHAT) == []
