@@ -19,6 +19,9 @@ Allowed differences, each with its reason (besides those of test_engine_parity.p
   and a run of `output_text.delta` events counts as one (their number follows the text).
 - `filename` in results: Llama Stack puts the file id there; the engine the file's name
   (what the search API answered, and what OpenAI shows).
+- `queries` in `output_item.added`: `[]` on the engine's side (the item is announced
+  when the call begins, before its arguments are complete); Llama Stack announces it
+  after the arguments, with the query. Items are compared by type, so this is not seen.
 """
 
 from __future__ import annotations
