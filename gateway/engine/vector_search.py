@@ -38,7 +38,9 @@ class SearchFailed(Exception):
 class FileSearchExecutor:
     def __init__(self, upstream: UpstreamClient, stores: Sequence[ByokRagConfig] = ()):
         self._upstream = upstream
-        self._stores = {store.vector_db_id: store for store in stores}
+        self._stores: dict[str, ByokRagConfig] = {}
+        for store in stores:  # a store in two entries: the first one says how to search it
+            self._stores.setdefault(store.vector_db_id, store)
         # One client per search_url and key, the connections kept alive like the upstream's.
         self._clients = {(store.search_url, store.search_api_key): UpstreamClient(LlamaStackConfig(
             url=store.search_url, api_key=store.search_api_key, timeout=store.search_timeout, max_retries=0,

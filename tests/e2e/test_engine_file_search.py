@@ -15,6 +15,7 @@ import pytest
 from gateway.engine import file_search
 from tests.support.flows import checked, kinds
 from tests.support.openai_shapes import replay_through_sdk, validate_response
+from tests.support.raw_client import open_stream, read_until, reset, wait_until
 from tests.support.vector_store import clear_searches, recorded_searches, start_vector_store
 
 CHAT = "/v1/chat/completions"
@@ -48,6 +49,7 @@ def engine(gateway_factory, chat_upstream, stores):
                    "search_api_key": SEARCH_KEY, **near},
                   {"rag_id": "faq", "vector_db_id": "vs_faq", **near},
                   {"rag_id": "slow", "vector_db_id": "vs_slow", "search_timeout": 1, **near},
+                  {"rag_id": "patient", "vector_db_id": "vs_slow_patient", "search_timeout": 30, **near},
                   {"rag_id": "broken", "vector_db_id": "vs_broken", **near}])
 
 
@@ -188,3 +190,14 @@ def test_a_function_named_file_search_beside_it_is_a_422(engine, chat_upstream):
     assert body["error"]["param"] == "tools" and body["error"]["code"] == "unsupported_by_engine"
     assert "file_search" in body["detail"]["cause"]
     assert chat_upstream.requests(CHAT) == []
+
+
+def test_a_client_that_goes_away_cancels_the_search(engine, stores):
+    clear_searches(stores)
+    sock = open_stream(engine.direct_port, {"input": PROMPT, "tools": [tool("patient")]})
+    head, seen = read_until(sock, b"response.file_search_call.searching")
+    assert seen, head
+    reset(sock)
+    # The search request is abandoned at once, long before the store would answer (10 s).
+    wait_until(lambda: any(record.get("cancelled") for record in recorded_searches(stores)),
+               "the search to be cancelled", timeout=8)

@@ -58,7 +58,8 @@ async def test_stores_are_searched_where_configured_and_merged(aiohttp_server):
     executor = await executor_for(str(upstream.make_url("/")), [
         ByokRagConfig(rag_id="up", vector_db_id="vs_up"),
         ByokRagConfig(rag_id="own", vector_db_id="vs_own", search_url=str(own.make_url("")).rstrip("/"),
-                      search_api_key="own-key", score_multiplier=5.0)])
+                      search_api_key="own-key", score_multiplier=5.0),
+        ByokRagConfig(rag_id="up-again", vector_db_id="vs_up", score_multiplier=100.0)])  # the first entry rules
     result = await executor.execute(call("vs_up", "vs_own", "vs_any", max_num_results=2))
     assert not result.is_error
     assert [(r["file_id"], r["score"]) for r in result.fields["results"]] == [("file-o", 2.0), ("file-u", 1.0)]

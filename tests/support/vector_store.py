@@ -8,7 +8,8 @@ Stores (fixed documents, one chunk each):
   * ``vs_manuals``: ``file-m1`` manual.txt (the Falcon launch code), ``file-m2``
     ``handbuch.txt`` (German, attribute ``lang: de``);
   * ``vs_faq``: ``file-f1`` faq.md (when Falcon ships), ``file-f2`` mascot.md;
-  * ``vs_slow``: answers after 10 s (timeouts);
+  * ``vs_slow``, ``vs_slow_*``: answer HTTP 404 after 10 s (timeouts); a search the
+    client gives up on first is recorded with ``"cancelled": true``;
   * ``vs_broken``: answers HTTP 500;
   * any other id: HTTP 404, as OpenAI and Llama Stack answer for a store they lack.
 
@@ -87,9 +88,14 @@ def build_app() -> web.Application:
     async def handle_search(request: web.Request) -> web.Response:
         store = request.match_info["store"]
         body = await request.json()
-        records.append({"store": store, "body": body, "headers": {k.lower(): v for k, v in request.headers.items()}})
-        if store == "vs_slow":
-            await asyncio.sleep(10)
+        record = {"store": store, "body": body, "headers": {k.lower(): v for k, v in request.headers.items()}}
+        records.append(record)
+        if store.startswith("vs_slow"):
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:  # the client closed the connection
+                record["cancelled"] = True
+                raise
         if store == "vs_broken":
             return web.json_response({"error": {"message": "index corrupted"}}, status=500)
         if store not in STORES:
@@ -116,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
     print(f"vector store server listening on http://127.0.0.1:{args.port}", flush=True)
-    web.run_app(build_app(), host="127.0.0.1", port=args.port, print=None)
+    # handler_cancellation: a client that goes away cancels its search (recorded).
+    web.run_app(build_app(), host="127.0.0.1", port=args.port, print=None, handler_cancellation=True)
 
 
 # Helpers for tests (run in the test process, not in the server).
