@@ -13,6 +13,7 @@ from gateway.engine.backend import LocalEngine
 from gateway.engine.executor import ToolExecutor
 from gateway.engine.guardrails import Moderation
 from gateway.engine.mcp import McpExecutor
+from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
 from gateway.http import authorized, health, responses, root
@@ -45,7 +46,7 @@ async def build_services(config: Configuration) -> Services:
     writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
     tools = ConfiguredTools(config)
-    executors: list[ToolExecutor] = [McpExecutor()]
+    executors: list[ToolExecutor] = [McpExecutor(), FileSearchExecutor(upstream, config.byok_rag)]
     if config.web_search is not None:
         executors.append(WebSearchExecutor(config.web_search))
     engine = LocalEngine(upstream, ResponseStore(db), config.inference, executors, config.mcp_servers,

@@ -168,7 +168,27 @@ class ByokRagConfig(Strict):
     embedding_model: str | None = None
     embedding_dimension: int | None = None
     db_path: str | None = None
-    score_multiplier: float = 1.0
+    # Weighs this store's scores against other stores' when file_search merges results
+    # (the ranking uses score × score_multiplier).
+    score_multiplier: float = Field(1.0, ge=0)
+    # Ours (engine mode). The base URL of the OpenAI-compatible vector store API that
+    # holds this store (`POST <search_url>/v1/vector_stores/<vector_db_id>/search`);
+    # unset: the upstream (`llama_stack.url`, with its api_key).
+    search_url: str | None = None
+    # Ours (engine mode). Sent to `search_url` as `Authorization: Bearer <key>` (use
+    # `${env.VAR}`); never to the client or the model.
+    search_api_key: str | None = None
+    # Ours (engine mode). Seconds one search of this store may take before the model is
+    # told it failed.
+    search_timeout: float = Field(30, gt=0)
+
+    _search_url_shape = field_validator("search_url")(lambda cls, value: value if value is None else _http_url(value))
+
+    @model_validator(mode="after")
+    def _key_needs_url(self) -> "ByokRagConfig":
+        if self.search_api_key and not self.search_url:
+            raise ValueError("search_api_key needs search_url (searches on the upstream use llama_stack.api_key)")
+        return self
 
 
 class ClientToolsConfig(Strict):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Seque
 
 from gateway.config import InferenceConfig, McpServerConfig
 from gateway.destinations import DestinationPolicy
-from gateway.engine import translate
+from gateway.engine import file_search, translate
 from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
@@ -131,6 +131,7 @@ class LocalEngine:
         scrub_tool_echo(echo, self._mcp_labels)  # never the credentials the gateway attached
         response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, echo["tools"])
         emitter = Emitter(response)
+        file_search.offer(tools, body.get("include"), plan, emitter, history)
         mcp = [tool for tool in tools if tool.get("type") == "mcp"]
         approvals = approvals_of(inputs, history, tools)  # a 422 before anything runs
         for web in web_search_tools(tools)[:1]:  # one search tool is all the model needs

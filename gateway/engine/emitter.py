@@ -16,18 +16,18 @@ from typing import Any
 
 import orjson
 
-from gateway.engine.citations import Citations
+from gateway.engine.citations import CitationFilter, Citations
 from gateway.schema.ids import new_item_id
 from gateway.streaming.events import Event, Framed
 
+# Server-side calls with OpenAI's search lifecycle: no argument events, then
+# `….in_progress` and `….searching` before they run, `….completed` when they end (the
+# `openai` types have no `failed` event for them: a failure is the item's status).
+SEARCH_CALLS = frozenset({"file_search_call", "web_search_call"})
+_ITEM_ID_PREFIXES = {"file_search_call": "fs", "web_search_call": "ws"}
+
 TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.incomplete",
                   "failed": "response.failed", "requires_action": "response.requires_action"}
-# Server-side call items: their id prefixes; which stream their arguments as events
-# (the `openai` types have none for a search's); which say `….searching` once running
-# and have no `….failed` event (a failed one is only its item's status).
-_CALL_PREFIXES = {"mcp_call": "mcp", "web_search_call": "ws"}
-_ARGUMENT_EVENTS = frozenset({"function_call", "mcp_call"})
-_SEARCH_CALLS = frozenset({"web_search_call"})
 
 
 def new_response(response_id: str, model: str, body: dict[str, Any], previous_response_id: str | None,
@@ -69,7 +69,7 @@ class _Open:
 
 class Emitter:
     __slots__ = ("response", "_events", "_next", "_message", "_reasoning", "_calls", "_opened", "round_text",
-                 "call_items", "_running", "citations")
+                 "call_items", "_running", "citations", "sources")
 
     def __init__(self, response: dict[str, Any]):
         self.response = response
@@ -84,7 +84,9 @@ class Emitter:
         # they run (an `mcp_call`): name → the item's fixed fields.
         self.call_items: dict[str, dict[str, Any]] = {}
         self._running: dict[str, _Open] = {}    # such calls between their arguments and their result
-        self.citations: Citations | None = None  # sources a tool numbered: annotations on the answer
+        # Set once a search found files the answer may cite: the answer's citation
+        # markers become annotations (citations.py).
+        self.citations: CitationFilter | None = None
 
     @property
     def started(self) -> bool:
@@ -133,6 +135,16 @@ class Emitter:
         literals = [literal for literal in literals if literal != b'""']
         if not literals:
             return
+        if self.citations is not None:  # decoded: markers are cut out, annotations added
+            for piece in self.citations.feed("".join([orjson.loads(literal) for literal in literals])):
+                if isinstance(piece, str):
+                    self._deltas([orjson.dumps(piece)])
+                else:
+                    self._annotate(piece)
+            return
+        self._deltas(literals)
+
+    def _deltas(self, literals: list[bytes]) -> None:
         message = self._message_for("output_text")
         message.text += literals
         head = message.head
@@ -144,6 +156,21 @@ class Emitter:
         self._next = number + len(literals)
         self._events += [Framed("response.output_text.delta", b"%s%s,\"sequence_number\":%d}\n\n" % (head, literal, n), n)
                          for n, literal in enumerate(literals, number)]
+
+    def cite(self, files: dict[str, str]) -> None:
+        """Files the answer may cite from now on (file id → filename)."""
+        if self.citations is None:
+            self.citations = CitationFilter(dict(files))
+        else:
+            self.citations.files.update(files)
+
+    def _annotate(self, annotation: dict[str, Any]) -> None:
+        message = self._message_for("output_text")
+        annotations = message.item["content"][0]["annotations"]
+        annotations.append(annotation)
+        self._emit({"type": "response.output_text.annotation.added", "item_id": message.item["id"],
+                    "output_index": message.index, "content_index": 0, "annotation_index": len(annotations) - 1,
+                    "annotation": dict(annotation)})
 
     def refusal(self, delta: str) -> None:
         message = self._message_for("refusal")
@@ -192,18 +219,17 @@ class Emitter:
             opened = self._calls[index] = self._open({"id": new_item_id("mcpr"), **fixed, "arguments": ""})
             opened.call = {"call_id": call_id, "name": name, "arguments": "", "approval": True}
             return
-        item = {"id": new_item_id(_CALL_PREFIXES[fixed["type"]]), **fixed, "status": "in_progress"}
-        if fixed["type"] in _ARGUMENT_EVENTS:
-            item["arguments"] = ""
-        opened = self._calls[index] = self._open(item)
+        arguments = {} if fixed["type"] in SEARCH_CALLS else {"arguments": ""}  # a search shows its query at the end
+        opened = self._calls[index] = self._open({"id": new_item_id(_ITEM_ID_PREFIXES.get(fixed["type"], "mcp")),
+                                                  **fixed, **arguments, "status": "in_progress"})
         opened.call = {"call_id": call_id, "name": name, "arguments": ""}
 
     def call_arguments(self, index: int, delta: str) -> None:
         call = self._calls[index]
         call.text.append(delta)
+        if call.call is not None and (call.call.get("approval") or call.item["type"] in SEARCH_CALLS):
+            return  # the openai types have no argument events for these
         kind = "function_call" if call.call is None else call.item["type"]
-        if kind not in _ARGUMENT_EVENTS or call.call is not None and call.call.get("approval"):
-            return  # the openai types have no argument events for an approval request or a search
         self._emit({"type": f"response.{kind}_arguments.delta", "item_id": call.item["id"],
                     "output_index": call.index, "delta": delta})
 
@@ -214,13 +240,11 @@ class Emitter:
         if opened is None:
             return False
         item = opened.item
-        if item["type"] in _SEARCH_CALLS:  # its type has no `error`: a failed search is its status
-            fields = {key: value for key, value in fields.items() if key != "error"}
-        item.update(fields)
+        search = item["type"] in SEARCH_CALLS
+        item.update({key: value for key, value in fields.items() if not search or key in item})
         item["status"] = "failed" if failed else "completed"
         base = {"item_id": item["id"], "output_index": opened.index}
-        if not (failed and item["type"] in _SEARCH_CALLS):
-            self._emit({"type": f"response.{item['type']}.{item['status']}", **base})
+        self._emit({"type": f"response.{item['type']}.{'completed' if search else item['status']}", **base})
         self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
         return True
 
@@ -275,6 +299,10 @@ class Emitter:
         self._opened.remove(opened)
         base = {"item_id": item["id"], "output_index": opened.index}
         if item["type"] == "message" and item["content"][0]["type"] == "output_text":
+            if self.citations is not None:
+                for piece in self.citations.flush():  # text held back in case a marker began
+                    self._deltas([orjson.dumps(piece)])  # type: ignore[arg-type]
+                self.citations.reset()  # the next text part counts from 0
             # The pieces are JSON strings: their insides joined are one JSON string.
             text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))  # type: ignore[misc]
             self.round_text.append(text)
@@ -284,8 +312,8 @@ class Emitter:
             part = item["content"][0]
             if part["type"] == "output_text":
                 part["text"] = text
-                if self.citations is not None:
-                    self._annotate(part, base)
+                if self.sources is not None:
+                    self._annotate_sources(part, base)
                 self._emit({"type": "response.output_text.done", **base, "content_index": 0, "text": text,
                             "logprobs": []})
             else:
@@ -305,24 +333,26 @@ class Emitter:
                         "arguments": text})
         elif opened.call is not None and opened.call.get("approval"):
             item["arguments"] = opened.call["arguments"] = text
-        elif opened.call is not None and item.get("status") == "in_progress":
+        elif opened.call is not None and item["type"] in SEARCH_CALLS and item.get("status") == "in_progress":
             opened.call["arguments"] = text
-            if item["type"] in _ARGUMENT_EVENTS:
-                item["arguments"] = text
-                self._emit({"type": f"response.{item['type']}_arguments.done", **base, "arguments": text})
             self._emit({"type": f"response.{item['type']}.in_progress", **base})
-            if item["type"] in _SEARCH_CALLS:  # it runs as soon as the round ends
-                self._emit({"type": f"response.{item['type']}.searching", **base})
+            self._emit({"type": f"response.{item['type']}.searching", **base})
+            self._running[opened.call["call_id"]] = opened
+            return
+        elif opened.call is not None and item.get("status") == "in_progress":
+            item["arguments"] = opened.call["arguments"] = text
+            self._emit({"type": f"response.{item['type']}_arguments.done", **base, "arguments": text})
+            self._emit({"type": f"response.{item['type']}.in_progress", **base})
             self._running[opened.call["call_id"]] = opened
             return
         if "status" in item and item["status"] == "in_progress":
             item["status"] = "completed"
         self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
 
-    def _annotate(self, part: dict[str, Any], base: dict[str, Any]) -> None:
-        """The answer's citation markers as annotations, each with its event."""
-        assert self.citations is not None
-        found = self.citations.annotations(part["text"])
+    def _annotate_sources(self, part: dict[str, Any], base: dict[str, Any]) -> None:
+        """The answer's markers of web sources as annotations, each with its event."""
+        assert self.sources is not None
+        found = self.sources.annotations(part["text"])
         # A new list: `content_part.added` may still hold the old one, unserialised.
         part["annotations"] = [*part["annotations"], *found]
         for index, annotation in enumerate(found, len(part["annotations"]) - len(found)):

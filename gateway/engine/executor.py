@@ -27,6 +27,9 @@ class ToolResult:
     # own (an `mcp_call`, see `Emitter.call_items`), which gets `fields` instead.
     items: list[dict[str, Any]] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)  # e.g. the mcp_call's `output` or `error`
+    # Files the answer may cite (file id → filename): its citation markers become
+    # `file_citation` annotations (file_search).
+    citations: dict[str, str] = field(default_factory=dict)
 
 
 class ToolExecutor(Protocol):

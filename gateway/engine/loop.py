@@ -144,6 +144,8 @@ class Loop:
             yield emitter.take()  # the calls' in_progress events before they run
             results, tool_calls = await self._execute(plan, calls, tool_calls)
             for call, result in zip(calls, results):
+                if result.citations:
+                    emitter.cite(result.citations)
                 if not emitter.call_done(call["call_id"], result.fields, result.is_error):
                     # No item of its own (an mcp_call's shows the result): an output item.
                     for item in result.items or [_output_item(call, result)]:

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
+from gateway.engine import file_search
 from gateway.schema.errors import ApiError, invalid_attribute
 from gateway.schema.responses_tools import WEB_SEARCH_TYPES
 
@@ -87,10 +88,11 @@ def to_messages(items: Iterable[dict[str, Any]], instructions: str | None = None
             pending_calls = None
             continue
         if kind == "file_search_call":
+            # As the model read it: the chunks with their citation markers.
             call_id = str(item.get("id"))
-            calls().append(_tool_call(call_id, "file_search", {"queries": item.get("queries") or []}))
-            messages.append({"role": "tool", "tool_call_id": call_id,
-                             "content": orjson.dumps(item.get("results") or []).decode()})
+            query = " ".join(str(query) for query in item.get("queries") or ())
+            calls().append(_tool_call(call_id, file_search.NAME, {"query": query}))
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": file_search.history_text(item)})
             pending_calls = None
             continue
         if kind == "web_search_call":  # an earlier search: the call, and where it looked
@@ -195,20 +197,26 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
 
 
 # Tool types the engine runs itself: their tools reach the model once listed
-# (`mcp_tools.py`) or offered (`web_search.py`), not from the request.
-SERVER_TOOLS = frozenset({"mcp", *WEB_SEARCH_TYPES})
+# (`mcp_tools.py`) or as the function that stands for them (`file_search.offer`,
+# `web_search.py`, which renames it on a clash), not from the request.
+SERVER_TOOLS = frozenset({"mcp", "file_search", *WEB_SEARCH_TYPES})
 
 
 def chat_tools(tools: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Function tools in Chat Completions' nested form (`strict` kept). MCP tools are
     listed by the engine; other tool types need an executor this version lacks."""
     out = []
-    for tool in tools or ():
+    tools = list(tools or ())
+    searches = any(tool.get("type") == "file_search" for tool in tools)
+    for tool in tools:
         if tool.get("type") in SERVER_TOOLS:
             continue
         if tool.get("type") != "function":
             raise unsupported(f"Tools of type {tool.get('type')!r} are not supported by the local engine "
-                                   "yet (function, mcp and web_search tools only)", param="tools")
+                                   "yet (function, mcp, file_search and web_search tools only)", param="tools")
+        if searches and tool.get("name") == file_search.NAME:
+            raise unsupported(f"A function tool named {file_search.NAME!r} cannot be sent with a file_search tool: "
+                              "the model calls file_search by that name", param="tools")
         function: dict[str, Any] = {"name": tool.get("name")}
         for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:
@@ -229,9 +237,12 @@ def tool_choice(choice: Any) -> tuple[Any, frozenset[str] | None]:
             return {"type": "function", "function": {"name": choice["name"]}}, None
         if kind in WEB_SEARCH_TYPES:  # the function web_search.py offers (renamed there on a clash)
             return {"type": "function", "function": {"name": "web_search"}}, None
+        if kind == "file_search":  # the hosted tool, forced: the function that stands for it
+            return {"type": "function", "function": {"name": file_search.NAME}}, None
         if kind == "allowed_tools":
-            names = frozenset(str(tool.get("name")) for tool in choice.get("tools") or ()
-                              if isinstance(tool, dict) and tool.get("type") == "function")
+            names = frozenset(str(tool.get("name")) if tool.get("type") == "function" else file_search.NAME
+                              for tool in choice.get("tools") or ()
+                              if isinstance(tool, dict) and tool.get("type") in ("function", "file_search"))
             return ("required" if choice.get("mode") == "required" else "auto"), names
     raise unsupported(f"tool_choice {choice!r} is not supported by the local engine", param="tool_choice")
 

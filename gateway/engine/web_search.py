@@ -133,7 +133,7 @@ def offer_web_search(tool: dict[str, Any], body: dict[str, Any], plan: Plan, emi
     if plan.allowed is not None and isinstance(choice, dict) and any(  # `allowed_tools` naming the search
             isinstance(entry, dict) and entry.get("type") in WEB_SEARCH_TYPES for entry in choice.get("tools") or ()):
         plan.allowed = plan.allowed | {name}
-    citations = emitter.citations = emitter.citations or Citations()
+    citations = emitter.sources = emitter.sources or Citations()
     plan.tools[name] = {"type": TOOL_TYPE, "name": name, "request": tool, "citations": citations,
                         "include_sources": isinstance(include, list) and SOURCES_INCLUDE in include}
     plan.chat.setdefault("tools", []).append({"type": "function", "function": {"name": name, **FUNCTION}})

@@ -30,6 +30,8 @@ log = logging.getLogger("gateway.upstream")
 # buffers, and after a burst 30 s kept them all. Under steady load a connection is
 # reused well within it (Llama Stack's uvicorn keeps an idle connection for 5 s).
 KEEPALIVE_S = 3.0
+# The cause of the 503 for an upstream that did not answer in time (the OpenAI client's words).
+TIMED_OUT = "Request timed out."
 
 
 @dataclass
@@ -140,7 +142,7 @@ class UpstreamClient:
         """LCORE's 503 (`Connection error.`, or `Request timed out.` as the OpenAI client
         says); what the socket said goes to the log, not to the client."""
         log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
-        cause = "Request timed out." if isinstance(exc, ReadTimeout) else "Connection error."
+        cause = TIMED_OUT if isinstance(exc, ReadTimeout) else "Connection error."
         return upstream_unavailable(self.display_name, cause)
 
 

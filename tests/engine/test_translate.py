@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine import translate
+from gateway.engine import file_search, translate
 from gateway.schema.errors import ApiError
 
 USER_HI = {"role": "user", "content": "hi"}
@@ -65,10 +65,21 @@ MESSAGES = [
          {"id": "mcp_2", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
       {"role": "tool", "tool_call_id": "mcp_2", "content": "Error: boom"}]),
     ("earlier file search", [{"type": "file_search_call", "id": "fs_1", "queries": ["q"], "status": "completed",
-                              "results": [{"text": "hit"}]}], None,
+                              "results": [{"file_id": "file-1", "filename": "a.txt", "score": 2.0, "text": "hit"}]}],
+     None,
      [{"role": "assistant", "content": None, "tool_calls": [
-         {"id": "fs_1", "type": "function", "function": {"name": "file_search", "arguments": '{"queries":["q"]}'}}]},
-      {"role": "tool", "tool_call_id": "fs_1", "content": '[{"text":"hit"}]'}]),
+         {"id": "fs_1", "type": "function", "function": {"name": "file_search", "arguments": '{"query":"q"}'}}]},
+      {"role": "tool", "tool_call_id": "fs_1", "content": 'file_search found 1 chunks for "q".\n'
+                                                          '[1] <|file-1|> a.txt (score 2)\nhit\n'
+                                                          'Use these results only to answer the query. '
+                                                          + file_search.CITE_INSTRUCTION}]),
+    ("earlier file search without its results", [{"type": "file_search_call", "id": "fs_1", "queries": ["q"],
+                                                  "status": "completed", "results": None}], None,
+     [{"role": "assistant", "content": None, "tool_calls": [
+         {"id": "fs_1", "type": "function", "function": {"name": "file_search", "arguments": '{"query":"q"}'}}]},
+      {"role": "tool", "tool_call_id": "fs_1", "content": 'file_search ran for ["q"]; its results were not kept '
+                                                          '(the request did not include file_search_call.results). '
+                                                          'Search again if they are needed.'}]),
     ("earlier web search", [{"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {
         "type": "search", "query": "q", "sources": [{"type": "url", "url": "https://a/"}]}}], None,
      [{"role": "assistant", "content": None, "tool_calls": [
@@ -106,12 +117,14 @@ REFUSED = [
     ("image by file id", {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]},
      "input"),
     ("stored prompt", {"input": "hi", "prompt": {"id": "pmpt_1"}}, "prompt"),
-    ("file_search tool", {"input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
-     "tools"),
+    ("web_search tool", {"input": "hi", "tools": [{"type": "web_search"}]}, "tools"),
+    ("function named file_search beside file_search", {"input": "hi", "tools": [
+        {"type": "file_search", "vector_store_ids": ["vs_1"]},
+        {"type": "function", "name": "file_search", "parameters": {}}]}, "tools"),
     ("unknown item", {"input": [{"type": "computer_call", "id": "c"}]}, "input"),
     ("image in system", {"input": [{"role": "system", "content": [{"type": "input_image",
                                                                    "image_url": "http://x"}]}]}, "input"),
-    ("hosted tool_choice", {"input": "hi", "tool_choice": {"type": "file_search"}}, "tool_choice"),
+    ("hosted tool_choice", {"input": "hi", "tool_choice": {"type": "web_search"}}, "tool_choice"),
     ("text format grammar", {"input": "hi", "text": {"format": {"type": "grammar"}}}, "text"),
 ]
 
@@ -135,6 +148,9 @@ TOOL_CHOICES = [
     ({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "a"},
                                                          {"type": "function", "name": "b"}]}, "auto",
      frozenset({"a", "b"})),
+    ({"type": "file_search"}, {"type": "function", "function": {"name": "file_search"}}, None),
+    ({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "file_search"}]}, "auto",
+     frozenset({"file_search"})),
 ]
 
 

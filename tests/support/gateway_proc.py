@@ -118,7 +118,8 @@ class Gateway(Endpoint):
         """Credentials in the gateway's configuration: the upstream API key, the
         api-key-token keys, every value of an MCP header read from a file (and its bare
         token), the gateway's own Kubernetes service-account token (`k8s_token_path`),
-        the PostgreSQL password, and the web search and moderation endpoints' keys."""
+        the PostgreSQL password, the vector stores' `search_api_key`s, and the web search and
+        moderation endpoints' keys."""
         config = yaml.safe_load(self.config_path.read_text())
         found = {config.get("llama_stack", {}).get("api_key") or ""}
         authentication = config.get("authentication") or {}
@@ -132,6 +133,7 @@ class Gateway(Endpoint):
         token_path = authentication.get("k8s_token_path")
         if token_path and Path(token_path).is_file():
             found.add(Path(token_path).read_text().strip())
+        found |= {store.get("search_api_key") or "" for store in config.get("byok_rag") or []}
         for server in config.get("mcp_servers") or []:
             for source in (server.get("authorization_headers") or {}).values():
                 path = Path(source)
