@@ -87,6 +87,7 @@ class Emitter:
         # Set once a search found files the answer may cite: the answer's citation
         # markers become annotations (citations.py).
         self.citations: CitationFilter | None = None
+        self.sources: Citations | None = None  # sources web_search numbered: annotations on the answer
 
     @property
     def started(self) -> bool:

@@ -197,6 +197,9 @@ def test_a_client_that_goes_away_cancels_the_search(engine, stores):
     sock = open_stream(engine.direct_port, {"input": PROMPT, "tools": [tool("patient")]})
     head, seen = read_until(sock, b"response.file_search_call.searching")
     assert seen, head
+    # `searching` is emitted before the request is sent: leave once the store has it.
+    wait_until(lambda: any(record["store"].startswith("vs_slow") for record in recorded_searches(stores)),
+               "the search to reach the store", timeout=8)
     reset(sock)
     # The search request is abandoned at once, long before the store would answer (10 s).
     wait_until(lambda: any(record.get("cancelled") for record in recorded_searches(stores)),

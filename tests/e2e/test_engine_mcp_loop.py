@@ -93,6 +93,10 @@ def test_a_client_that_goes_away_cancels_the_running_call(engine, slow):
     sock = open_stream(engine.direct_port, {"input": "Use the sleep tool for 20 seconds", "tools": [mcp("slow")]})
     head, seen = read_until(sock, b"response.mcp_call.in_progress")
     assert seen, head
+    # The call must have reached the server (in_progress is emitted before its session
+    # is open): leaving earlier cancels it before there is anything to cancel.
+    wait_until(lambda: any('"tools/call"' in r["body"] for r in recorded_requests(slow)),
+               "the MCP call to reach the server", timeout=10)
     reset(sock)
     # The call is cancelled at once (MCP's notifications/cancelled), long before the
     # tool would answer.

@@ -117,14 +117,14 @@ REFUSED = [
     ("image by file id", {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]},
      "input"),
     ("stored prompt", {"input": "hi", "prompt": {"id": "pmpt_1"}}, "prompt"),
-    ("web_search tool", {"input": "hi", "tools": [{"type": "web_search"}]}, "tools"),
+    ("code_interpreter tool", {"input": "hi", "tools": [{"type": "code_interpreter", "container": "auto"}]}, "tools"),
     ("function named file_search beside file_search", {"input": "hi", "tools": [
         {"type": "file_search", "vector_store_ids": ["vs_1"]},
         {"type": "function", "name": "file_search", "parameters": {}}]}, "tools"),
     ("unknown item", {"input": [{"type": "computer_call", "id": "c"}]}, "input"),
     ("image in system", {"input": [{"role": "system", "content": [{"type": "input_image",
                                                                    "image_url": "http://x"}]}]}, "input"),
-    ("hosted tool_choice", {"input": "hi", "tool_choice": {"type": "web_search"}}, "tool_choice"),
+    ("hosted tool_choice", {"input": "hi", "tool_choice": {"type": "code_interpreter"}}, "tool_choice"),
     ("text format grammar", {"input": "hi", "text": {"format": {"type": "grammar"}}}, "text"),
 ]
 

@@ -48,7 +48,7 @@ def test_a_search_call_item_through_the_emitter():
     assert list(plan.tools) == ["web_search", "web__web_search"]
     assert plan.tools["web__web_search"]["include_sources"] is True
     assert plan.tool_choice == {"type": "function", "function": {"name": "web__web_search"}}  # forced, renamed
-    assert isinstance(emitter.citations, Citations)
+    assert isinstance(emitter.sources, Citations)
     emitter.start()
     emitter.call_started(0, "call_1", "web__web_search")
     emitter.call_arguments(0, '{"query": ')
