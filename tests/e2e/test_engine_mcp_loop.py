@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.flows import checked, kinds
 from tests.support.gateway_proc import parse_sse
-from tests.support.mcp_server import recorded_requests, running_mcp_server
+from tests.support.mcp_server import clear_recorded_requests, recorded_requests, running_mcp_server
 from tests.support.raw_client import open_stream, read_until, reset, wait_until
 
 
@@ -103,13 +103,11 @@ def test_a_client_that_goes_away_cancels_the_running_call(engine, slow):
 
 
 def test_cancelling_a_background_response_stops_its_running_call(engine, slow):
+    clear_recorded_requests(slow)
     body = engine.post("/v1/responses", {"input": "Use the sleep tool for 20 seconds", "tools": [mcp("slow")],
                                          "background": True}).ok()
 
-    def call_running() -> bool:
-        output = engine.get(f"/v1/responses/{body['id']}").ok()["output"]
-        return any(item["type"] == "mcp_call" for item in output)
-    wait_until(call_running, "the MCP call to start")
+    wait_until(lambda: any("tools/call" in r["body"] for r in recorded_requests(slow)), "the MCP call to start")
     cancelled = engine.post(f"/v1/responses/{body['id']}/cancel").ok()
     assert cancelled["status"] == "cancelled"
     # The loop stopped: the call was cancelled (MCP's notifications/cancelled), no
