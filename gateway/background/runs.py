@@ -63,16 +63,18 @@ def cancelled_event(response: dict[str, Any], batches: list[bytes]) -> Event:
     return Event.build({"type": "response.incomplete", "sequence_number": 0, "response": final})
 
 
-def interrupted_event(response: dict[str, Any], batches: list[bytes]) -> Event:
-    """How a response the gateway stopped running ends (a shutdown, or a runner that
-    was lost: see `BackgroundWatch`): `response.failed` with the output so far."""
+def interrupted_event(response: dict[str, Any], batches: list[bytes], message: str | None = None) -> Event:
+    """How a response the gateway stopped running ends (a shutdown, a runner that was
+    lost: see `BackgroundWatch`, or a fault of ours): `response.failed` with the output
+    so far."""
     final = progress(response, batches)
-    final.update(status="failed", incomplete_details=None, error=INTERRUPTED)
+    final.update(status="failed", incomplete_details=None, error={"code": "server_error",
+                                                                  "message": message or INTERRUPTED})
     return Event.build({"type": "response.failed", "sequence_number": 0, "response": final})
 
 
-INTERRUPTED = {"code": "server_error",
-               "message": "The gateway stopped before this background response was done; create it again."}
+INTERRUPTED = "The gateway stopped before this background response was done; create it again."
+UNEXPECTED = "An unexpected error occurred while processing the request."
 
 
 class Run:
@@ -86,7 +88,7 @@ class Run:
         self.next_seq = 0
         self.done = False
         self.ending = False
-        self.stopping = False   # cancelled by a shutdown, not by a client
+        self.stopping: str | None = None   # why it ends failed (a shutdown, a fault), not cancelled
         self.opened: asyncio.Future = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task | None = None
         self._store = store
@@ -220,6 +222,12 @@ class BackgroundRuns:
             log.exception("background response %s failed", run.id)
             if not run.opened.done():
                 run.opened.set_exception(exc)
+            elif not run.ending:
+                run.stopping = UNEXPECTED
+                try:
+                    await asyncio.shield(self._cancelled(run, rewriter))
+                except Exception:  # the database is gone too: the next start-up fails it
+                    log.exception("ending background response %s failed", run.id)
         finally:
             pipeline.finish(turn)
             run.finished()
@@ -239,7 +247,8 @@ class BackgroundRuns:
         run.ending = True
         assert run.response is not None
         batches = [frames for _, frames in run.batches]
-        event = (interrupted_event if run.stopping else cancelled_event)(run.response, batches)
+        event = interrupted_event(run.response, batches, run.stopping) if run.stopping \
+            else cancelled_event(run.response, batches)
         run.turn.result = event.data["response"]
         try:
             quotas = await self._pipeline.settle(run.turn)
@@ -258,7 +267,7 @@ class BackgroundRuns:
         """At shutdown: the runs still going are stopped and recorded as failed (what a
         start-up does to those a crash left behind)."""
         for run in list(self._runs.values()):
-            run.stopping = True
+            run.stopping = INTERRUPTED
             await self.cancel(run)
 
 

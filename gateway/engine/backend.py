@@ -133,9 +133,13 @@ class LocalEngine:
         except asyncio.CancelledError:
             if turn.background and turn.store and not ended:
                 # Cancelled (`POST /v1/responses/{id}/cancel`): the stored row says so,
-                # with the output so far; written by the store's own task.
+                # with the output so far, before the cancel is answered.
                 emitter.response["status"] = "cancelled"
-                self.store.save(response["id"], turn.identity.user_id, snapshot, wait=False)
+                done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=True)
+                try:
+                    await asyncio.shield(done)  # type: ignore[arg-type]
+                except Exception:  # the store logged it
+                    pass
             raise
         except Exception:
             if not emitter.started or ended:

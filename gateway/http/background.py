@@ -87,10 +87,13 @@ async def retrieve(request: web.Request) -> web.StreamResponse | None:
     stream, after = _streaming(request)
     row = await _row(request)
     if row is None:
-        if stream:
-            raise invalid_attribute("Only background responses can be streamed again "
-                                    "(create the response with background: true)", param="stream")
-        return None
+        if not stream:
+            return None
+        response_id = request.match_info["response_id"]
+        if not await _is_own_response(request, response_id):
+            raise not_found("Response", response_id, code="response_not_found")
+        raise invalid_attribute("Only background responses can be streamed again "
+                                "(create the response with background: true)", param="stream")
     runs = _runs(request)
     if not stream:
         return json_response(_shown(await _current(runs, row)))
@@ -173,6 +176,24 @@ async def cancel(request: web.Request) -> web.Response:
     row = await _row(request)
     assert row is not None
     return json_response(_shown(await _current(runs, row)))
+
+
+async def forget(request: web.Request) -> bool:
+    """`DELETE /v1/responses/{id}` of a background response: stopped if it runs, and its
+    record and events removed. False when the id names no background response of the
+    caller."""
+    row = await _row(request)
+    if row is None:
+        return False
+    runs = _runs(request)
+    if row.running:
+        run = runs.get(row.id)
+        if run is not None:
+            await runs.cancel(run)
+        else:
+            await runs.store.request_cancel(row.id)
+    await runs.store.delete(row.id)
+    return True
 
 
 async def _is_own_response(request: web.Request, response_id: str) -> bool:

@@ -72,6 +72,19 @@ async def get_response(request: web.Request) -> web.StreamResponse:
 
 
 async def delete_response(request: web.Request) -> web.Response:
+    background_too = await background.forget(request)
+    try:
+        return await _delete_response(request)
+    except ApiError as exc:
+        if exc.status != 404 or not background_too:
+            raise
+        # A background response that never became a turn (cancelled, failed): its
+        # record was all there was.
+        response_id = request.match_info["response_id"]
+        return json_response({"id": response_id, "object": "response", "deleted": True})
+
+
+async def _delete_response(request: web.Request) -> web.Response:
     if await _engine_mode(request):
         return await engine_responses.delete_response(request)
     turn = await _owned_turn(request)

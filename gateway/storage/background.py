@@ -50,7 +50,8 @@ def _row(row: Any) -> BackgroundRow:
 
 
 def _events(response_id: str, first_seq: int, frames: bytes, count: int) -> tuple[str, tuple]:
-    return _EVENTS, (response_id, first_seq, first_seq + count - 1, frames.decode())
+    # Frames are UTF-8 JSON; an upstream that broke that still gets its stream recorded.
+    return _EVENTS, (response_id, first_seq, first_seq + count - 1, frames.decode(errors="replace"))
 
 
 class BackgroundStore:
@@ -100,6 +101,10 @@ class BackgroundStore:
             "SELECT first_seq, frames FROM gateway_background_events WHERE response_id = ? AND last_seq > ? "
             "ORDER BY first_seq", (response_id, after))
         return [(int(row["first_seq"]), row["frames"].encode()) for row in rows]
+
+    async def delete(self, response_id: str) -> None:
+        await self._db.write([("DELETE FROM gateway_background_events WHERE response_id = ?", (response_id,)),
+                              ("DELETE FROM gateway_background WHERE id = ?", (response_id,))])
 
     async def request_cancel(self, response_id: str) -> None:
         await self._db.execute("UPDATE gateway_background SET cancel_requested = 1 WHERE id = ?", (response_id,))

@@ -79,7 +79,7 @@ def test_create_returns_at_once_then_poll_shows_the_final_object(mode):
     assert replay_through_sdk(events).output_text == final["output_text"]
     # Another user sees nothing.
     assert gateway.get(f"/v1/responses/{body['id']}?user_id=mallory").status == 404
-    assert gateway.get(f"/v1/responses/{body['id']}?user_id=mallory&stream=true").status == 422
+    assert gateway.get(f"/v1/responses/{body['id']}?user_id=mallory&stream=true").status == 404
 
 
 def test_a_dropped_stream_resumes_after_its_last_sequence_number_with_the_sdk(mode):
@@ -219,3 +219,19 @@ def test_a_restart_fails_what_a_stopped_gateway_left_unfinished(tmp_path, upstre
         assert third.get(f"/v1/responses/{other['id']}?user_id=bg-restart").ok()["status"] == "failed"
     finally:
         third.stop()
+
+
+def test_delete_removes_a_background_response_running_or_done(mode):
+    gateway, upstream, _ = mode
+    user = "?user_id=bg-delete"
+    done = gateway.post(f"/v1/responses{user}", {"input": "to delete", "background": True}).ok()
+    _wait_for(gateway, done["id"], "bg-delete")
+    running = gateway.post(f"/v1/responses{user}", {"input": "deleted running", "background": True,
+                                                    "metadata": VERY_SLOW}).ok()
+    for body in (done, running):
+        assert gateway.delete(f"/v1/responses/{body['id']}{user}").ok() == {
+            "id": body["id"], "object": "response", "deleted": True}
+        assert gateway.get(f"/v1/responses/{body['id']}{user}").status == 404
+        assert gateway.get(f"/v1/responses/{body['id']}{user}&stream=true").status == 404
+        assert gateway.post(f"/v1/responses/{body['id']}/cancel{user}").status == 404
+    wait_until(lambda: upstream.open_streams() == 0, "the deleted running response's upstream call to stop")
