@@ -7,7 +7,7 @@ A `Run` is one response this process runs. Its frames are kept in memory while i
 (followers in this process are woken at once, without the database) and written to
 `gateway_background_events` by a flusher task a batch at a time: at most one write in
 flight, then `FLUSH_LINGER` before the next, so a paced stream costs one row write per
-50 ms rather than one per event, and a stream's events never wait for the database.
+200 ms rather than one per event, and a stream's events never wait for the database.
 The terminal frames and the final object are written in one transaction after the
 turn is settled and before any follower sees the terminal event.
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from gateway.pipeline import Pipeline, Turn
 
 log = logging.getLogger("gateway.background")
-FLUSH_LINGER = 0.05
+FLUSH_LINGER = 0.2   # as often as followers on other replicas poll (http/background.py)
 
 
 def first_response(frames: bytes) -> dict[str, Any]:
