@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import re
 import signal
+import time
 
 import pytest
 
+from gateway.background.runs import FLUSH_LINGER
 from tests.support.flows import checked, kinds
 from tests.support.gateway_proc import events_of, gateway_config, parse_sse, start_gateway
 from tests.support.openai_shapes import replay_through_sdk, validate_event, validate_response
@@ -195,6 +197,7 @@ def test_a_restart_fails_what_a_stopped_gateway_left_unfinished(tmp_path, upstre
         body = first.post("/v1/responses?user_id=bg-restart", {"input": "cut short", "background": True,
                                                                "metadata": VERY_SLOW}).ok()
         _wait_for(first, body["id"], "bg-restart", done=lambda r: r["output_text"] != "")
+        time.sleep(3 * FLUSH_LINGER)  # what a crash can lose: the frames of the last flush interval
     finally:
         first.relay.stop()
         first.proc.popen.send_signal(signal.SIGKILL)  # a crash: nothing recorded the end
