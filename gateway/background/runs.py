@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from gateway.schema.errors import ApiError
+from gateway.schema.errors import ApiError, internal_error
 from gateway.storage.background import BackgroundStore
 from gateway.streaming.events import Event
 from gateway.streaming.progress import progress
@@ -201,7 +201,8 @@ class BackgroundRuns:
         run.task.add_done_callback(self._tasks.discard)
         await asyncio.shield(run.opened)
         assert run.id is not None
-        self._runs[run.id] = run
+        if not run.done:  # (a run that already ended has left the table, or never entered it)
+            self._runs[run.id] = run
         return run
 
     async def _run(self, run: Run) -> None:
@@ -211,23 +212,24 @@ class BackgroundRuns:
             await pump(pipeline, turn, rewriter, _nothing, lambda frames: self._write(run, rewriter, frames),
                        lambda frames: self._end(run, rewriter, frames))
         except asyncio.CancelledError:
-            if run.id is not None and not run.ending:
-                await asyncio.shield(self._cancelled(run, rewriter))
-        except ApiError as exc:
-            if not run.opened.done():
-                run.opened.set_exception(exc)
-            else:
-                log.error("background response %s failed: %s", run.id, exc)
-        except Exception as exc:
-            log.exception("background response %s failed", run.id)
-            if not run.opened.done():
-                run.opened.set_exception(exc)
+            if not run.opened.done():  # stopped before it existed (a shutdown): its creator is told
+                run.opened.set_exception(internal_error())
             elif not run.ending:
+                await asyncio.shield(self._cancelled(run, rewriter))
+        except Exception as exc:
+            if not run.opened.done():  # refused before it existed: its creator gets the error
+                run.opened.set_exception(exc)
+                if not isinstance(exc, ApiError):
+                    log.exception("background response failed before it started")
+            elif not run.ending:
+                log.exception("background response %s failed", run.id)
                 run.stopping = UNEXPECTED
                 try:
                     await asyncio.shield(self._cancelled(run, rewriter))
                 except Exception:  # the database is gone too: the next start-up fails it
                     log.exception("ending background response %s failed", run.id)
+            else:
+                log.exception("background response %s failed while ending", run.id)
         finally:
             pipeline.finish(turn)
             run.finished()
