@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import time
 
 import pytest
@@ -180,8 +181,8 @@ def test_background_requires_store_and_creates_nothing(mode):
     assert [r for r in upstream.requests() if r["method"] != "GET"] == []
 
 
-def open_stream_get(port: int, path: str):
-    import socket
+def open_stream_get(port: int, path: str) -> socket.socket:
+    """GET a stream on a raw socket; nothing is read yet."""
     sock = socket.socket()
     sock.connect(("127.0.0.1", port))
     sock.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
