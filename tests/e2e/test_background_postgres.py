@@ -1,8 +1,10 @@
 """Background responses on PostgreSQL, in both modes, two replicas on one database:
 a response run by one replica is read, followed from a sequence number and cancelled
-through the other."""
+through the other; a replica that dies leaves its response to be failed by a live one."""
 
 from __future__ import annotations
+
+import signal
 
 import pytest
 
@@ -62,3 +64,23 @@ def test_a_cancel_on_another_replica_stops_the_run(replicas):
     events = checked(parse_sse(runner.get(f"/v1/responses/{body['id']}{user}&stream=true").body))
     assert events[-1]["type"] == "response.incomplete" and events[-1]["response"]["status"] == "cancelled"
     assert other.post(f"/v1/responses/{body['id']}/cancel?user_id=mallory").status == 404
+
+
+def test_a_lost_replicas_response_is_failed_by_a_live_one(gateway_factory, upstream, postgres):
+    """The runner dies (SIGKILL: no clean shutdown); a live replica finds its response
+    by its stale heartbeat (30 s; it looks every 10 s) and fails it, and a client
+    following it there gets the end."""
+    keys = postgres.new_database(namespace="lightspeed-stack")
+    runner = gateway_factory(upstream.url, database={"postgres": keys})
+    live = gateway_factory(upstream.url, database={"postgres": keys})
+    user = "?user_id=bg-pg-lost"
+    body = runner.post(f"/v1/responses{user}", {"input": "lost", "background": True, "metadata": VERY_SLOW}).ok()
+    _wait_for(live, body["id"], "bg-pg-lost", done=lambda r: r["output_text"] != "")
+    runner.proc.popen.send_signal(signal.SIGKILL)
+    runner.proc.popen.wait(10)
+    events = list(live.client(timeout=90).responses.retrieve(body["id"], stream=True, starting_after=0,
+                                                             extra_query={"user_id": "bg-pg-lost"}))
+    assert events[-1].type == "response.failed" and events[-1].response.status == "failed"
+    assert "stopped before this background response was done" in events[-1].response.error.message
+    assert live.get(f"/v1/responses/{body['id']}{user}").ok()["status"] == "failed"
+    assert "marked failed" in live.log()
