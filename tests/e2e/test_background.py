@@ -239,3 +239,23 @@ def test_delete_removes_a_background_response_running_or_done(mode):
         assert gateway.get(f"/v1/responses/{body['id']}{user}&stream=true").status == 404
         assert gateway.post(f"/v1/responses/{body['id']}/cancel{user}").status == 404
     wait_until(lambda: upstream.open_streams() == 0, "the deleted running response's upstream call to stop")
+
+
+def test_an_upstream_refusal(mode):
+    gateway, upstream, path = mode
+    user = "?user_id=bg-refused"
+    if path == "/v1/responses":
+        # Forward: refused before its stream (an upstream response it forks from is gone):
+        # the HTTP error, as a stream gets, and no background response.
+        first = gateway.post(f"/v1/responses{user}", {"input": "one"}).ok()
+        gateway.post(f"/v1/responses{user}", {"input": "two", "conversation": first["conversation"]}).ok()
+        upstream.delete(f"/v1/responses/{first['id']}")
+        reply = gateway.post(f"/v1/responses{user}", {"input": "fork", "previous_response_id": first["id"],
+                                                      "background": True})
+        assert reply.status == 404 and reply.json()["error"]["code"] == "upstream_not_found"
+        return
+    body = gateway.post(f"/v1/responses{user}", {"input": "fail-upstream now", "background": True}).ok()
+    final = _wait_for(gateway, body["id"], "bg-refused")  # the engine: created first, then failed
+    assert final["status"] == "failed" and final["error"]["message"] == "scripted upstream failure"
+    events = checked(parse_sse(gateway.get(f"/v1/responses/{body['id']}{user}&stream=true").body))
+    assert events[-1]["type"] == "response.failed"
