@@ -4,10 +4,13 @@ and stop them with the application."""
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import AsyncIterator
 
 from aiohttp import web
 
+from gateway.background.runs import BackgroundRuns
+from gateway.background.watch import BackgroundWatch
 from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
 from gateway.engine.executor import ToolExecutor
@@ -24,6 +27,7 @@ from gateway.identity import build_authenticator
 from gateway.pipeline import Pipeline
 from gateway.quota import QuotaService
 from gateway.storage.conversations import ConversationRepository
+from gateway.storage.background import BackgroundStore
 from gateway.storage.database import open_database
 from gateway.storage.responses import ResponseStore
 from gateway.storage.writer import TurnWriter
@@ -54,9 +58,12 @@ async def build_services(config: Configuration) -> Services:
     await engine.start()
     pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), tools,
                         engine)
+    # Which process runs a background response (a replica of several on PostgreSQL).
+    runs = BackgroundRuns(pipeline, BackgroundStore(db), uuid.uuid4().hex)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
                     writer=writer, pipeline=pipeline,
-                    authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules))
+                    authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
+                    background=runs)
 
 
 def create_app(config: Configuration) -> web.Application:
@@ -78,11 +85,15 @@ def create_app(config: Configuration) -> web.Application:
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         services = await build_services(config)
         app[SERVICES] = services
+        watch = BackgroundWatch(services.background)
+        await watch.start()  # unfinished background responses of a stopped gateway: failed
         for warning in config.warnings():
             log.warning("configuration: %s", warning)
         for warning in config.authentication.warnings():
             log.warning("security: %s", warning)
         yield
+        await watch.close()
+        await services.background.close()
         await services.pipeline.drain()
         await services.writer.close()
         await services.upstream.close()

@@ -76,6 +76,7 @@ class Turn:
     forked_from: str | None              # the response this turn forks from (a new conversation)
     store: bool = True                   # False: nothing is created or recorded for this turn
     engine: bool = False                 # run by the local engine (else forwarded upstream)
+    background: bool = False             # run detached from the client (`background: true`)
     append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
     appended_input: Any = None           # the input to add then (kept only in that case)
     started: float = field(default_factory=time.time)  # formatted only when recorded
@@ -122,6 +123,10 @@ class Pipeline:
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
         request = await self._parse(raw)
+        if request.background and not request.store:
+            # OpenAI's rule: a background response is only ever read back, so it is stored.
+            raise ApiError(400, "Invalid attribute value", "background: true requires store: true (a background "
+                           "response is read back later)", code="invalid_value", param="background")
         if request.shield_ids:
             raise invalid_attribute(f"Unknown shield IDs: {', '.join(request.shield_ids)} (this gateway has no "
                                     "shields configured)", param="shield_ids", code="shield_not_found")
@@ -146,7 +151,8 @@ class Pipeline:
                     generate_topic_summary=request.generate_topic_summary, body={}, headers={}, model=model,
                     display_model=request.model or model.display_id, conversation_id=conversation_id,
                     upstream_conversation_id=upstream_id, existing=existing if forked_from is None else None,
-                    forked_from=forked_from, store=request.store, engine=engine)
+                    forked_from=forked_from, store=request.store, engine=engine,
+                    background=bool(request.background))
         if request.store and upstream_id is not None and turn.existing is not None \
                 and turn.existing.last_response_id and answers_approval(raw["input"]):
             # Llama Stack finds the approval request only in the previous response, and
@@ -202,7 +208,8 @@ class Pipeline:
 
     def enricher(self, turn: Turn) -> Enricher:
         """What every response object of this turn gets (JSON body or stream events)."""
-        return Enricher(turn.conversation, turn.previous_response_id, turn.display_model, self._tools.labels)
+        return Enricher(turn.conversation, turn.previous_response_id, turn.display_model, self._tools.labels,
+                        turn.background)
 
     def stored_enricher(self, record: TurnRecord) -> Enricher:
         """What a stored response gets when it is read back (`GET /v1/responses/{id}`)."""

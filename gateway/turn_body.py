@@ -21,6 +21,11 @@ def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: "Turn", t
     body = {key: value for key, value in raw.items() if key not in LCORE_EXTENSIONS}
     body.update(forwarded_scalars(raw, request))
     body["model"] = turn.model.id
+    # The gateway runs a background turn itself (streamed upstream, so it records the
+    # events); the backend sees an ordinary turn and the settlement is any turn's.
+    body.pop("background", None)
+    if turn.background and not turn.engine:
+        body["stream"] = True
     body.pop("conversation", None)
     body.pop("previous_response_id", None)
     last_response = turn.existing.last_response_id if turn.existing is not None else None

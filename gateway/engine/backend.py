@@ -126,10 +126,11 @@ class LocalEngine:
                     tool_choice=choice, allowed=allowed,
                     max_infer_iters=int(body.get("max_infer_iters") or self._inference.max_infer_iters),
                     max_tool_calls=body.get("max_tool_calls"),
-                    client_tool_status=self._inference.client_tool_status)
+                    client_tool_status=self._inference.client_tool_status, start_at_once=turn.background)
         echo = {"tools": [echoed(tool) if tool.get("type") == "mcp" else dict(tool) for tool in tools]}
         scrub_tool_echo(echo, self._mcp_labels)  # never the credentials the gateway attached
-        response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, echo["tools"])
+        response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, echo["tools"],
+                                turn.background)
         emitter = Emitter(response)
         file_search.offer(tools, body.get("include"), plan, emitter, history)
         mcp = [tool for tool in tools if tool.get("type") == "mcp"]
@@ -163,6 +164,17 @@ class LocalEngine:
             async for events in Loop(model, self._executors).run(plan, emitter, save):
                 ended = bool(events) and events[-1].type in TERMINAL_EVENTS
                 yield events
+        except asyncio.CancelledError:
+            if turn.background and turn.store and not ended:
+                # Cancelled (`POST /v1/responses/{id}/cancel`): the stored row says so,
+                # with the output so far, before the cancel is answered.
+                emitter.response["status"] = "cancelled"
+                done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=True)
+                try:
+                    await asyncio.shield(done)  # type: ignore[arg-type]
+                except Exception:  # the store logged it
+                    pass
+            raise
         except Exception:
             if not emitter.started or ended:
                 raise

@@ -31,12 +31,12 @@ TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.inc
 
 
 def new_response(response_id: str, model: str, body: dict[str, Any], previous_response_id: str | None,
-                 tools: list[dict[str, Any]]) -> dict[str, Any]:
+                 tools: list[dict[str, Any]], background: bool = False) -> dict[str, Any]:
     """The response object as `response.created` shows it (every key the `openai` type
     reads, with the request's settings echoed)."""
     return {
         "id": response_id, "object": "response", "created_at": int(time.time()), "status": "in_progress",
-        "background": False, "completed_at": None, "error": None, "incomplete_details": None,
+        "background": background, "completed_at": None, "error": None, "incomplete_details": None,
         "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
         "max_tool_calls": body.get("max_tool_calls"), "metadata": body.get("metadata") or {}, "model": model,
         "output": [], "parallel_tool_calls": body.get("parallel_tool_calls", True),

@@ -67,6 +67,9 @@ class Plan:
     # Work before the first round, after `response.created` (listing MCP servers' tools
     # into `tools` and `chat`): its events, a list at a time.
     prelude: Callable[[], AsyncIterator[list[Event]]] | None = None
+    # Start the response before the first chat request (a background response: its
+    # creator is answered at `response.created`, not at the model's first chunk).
+    start_at_once: bool = False
 
 
 class Loop:
@@ -84,12 +87,15 @@ class Loop:
         usage = usage_of(None)
         tool_calls = 0
         started = False
-        if plan.prelude is not None:
+        if plan.prelude is not None or plan.start_at_once:
             started = True
             emitter.start()
             await save(emitter, False)
-            async for events in plan.prelude():
-                yield events
+            if plan.prelude is None:
+                yield emitter.take()
+            else:
+                async for events in plan.prelude():
+                    yield events
         choice = plan.tool_choice
         for _ in range(plan.max_infer_iters):
             chat = {**plan.chat, "messages": plan.messages}

@@ -293,8 +293,6 @@ def check_request(body: Mapping[str, Any]) -> None:
     if body.get("prompt") is not None:
         raise unsupported("Stored prompt templates (`prompt`) are not supported by the local engine; "
                                "send the text as `instructions` or input", param="prompt")
-    if body.get("background"):
-        raise unsupported("Background responses are not supported by the local engine", param="background")
     chat_tools(body.get("tools"))
     tool_choice(body.get("tool_choice"))
     response_format(body.get("text"))

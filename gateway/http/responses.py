@@ -10,7 +10,7 @@ from urllib.parse import quote
 from aiohttp import web
 from multidict import MultiDict
 
-from gateway.http import engine_responses
+from gateway.http import background, engine_responses
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
 from gateway.http.sse import relay
@@ -23,6 +23,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     pipeline = services.pipeline
     turn = await pipeline.prepare(identity(request), await read_json(request), request.headers)
+    if turn.background:
+        return await background.create(request, turn)
     if turn.stream:
         return await relay(request, pipeline, turn)
     try:
@@ -55,7 +57,10 @@ async def _engine_mode(request: web.Request) -> bool:
     return await request.app[SERVICES].pipeline.uses_engine()
 
 
-async def get_response(request: web.Request) -> web.Response:
+async def get_response(request: web.Request) -> web.StreamResponse:
+    shown = await background.retrieve(request)
+    if shown is not None:
+        return shown
     if await _engine_mode(request):
         return await engine_responses.get_response(request)
     turn = await _owned_turn(request)
@@ -67,6 +72,19 @@ async def get_response(request: web.Request) -> web.Response:
 
 
 async def delete_response(request: web.Request) -> web.Response:
+    background_too = await background.forget(request)
+    try:
+        return await _delete_response(request)
+    except ApiError as exc:
+        if exc.status != 404 or not background_too:
+            raise
+        # A background response that never became a turn (cancelled, failed): its
+        # record was all there was.
+        response_id = request.match_info["response_id"]
+        return json_response({"id": response_id, "object": "response", "deleted": True})
+
+
+async def _delete_response(request: web.Request) -> web.Response:
     if await _engine_mode(request):
         return await engine_responses.delete_response(request)
     turn = await _owned_turn(request)
@@ -101,3 +119,4 @@ def add_routes(app: web.Application, prefix: str) -> None:
     app.router.add_get(f"{prefix}/v1/responses/{{response_id}}", get_response)
     app.router.add_delete(f"{prefix}/v1/responses/{{response_id}}", delete_response)
     app.router.add_get(f"{prefix}/v1/responses/{{response_id}}/input_items", list_input_items)
+    app.router.add_post(f"{prefix}/v1/responses/{{response_id}}/cancel", background.cancel)

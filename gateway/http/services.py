@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from gateway.background.runs import BackgroundRuns
 from gateway.config import Configuration
 from gateway.identity import Authenticator
 from gateway.pipeline import Pipeline
@@ -26,6 +27,7 @@ class Services:
     writer: TurnWriter
     pipeline: Pipeline
     authenticator: Authenticator
+    background: BackgroundRuns
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)

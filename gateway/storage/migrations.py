@@ -56,6 +56,26 @@ _RESPONSES_TABLE = """CREATE TABLE gateway_responses (
     context TEXT NOT NULL
 )"""
 _RESPONSES_INDEX = "CREATE INDEX gateway_responses_user ON gateway_responses (user_id, seq)"
+# Background responses (both modes): one row per response (its owner, the process
+# running it, its status and last object, a heartbeat in epoch milliseconds) and its
+# stream's frames, a row per batch of events numbered first_seq..last_seq.
+_BACKGROUND_TABLE = """CREATE TABLE gateway_background (
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    response TEXT NOT NULL,
+    runner TEXT NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    updated_at BIGINT NOT NULL
+)"""
+_BACKGROUND_EVENTS_TABLE = """CREATE TABLE gateway_background_events (
+    response_id TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    frames TEXT NOT NULL,
+    PRIMARY KEY (response_id, first_seq)
+)"""
+_BACKGROUND_INDEX = "CREATE INDEX gateway_background_status ON gateway_background (status, updated_at)"
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -75,6 +95,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # text, so a continuation reads one row. Listed per user in creation order (`seq`,
     # given by the gateway: storage/responses.py).
     (3, [_RESPONSES_TABLE, _RESPONSES_INDEX]),
+    # Background responses and their recorded events (storage/background.py). Version 4
+    # is the quotas' (another branch); versions apply by number, whichever lands first.
+    (5, [_BACKGROUND_TABLE, _BACKGROUND_EVENTS_TABLE, _BACKGROUND_INDEX]),
 ]
 
 BASELINE: list[str] = [
@@ -83,4 +106,7 @@ BASELINE: list[str] = [
     f"CREATE TABLE gateway_turns {_TURN_COLUMNS_V1}",
     _RESPONSES_TABLE,
     _RESPONSES_INDEX,
+    _BACKGROUND_TABLE,
+    _BACKGROUND_EVENTS_TABLE,
+    _BACKGROUND_INDEX,
 ]

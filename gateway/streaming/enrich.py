@@ -49,6 +49,7 @@ class Enricher:
     previous_response_id: str | None    # echoed even when the upstream drops it
     model: str | None = None            # shown instead of the upstream's when the gateway chose it
     configured_labels: frozenset[str] = frozenset()
+    background: bool = False            # the gateway runs the turn detached: the upstream never knew
 
     def apply(self, event: Event) -> Event:
         """Enrich a non-terminal event (terminal ones go through `terminal`)."""
@@ -75,6 +76,8 @@ class Enricher:
 
     def annotate(self, response: dict[str, Any]) -> None:
         response["conversation"] = self.conversation
+        if self.background:
+            response["background"] = True
         if self.previous_response_id and not response.get("previous_response_id"):
             response["previous_response_id"] = self.previous_response_id
         if self.model is not None and "model" in response:

@@ -50,6 +50,11 @@ class StreamRewriter:
         self._fast = fast
 
     @property
+    def numbered(self) -> int:
+        """How many events were framed so far (the next one's sequence number)."""
+        return self._next
+
+    @property
     def done(self) -> bool:
         return self.repairer.terminal is not None
 

@@ -47,6 +47,7 @@ ROUTES = {
     ("get", "/v1/responses/{response_id}"): (None, 404),
     ("delete", "/v1/responses/{response_id}"): (None, 404),
     ("get", "/v1/responses/{response_id}/input_items"): (None, 404),
+    ("post", "/v1/responses/{response_id}/cancel"): (None, 404),
     ("get", "/v1/models"): (None, 200),
     ("get", "/v1/info"): (None, 200),
     ("get", "/liveness"): (None, 200),

@@ -1,13 +1,15 @@
 """The loop rules with real MCP tools, through `gateway serve` in engine mode: the SSE
 transport, two calls of one round at the same time, the call timeout, `max_tool_calls`,
-the turn limit, a client that goes away mid-tool, and the cap on a tool's output."""
+the turn limit, a client that goes away mid-tool, a background response cancelled
+mid-tool, and the cap on a tool's output."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.support.flows import checked, kinds
-from tests.support.mcp_server import recorded_requests, running_mcp_server
+from tests.support.gateway_proc import parse_sse
+from tests.support.mcp_server import clear_recorded_requests, recorded_requests, running_mcp_server
 from tests.support.raw_client import open_stream, read_until, reset, wait_until
 
 
@@ -90,6 +92,7 @@ def test_the_turn_limit(engine):
 
 
 def test_a_client_that_goes_away_cancels_the_running_call(engine, slow):
+    clear_recorded_requests(slow)
     sock = open_stream(engine.direct_port, {"input": "Use the sleep tool for 20 seconds", "tools": [mcp("slow")]})
     head, seen = read_until(sock, b"response.mcp_call.in_progress")
     assert seen, head
@@ -114,3 +117,23 @@ def test_a_tools_output_is_cut_at_the_cap(engine, chat_upstream):
     assert call["output"] == (prompt * 4000)[:100_000] + "\n[output cut at 100000 characters]"
     sent = chat_upstream.requests("/v1/chat/completions")[-1]["body"]["messages"][-1]
     assert sent["role"] == "tool" and sent["content"] == call["output"]
+
+
+def test_cancelling_a_background_response_stops_its_running_call(engine, slow):
+    clear_recorded_requests(slow)
+    body = engine.post("/v1/responses", {"input": "Use the sleep tool for 20 seconds", "tools": [mcp("slow")],
+                                         "background": True}).ok()
+
+    wait_until(lambda: any("tools/call" in r["body"] for r in recorded_requests(slow)), "the MCP call to start")
+    cancelled = engine.post(f"/v1/responses/{body['id']}/cancel").ok()
+    assert cancelled["status"] == "cancelled"
+    # The loop stopped: the call was cancelled (MCP's notifications/cancelled), no
+    # further chat round was asked for, and the stored stream ends cancelled.
+    wait_until(lambda: any("notifications/cancelled" in r["body"] for r in recorded_requests(slow)),
+               "the MCP call to be cancelled", timeout=10)
+    events = checked(parse_sse(engine.get(f"/v1/responses/{body['id']}?stream=true").body))
+    assert "mcp_call.in_progress" in kinds(events) and "mcp_call.completed" not in kinds(events)
+    assert events[-1]["type"] == "response.incomplete" and events[-1]["response"]["status"] == "cancelled"
+    # The engine's own row says so too (the listing reads it).
+    wait_until(lambda: any(r["id"] == body["id"] and r["status"] == "cancelled"
+                           for r in engine.get("/v1/responses?limit=100").ok()["data"]), "the stored row to say so")
