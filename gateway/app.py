@@ -18,7 +18,7 @@ from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity import build_authenticator
 from gateway.pipeline import Pipeline
-from gateway.quota import QuotaService
+from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import open_database
 from gateway.storage.responses import ResponseStore
@@ -41,12 +41,14 @@ async def build_services(config: Configuration) -> Services:
     writer = TurnWriter(conversations)
     writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
+    quota = await QuotaService.open(config.quota_handlers, db, config.database)
+    quota.start()
     engine = LocalEngine(upstream, ResponseStore(db), config.inference,
                          [McpExecutor()], config.mcp_servers)
-    pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), ConfiguredTools(config),
+    pipeline = Pipeline(config, conversations, writer, backend, catalog, quota, ConfiguredTools(config),
                         engine)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, pipeline=pipeline,
+                    writer=writer, pipeline=pipeline, quota=quota,
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules))
 
 
@@ -76,6 +78,7 @@ def create_app(config: Configuration) -> web.Application:
         yield
         await services.pipeline.drain()
         await services.writer.close()
+        await services.quota.close()
         await services.upstream.close()
         await services.authenticator.close()
         await services.db.close()

@@ -29,7 +29,7 @@ from gateway.engine.backend import LocalEngine
 from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
 from gateway.model_selection import ModelSelector
-from gateway.quota import QuotaService
+from gateway.quota.service import QuotaService, Reservation
 from gateway.schema.errors import ApiError, conversation_forbidden, database_error, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses import ResponsesRequest, parse_responses_request
@@ -81,6 +81,8 @@ class Turn:
     started: float = field(default_factory=time.time)  # formatted only when recorded
     result: dict[str, Any] | None = None  # the terminal response object
     quotas: dict[str, int] | None = None  # available_quotas once settled
+    reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
+    abandoned: bool = False              # the client left before the upstream finished
     _settling: asyncio.Future | None = None
 
     @property
@@ -128,7 +130,16 @@ class Pipeline:
         await self._writer.admit()
         tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
         await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
-        await self._quota.check(identity)
+        reservation = await self._quota.reserve(identity, raw)  # 429 before anything else is looked up
+        try:
+            return await self._prepare(identity, raw, request, tools, reservation)
+        except BaseException:
+            if reservation is not None:
+                await asyncio.shield(self._quota.release(reservation))
+            raise
+
+    async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
+                       reservation: Reservation | None) -> Turn:
         existing, forked_from = await self._resolve_conversation(identity, request)
         model = await self._models.select(identity, request.model, existing)
         engine = await self.uses_engine()
@@ -144,7 +155,7 @@ class Pipeline:
                     generate_topic_summary=request.generate_topic_summary, body={}, headers={}, model=model,
                     display_model=request.model or model.display_id, conversation_id=conversation_id,
                     upstream_conversation_id=upstream_id, existing=existing if forked_from is None else None,
-                    forked_from=forked_from, store=request.store, engine=engine)
+                    forked_from=forked_from, store=request.store, engine=engine, reservation=reservation)
         if request.store and upstream_id is not None and turn.existing is not None \
                 and turn.existing.last_response_id and answers_approval(raw["input"]):
             # Llama Stack finds the approval request only in the previous response, and
@@ -223,7 +234,8 @@ class Pipeline:
             # Shielded below: a client that leaves mid-settle must not undo the charge or
             # lose the record. Just the record: the writer's own future, no task.
             turn._settling = asyncio.ensure_future(self._settle(turn)) \
-                if self._quota.enabled or turn.append_to_upstream else self._writer.submit(*self._records(turn))
+                if turn.reservation is not None or turn.append_to_upstream \
+                else self._writer.submit(*self._records(turn))
             self._track(turn, turn._settling)
         try:
             turn.quotas = await asyncio.shield(turn._settling) or {}
@@ -234,21 +246,42 @@ class Pipeline:
         return turn.quotas
 
     async def _settle(self, turn: Turn) -> dict[str, int]:
-        quotas: dict[str, int] = {}
-        if self._quota.enabled:
-            usage = (turn.result or {}).get("usage") or {}
-            quotas = await self._quota.settle(turn.identity, int(usage.get("input_tokens") or 0),
-                                              int(usage.get("output_tokens") or 0))
+        """The charge (the upstream's input + output tokens to every limiter, releasing
+        the reservation) and the record: one transaction when the quota storage is the
+        turn database, else the charge first, then the record."""
+        charge: list = []
+        if turn.reservation is not None and turn.result is not None:
+            usage = turn.result.get("usage") or {}
+            charge = await self._quota.charge_statements(
+                turn.reservation, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+                turn.model.id, turn.model.provider_id)
         if turn.store and turn.result is not None:
             if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
                 await self._append_turn(turn)
-            await self._writer.submit(*self._records(turn))
-        return quotas
+            if charge and not self._quota.shares_turn_database:
+                await self._quota.write(charge)
+                charge = []
+            await self._writer.submit(*self._records(turn), extra=charge)
+        elif charge:
+            await self._quota.write(charge)
+        return await self._quota.available(turn.identity.user_id) if turn.reservation is not None else {}
 
     def finish(self, turn: Turn) -> None:
         """After the response: a turn that reached its terminal event is settled even if
-        the handler never got to it (background; `drain()` waits for it)."""
-        if turn.result is None or turn._settling is not None or not turn.store:
+        the handler never got to it (background; `drain()` waits for it). A turn that
+        never got the upstream's usage ends its reservation: charged in full when the
+        client abandoned it (aborting is no way around a quota), else released."""
+        if turn._settling is not None:
+            return
+        if turn.result is None:
+            if turn.reservation is not None:
+                done = asyncio.ensure_future(self._quota.release(
+                    turn.reservation, turn.reservation.tokens if turn.abandoned else 0))
+                turn._settling = done
+                self._background.add(done)
+                done.add_done_callback(lambda future: self._finished(future, (None, "")))
+            return
+        if not turn.store and turn.reservation is None:
             return
         turn._settling = asyncio.ensure_future(self._settle(turn))
         self._track(turn, turn._settling)

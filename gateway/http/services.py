@@ -9,6 +9,7 @@ from aiohttp import web
 from gateway.config import Configuration
 from gateway.identity import Authenticator
 from gateway.pipeline import Pipeline
+from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
 from gateway.storage.writer import TurnWriter
@@ -26,6 +27,7 @@ class Services:
     writer: TurnWriter
     pipeline: Pipeline
     authenticator: Authenticator
+    quota: QuotaService
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)

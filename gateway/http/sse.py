@@ -13,6 +13,7 @@ cancels the handler, which closes the upstream connection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiohttp import web
@@ -87,7 +88,11 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
         # The client went away before the handler was cancelled; leaving the `async
         # with` above already closed the upstream connection.
         log.info("client went away during the stream of %s", turn.conversation)
+        turn.abandoned = True
         return response
+    except asyncio.CancelledError:
+        turn.abandoned = True  # the client left (aiohttp cancels the handler)
+        raise
     finally:
         pipeline.finish(turn)
 

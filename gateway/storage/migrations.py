@@ -57,6 +57,53 @@ _RESPONSES_TABLE = """CREATE TABLE gateway_responses (
 )"""
 _RESPONSES_INDEX = "CREATE INDEX gateway_responses_user ON gateway_responses (user_id, seq)"
 
+# Quotas (issue 9). One balance per (limiter name, subject: a user id, or '' for the
+# cluster), never shared between two limiters of a type; replenishment is counted from
+# `anchor` (`periods` applied so far, `next_refill` the next boundary: quota/balances.py).
+# A reservation is one row per (turn, limiter) that counts against the balance until it
+# is released or `expires_at` passes (a replica that died mid-turn leaks nothing).
+# Token history per user, provider, model and UTC day; increments remember their
+# client key (idempotency). Counts are BIGINT on both engines.
+_QUOTA_TABLES = [
+    """CREATE TABLE gateway_quota_balances (
+    limiter TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    available BIGINT NOT NULL,
+    anchor TEXT NOT NULL,
+    periods INTEGER NOT NULL,
+    period TEXT NOT NULL,
+    next_refill TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (limiter, subject)
+)""",
+    """CREATE TABLE gateway_quota_reservations (
+    id TEXT NOT NULL,
+    limiter TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    tokens BIGINT NOT NULL,
+    expires_at TEXT NOT NULL,
+    PRIMARY KEY (id, limiter)
+)""",
+    "CREATE INDEX gateway_quota_reservations_balance ON gateway_quota_reservations (limiter, subject)",
+    """CREATE TABLE gateway_token_usage (
+    user_id TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    day TEXT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    PRIMARY KEY (user_id, provider, model, day)
+)""",
+    """CREATE TABLE gateway_quota_increments (
+    idempotency_key TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    admin TEXT NOT NULL,
+    tokens TEXT NOT NULL,
+    applied_at TEXT NOT NULL,
+    PRIMARY KEY (idempotency_key, subject)
+)""",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
         f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
@@ -75,6 +122,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # text, so a continuation reads one row. Listed per user in creation order (`seq`,
     # given by the gateway: storage/responses.py).
     (3, [_RESPONSES_TABLE, _RESPONSES_INDEX]),
+    (4, _QUOTA_TABLES),
 ]
 
 BASELINE: list[str] = [
@@ -83,4 +131,5 @@ BASELINE: list[str] = [
     f"CREATE TABLE gateway_turns {_TURN_COLUMNS_V1}",
     _RESPONSES_TABLE,
     _RESPONSES_INDEX,
+    *_QUOTA_TABLES,
 ]

@@ -18,6 +18,7 @@ import asyncio
 import re
 import ssl
 from contextlib import asynccontextmanager
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, AsyncIterator, Sequence
 
@@ -155,6 +156,21 @@ class PostgresDatabase(database.Database):
             for sql, params in statements:
                 await conn.execute(*_flat(sql, params))
 
+    async def write_if(self, statements: Sequence[tuple[str, Params]]) -> int | None:
+        async with self._connection() as conn:
+            try:
+                async with conn.transaction():
+                    for index, (sql, params) in enumerate(statements):
+                        if _rowcount(await conn.execute(*_flat(sql, params))) < 1:
+                            raise _Unchanged(index)
+            except _Unchanged as unchanged:
+                return unchanged.index
+        return None
+
+    async def now(self) -> datetime:
+        async with self._connection() as conn:
+            return await conn.fetchval("SELECT now()")
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[database.Transaction]:
         async with self._connection() as conn, conn.transaction():
@@ -170,6 +186,13 @@ class PostgresDatabase(database.Database):
         except _CONNECTION_LOST as exc:
             raise DatabaseUnavailable(f"PostgreSQL at {self._config.host}:{self._config.port}: "
                                       f"{type(exc).__name__}: {exc}") from None
+
+
+class _Unchanged(Exception):
+    """Rolls `write_if`'s transaction back: statement `index` changed no row."""
+
+    def __init__(self, index: int):
+        self.index = index
 
 
 def _flat(sql: str, params: Params) -> list[Any]:

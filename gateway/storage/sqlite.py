@@ -14,6 +14,7 @@ import asyncio
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 
@@ -84,6 +85,13 @@ class SQLiteDatabase(database.Database):
         async with self._lock:
             await self._run(_write, self._conn, statements)
 
+    async def write_if(self, statements: Sequence[tuple[str, Params]]) -> int | None:
+        async with self._lock:
+            return await self._run(_write_if, self._conn, statements)
+
+    async def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[database.Transaction]:
         """A write transaction whose statements depend on what it reads (a trip each)."""
@@ -132,3 +140,17 @@ def _write(conn: sqlite3.Connection, statements: Sequence[tuple[str, Params]]) -
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _write_if(conn: sqlite3.Connection, statements: Sequence[tuple[str, Params]]) -> int | None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for index, (sql, params) in enumerate(statements):
+            if conn.execute(sql, params).rowcount < 1:
+                conn.execute("ROLLBACK")
+                return index
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return None

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Sequence
 
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
-from gateway.storage.database import committed
+from gateway.storage.database import Params, committed
 
 log = logging.getLogger("gateway.storage")
 
 Entry = tuple[ConversationRecord, TurnRecord | None]
+Statements = Sequence[tuple[str, Params]]
 
 
 class TurnWriter:
@@ -30,7 +32,7 @@ class TurnWriter:
         self._linger = linger
         self._max_queued = max_queued
         self._max_batch = max_batch
-        self._queue: list[tuple[Entry, asyncio.Future]] = []
+        self._queue: list[tuple[Entry, Statements, asyncio.Future]] = []
         self._wakeup = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -41,10 +43,12 @@ class TurnWriter:
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
 
-    def submit(self, conversation: ConversationRecord, turn: TurnRecord | None) -> asyncio.Future:
-        """Queue a write; the future resolves once it is committed."""
+    def submit(self, conversation: ConversationRecord, turn: TurnRecord | None,
+               extra: Statements = ()) -> asyncio.Future:
+        """Queue a write; the future resolves once it is committed. `extra` statements
+        (a turn's quota charge) commit in the same transaction as the record."""
         done = asyncio.get_running_loop().create_future()
-        self._queue.append(((conversation, turn), done))
+        self._queue.append(((conversation, turn), extra, done))
         if len(self._queue) >= self._max_queued:
             self._room.clear()
         self._wakeup.set()
@@ -84,20 +88,21 @@ class TurnWriter:
             if self._closing:
                 return
 
-    async def _write(self, batch: list[tuple[Entry, asyncio.Future]]) -> None:
+    async def _write(self, batch: list[tuple[Entry, Statements, asyncio.Future]]) -> None:
         try:
-            await self._repository.save_many([entry for entry, _ in batch])
+            await self._repository.save_many([entry for entry, _, _ in batch],
+                                             [statement for _, extra, _ in batch for statement in extra])
             results: list[BaseException | None] = [None] * len(batch)
         except Exception:
             # One bad entry must not lose the others: retry them one by one.
             log.exception("writing %d turns failed; retrying one by one", len(batch))
             results = []
-            for entry, _ in batch:
+            for entry, extra, _ in batch:
                 try:
-                    await self._repository.save_many([entry])
+                    await self._repository.save_many([entry], extra)
                     results.append(None)
                 except Exception as exc:
                     log.error("recording turn %s failed: %s", entry[1] and entry[1].response_id, exc)
                     results.append(exc)
-        for (_, done), error in zip(batch, results):
+        for (_, _, done), error in zip(batch, results):
             committed(done, error)

@@ -25,9 +25,9 @@ def batches(repository) -> list[int]:
     sizes: list[int] = []
     original = repository.save_many
 
-    async def counting(entries):
+    async def counting(entries, extra=()):
         sizes.append(len(entries))
-        await original(entries)
+        await original(entries, extra)
 
     repository.save_many = counting
     return sizes
@@ -73,9 +73,9 @@ async def test_one_bad_entry_does_not_lose_the_batch(repository):
     batches = []
     original = repository.save_many
 
-    async def counting(entries):
+    async def counting(entries, extra=()):
         batches.append([entry[1].response_id for entry in entries])
-        await original(entries)
+        await original(entries, extra)
 
     repository.save_many = counting
     writer = TurnWriter(repository, linger=0.01)

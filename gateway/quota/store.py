@@ -1,0 +1,174 @@
+"""The SQL of quotas (migration 4's tables), portable between the two engines.
+
+Admission (`reserve`) is one `Database.write_if`: per limiter, an UPDATE that matches
+the balance row only while no top-up is due (it also takes the row's lock on
+PostgreSQL, so concurrent admissions of one balance queue there), then an INSERT of the
+reservation that happens only if the balance minus the live reservations (a new
+statement: under READ COMMITTED it sees every reservation committed before the lock was
+granted) covers it. Any statement that changes no row rolls the whole admission back,
+so a turn reserves on every limiter or on none, and no two admissions can both spend
+the same tokens. A missing row or a due top-up is handled by `bring_up_to_date` (a
+transaction that creates rows and applies elapsed periods once) before a second try.
+
+The charge (`charge_statements`) is plain statements (subtract the tokens, delete the
+reservation, add to the history) that the turn writer commits in the same transaction
+as the turn's record when both live in one database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from gateway.config_quota import QuotaLimiterConfig
+from gateway.quota.balances import BalanceState, brought_up_to_date, iso, parse_iso
+from gateway.storage.database import Database, Params, Transaction
+
+Pair = tuple[QuotaLimiterConfig, str]   # a limiter and one subject of it ('' = the cluster)
+
+_COLUMNS = "available, anchor, periods, period, next_refill"
+_HELD = ("SELECT COALESCE(SUM(tokens), 0) FROM gateway_quota_reservations "
+         "WHERE limiter = :l AND subject = :s AND expires_at > :now")
+
+
+@dataclass(frozen=True)
+class Held:
+    """A balance as a reader sees it: up to date, and what live reservations hold."""
+
+    limiter: QuotaLimiterConfig
+    subject: str
+    state: BalanceState
+    reserved: int
+
+    @property
+    def room(self) -> int:
+        return self.state.available - self.reserved
+
+
+def _state(row: Any) -> BalanceState:
+    return BalanceState(int(row["available"]), parse_iso(row["anchor"]), int(row["periods"]), row["period"],
+                        parse_iso(row["next_refill"]))
+
+
+class QuotaStore:
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def reserve(self, reservation_id: str, pairs: Sequence[Pair], tokens: int, now: datetime,
+                      expires: datetime) -> int | None:
+        """Admission: None when every limiter reserved `tokens`; else the index of the
+        statement that changed nothing, everything rolled back: `2 × i` means pair i's
+        row is missing or due a top-up, `2 × i + 1` that pair i has no room."""
+        statements: list[tuple[str, Params]] = []
+        stamp = iso(now)
+        for limiter, subject in pairs:
+            key = {"l": limiter.name, "s": subject, "now": stamp}
+            statements.append(("UPDATE gateway_quota_balances SET available = available "
+                               "WHERE limiter = :l AND subject = :s AND next_refill > :now", key))
+            statements.append((
+                "INSERT INTO gateway_quota_reservations (id, limiter, subject, tokens, expires_at) "
+                "SELECT :id, :l, :s, CAST(:t AS BIGINT), :exp WHERE (SELECT available FROM gateway_quota_balances "
+                f"WHERE limiter = :l AND subject = :s) - ({_HELD}) >= CAST(:t AS BIGINT)",
+                {**key, "id": reservation_id, "t": tokens, "exp": iso(expires)}))
+        return await self.db.write_if(statements)
+
+    async def bring_up_to_date(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
+        """Create missing balance rows and apply elapsed periods (each once), in one
+        transaction; what each balance holds afterwards."""
+        async with self.db.transaction() as tx:
+            return [await self._up_to_date(tx, limiter, subject, now) for limiter, subject in pairs]
+
+    async def _up_to_date(self, tx: Transaction, limiter: QuotaLimiterConfig, subject: str,
+                          now: datetime) -> Held:
+        fresh = BalanceState.new(limiter, now)
+        key = {"l": limiter.name, "s": subject, "now": iso(now)}
+        await tx.execute(
+            f"INSERT INTO gateway_quota_balances (limiter, subject, {_COLUMNS}, updated_at) "
+            "VALUES (:l, :s, :a, :anchor, 0, :p, :next, :now) ON CONFLICT (limiter, subject) DO NOTHING",
+            {**key, "a": fresh.available, "anchor": iso(fresh.anchor), "p": fresh.period,
+             "next": iso(fresh.next_refill)})
+        # Locks the row (PostgreSQL) until the transaction ends: no top-up is applied twice.
+        await tx.execute("UPDATE gateway_quota_balances SET available = available "
+                         "WHERE limiter = :l AND subject = :s", key)
+        row = await tx.fetchone(f"SELECT {_COLUMNS}, ({_HELD}) AS reserved FROM gateway_quota_balances "
+                                "WHERE limiter = :l AND subject = :s", key)
+        assert row is not None
+        before = _state(row)
+        after = brought_up_to_date(before, limiter, now)
+        if after != before:
+            await tx.execute("UPDATE gateway_quota_balances SET available = :a, anchor = :anchor, periods = :n, "
+                             "period = :p, next_refill = :next, updated_at = :now WHERE limiter = :l AND subject = :s",
+                             {**key, "a": after.available, "anchor": iso(after.anchor), "n": after.periods,
+                              "p": after.period, "next": iso(after.next_refill)})
+        return Held(limiter, subject, after, int(row["reserved"]))
+
+    async def read(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
+        """The balances as of `now` without writing (a due top-up is shown applied; it
+        is stored by the next admission). A subject never seen has `initial_quota`."""
+        held = []
+        for limiter, subject in pairs:
+            key = {"l": limiter.name, "s": subject, "now": iso(now)}
+            row = await self.db.fetchone(f"SELECT {_COLUMNS}, ({_HELD}) AS reserved FROM gateway_quota_balances "
+                                         "WHERE limiter = :l AND subject = :s", key)
+            state = _state(row) if row is not None else BalanceState.new(limiter, now)
+            held.append(Held(limiter, subject, brought_up_to_date(state, limiter, now),
+                             int(row["reserved"]) if row is not None else 0))
+        return held
+
+    @staticmethod
+    def charge_statements(reservation_id: str, pairs: Sequence[Pair], tokens: int, now: datetime,
+                          history: tuple[str, str, str, int, int] | None) -> list[tuple[str, Params]]:
+        """Charge `tokens` to every pair and release the reservation; `history` is
+        (user, provider, model, input, output) to add to today's (UTC) usage row."""
+        stamp = iso(now)
+        statements: list[tuple[str, Params]] = [
+            ("UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
+             "WHERE limiter = :l AND subject = :s", {"t": tokens, "now": stamp, "l": limiter.name, "s": subject})
+            for limiter, subject in pairs]
+        statements.append(("DELETE FROM gateway_quota_reservations WHERE id = :id", {"id": reservation_id}))
+        if history is not None:
+            user, provider, model, input_tokens, output_tokens = history
+            statements.append((
+                "INSERT INTO gateway_token_usage AS u (user_id, provider, model, day, input_tokens, output_tokens) "
+                "VALUES (:u, :p, :m, :d, :i, :o) ON CONFLICT (user_id, provider, model, day) DO UPDATE SET "
+                "input_tokens = u.input_tokens + excluded.input_tokens, "
+                "output_tokens = u.output_tokens + excluded.output_tokens",
+                {"u": user, "p": provider, "m": model, "d": stamp[:10], "i": input_tokens, "o": output_tokens}))
+        return statements
+
+    async def sweep(self, now: datetime) -> int:
+        """Delete reservations past their expiry (they no longer count already)."""
+        return await self.db.execute("DELETE FROM gateway_quota_reservations WHERE expires_at <= :now",
+                                     {"now": iso(now)})
+
+    async def change(self, pairs: Sequence[tuple[Pair, int]], now: datetime, *, add: bool,
+                     idempotency: tuple[str, str, str, str] | None = None) -> bool:
+        """Set (or add to) balances, after bringing them up to date, in one transaction.
+        `idempotency` = (key, subject, admin, what): a key seen before for that subject
+        changes nothing and returns False."""
+        async with self.db.transaction() as tx:
+            if idempotency is not None:
+                key, subject, admin, what = idempotency
+                if not await tx.execute(
+                        "INSERT INTO gateway_quota_increments (idempotency_key, subject, admin, tokens, applied_at) "
+                        "VALUES (:k, :s, :a, :t, :now) ON CONFLICT (idempotency_key, subject) DO NOTHING",
+                        {"k": key, "s": subject, "a": admin, "t": what, "now": iso(now)}):
+                    return False
+            for (limiter, subject), value in pairs:
+                await self._up_to_date(tx, limiter, subject, now)
+                await tx.execute(f"UPDATE gateway_quota_balances SET available = {'available + ' if add else ''}:v, "
+                                 "updated_at = :now WHERE limiter = :l AND subject = :s",
+                                 {"v": value, "now": iso(now), "l": limiter.name, "s": subject})
+        return True
+
+    async def usage(self, start: str, end: str, user_id: str | None) -> list[dict[str, Any]]:
+        """Token history summed per user, provider and model over UTC days start..end."""
+        where = "day >= :start AND day <= :end" + (" AND user_id = :u" if user_id is not None else "")
+        rows = await self.db.fetchall(
+            "SELECT user_id, provider, model, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
+            f"MIN(day) AS first_day, MAX(day) AS last_day FROM gateway_token_usage WHERE {where} "
+            "GROUP BY user_id, provider, model ORDER BY user_id, provider, model",
+            {"start": start, "end": end, "u": user_id} if user_id is not None else {"start": start, "end": end})
+        return [{**row, "input_tokens": int(row["input_tokens"]), "output_tokens": int(row["output_tokens"])}
+                for row in rows]
