@@ -12,7 +12,7 @@ from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
 from gateway.engine.mcp import McpExecutor
 from gateway.http import catalog as catalog_routes
-from gateway.http import authorized, health, responses, root
+from gateway.http import authorized, health, quotas, responses, root
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
@@ -63,6 +63,7 @@ def create_app(config: Configuration) -> web.Application:
         health.add_routes(app, prefix)
         root.add_routes(app, prefix)
         authorized.add_routes(app, prefix)
+        quotas.add_routes(app, prefix)
     actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
     app[PUBLIC] = root.PUBLIC_HANDLERS
     app[SKIP_WITHOUT_CREDENTIAL] = health.PROBE_HANDLERS if config.authentication.skip_for_health_probes \

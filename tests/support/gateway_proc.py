@@ -118,7 +118,7 @@ class Gateway(Endpoint):
         """Credentials in the gateway's configuration: the upstream API key, the
         api-key-token keys, every value of an MCP header read from a file (and its bare
         token), the gateway's own Kubernetes service-account token (`k8s_token_path`),
-        and the PostgreSQL password."""
+        and the PostgreSQL passwords (`database`, `quota_handlers`)."""
         config = yaml.safe_load(self.config_path.read_text())
         found = {config.get("llama_stack", {}).get("api_key") or ""}
         authentication = config.get("authentication") or {}
@@ -127,6 +127,7 @@ class Gateway(Endpoint):
         for entry in api_keys.get("keys") or []:
             found.add(entry.get("key") or (Path(entry["key_file"]).read_text().strip() if "key_file" in entry else ""))
         found.add(((config.get("database") or {}).get("postgres") or {}).get("password") or "")
+        found.add(((config.get("quota_handlers") or {}).get("postgres") or {}).get("password") or "")
         token_path = authentication.get("k8s_token_path")
         if token_path and Path(token_path).is_file():
             found.add(Path(token_path).read_text().strip())
