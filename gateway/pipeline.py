@@ -258,12 +258,14 @@ class Pipeline:
         if turn.store and turn.result is not None:
             if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
                 await self._append_turn(turn)
-            if charge and not self._quota.shares_turn_database:
-                await self._quota.write(charge)
-                charge = []
-            await self._writer.submit(*self._records(turn), extra=charge)
+            async with self._quota.written(turn.reservation):
+                if charge and not self._quota.shares_turn_database:
+                    await self._quota.write(charge)
+                    charge = []
+                await self._writer.submit(*self._records(turn), extra=charge)
         elif charge:
-            await self._quota.write(charge)
+            async with self._quota.written(turn.reservation):
+                await self._quota.write(charge)
         return await self._quota.available(turn.identity.user_id) if turn.reservation is not None else {}
 
     def finish(self, turn: Turn) -> None:

@@ -30,7 +30,7 @@ class QuotaAdmin:
         """The subject's balances under every limiter of its kind (`QuotasResponse`)."""
         subject = subject if kind == "user_limiter" else CLUSTER
         pairs = [(limiter, subject) for limiter in self._limiters(kind)]
-        held = await self._quota.store.read(pairs, await self._quota.now()) if pairs else []
+        held = await self._quota.held(pairs) if pairs else []
         limiters = [{"name": h.limiter.name, "type": h.limiter.type, "subject": subject,
                      "available": h.state.available, "reserved": h.reserved,
                      "initial_quota": h.limiter.initial_quota, "quota_increase": h.limiter.quota_increase,
@@ -60,8 +60,8 @@ class QuotaAdmin:
             raise invalid_attribute("limiters: name at least one limiter", param="limiters")
         scope = f"{'user:' + subject if kind == 'user_limiter' else 'cluster'}"
         key = (idempotency_key, scope, admin, repr(sorted(values.items()))) if idempotency_key else None
-        applied = await self._quota.store.change([((by_name[name], subject), value) for name, value in values.items()],
-                                                 await self._quota.now(), add=add, idempotency=key)
+        applied = await self._quota.change([((by_name[name], subject), value) for name, value in values.items()],
+                                           add=add, idempotency=key)
         for name, value in values.items():
             audit.info("quota change admin=%s subject=%s limiter=%s %s=%d key=%r applied=%s request_id=%s",
                        admin, scope, name, "add" if add else "set", value, idempotency_key, applied, request_id)

@@ -22,9 +22,10 @@ import math
 import sqlite3
 import time
 import uuid
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Sequence
+from typing import Any, AsyncIterator, Sequence
 
 import orjson
 
@@ -32,6 +33,7 @@ from gateway.config_quota import QuotaHandlersConfig, QuotaLimiterConfig, same_d
 from gateway.config_database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.balances import seconds_until
+from gateway.quota.ledger import Ledger
 from gateway.quota.store import Held, Pair, QuotaStore
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
 from gateway.storage.database import Database, DatabaseUnavailable, Params, open_database
@@ -70,6 +72,8 @@ class QuotaService:
         # No limiters, or no storage named (LCORE only warns): nothing to check or charge.
         self.enabled = bool(self.limiters)
         self.store = QuotaStore(db) if db is not None else None
+        # One writer process (SQLite): admission in memory, written through (ledger.py).
+        self._ledger = Ledger(self.store) if self.store is not None and not db.shared else None
         self.shares_turn_database = shares_turn_database
         self._owns_db = owns_db
         self._offset = 0.0        # database clock minus process clock (seconds)
@@ -123,6 +127,8 @@ class QuotaService:
         need = estimate(raw, self.config.output_reservation)
         reservation = Reservation(uuid.uuid4().hex, identity.user_id, need, self.pairs(identity.user_id))
         try:
+            if self._ledger is not None:
+                return await self._reserve_locally(reservation)
             now = await self.now()
             expires = now + timedelta(seconds=self.config.reservation_seconds)
             for attempt in range(_ATTEMPTS):
@@ -143,6 +149,23 @@ class QuotaService:
         log.error("quota admission of %s did not settle after %d attempts", identity.user_id, _ATTEMPTS)
         raise quota_storage_unavailable()
 
+    async def _reserve_locally(self, reservation: Reservation) -> Reservation:
+        assert self._ledger is not None
+        now = await self.now()
+        await self._ledger.load(reservation.pairs, now)
+        refused, top_ups = self._ledger.reserve(reservation.pairs, reservation.tokens, now)
+        if top_ups:  # once per period and subject: persisted before the turn goes on
+            try:
+                await self.write(top_ups)
+            except BaseException:
+                self._ledger.forget(reservation.pairs)
+                if refused is None:
+                    self._ledger.settle(reservation.pairs, reservation.tokens, 0)
+                raise
+        if refused is not None:
+            raise self._refusal(refused, reservation.tokens, now)
+        return reservation
+
     @staticmethod
     def _refusal(held: Held, need: int, now: datetime) -> ApiError:
         who = f"User {held.subject}" if held.limiter.type == "user_limiter" else "Cluster"
@@ -152,20 +175,44 @@ class QuotaService:
 
     async def charge_statements(self, reservation: Reservation, input_tokens: int, output_tokens: int,
                                 model: str | None, provider: str | None) -> list[tuple[str, Params]]:
-        assert self.store is not None and self.config is not None
+        assert self.config is not None
         history = (reservation.user_id, provider or "", model or "", input_tokens, output_tokens) \
             if self.config.enable_token_history else None
-        return self.store.charge_statements(reservation.id, reservation.pairs, input_tokens + output_tokens,
-                                            await self.now(), history)
+        return await self._end(reservation, input_tokens + output_tokens, history)
+
+    async def _end(self, reservation: Reservation, charge: int,
+                   history: tuple[str, str, str, int, int] | None) -> list[tuple[str, Params]]:
+        """The statements that charge a reservation's turn and end it (in memory too,
+        with the ledger: a failed write calls `forget`)."""
+        assert self.store is not None
+        statements = self.store.charge_statements(reservation.id, reservation.pairs, charge, await self.now(),
+                                                  history, reserved=self._ledger is None)
+        if self._ledger is not None:
+            self._ledger.settle(reservation.pairs, reservation.tokens, charge)
+        return statements
+
+    def forget(self, reservation: Reservation) -> None:
+        """A charge could not be written: the ledger reads the balances again."""
+        if self._ledger is not None:
+            self._ledger.forget(reservation.pairs)
+
+    @asynccontextmanager
+    async def written(self, reservation: Reservation | None) -> AsyncIterator[None]:
+        """Around the write of a charge: if it fails, `forget` what the ledger assumed."""
+        try:
+            yield
+        except BaseException:
+            if reservation is not None:
+                self.forget(reservation)
+            raise
 
     async def release(self, reservation: Reservation, charge: int = 0) -> None:
         """End a reservation whose turn has no usage to charge: `charge` tokens (an
         abandoned turn is charged its reservation), the reservation deleted."""
-        assert self.store is not None
         try:
-            await self.write(self.store.charge_statements(reservation.id, reservation.pairs, charge,
-                                                          await self.now(), None))
+            await self.write(await self._end(reservation, charge, None))
         except Exception as exc:  # it expires after reservation_seconds instead
+            self.forget(reservation)
             log.error("ending quota reservation %s (%d tokens charged) failed: %s", reservation.id, charge, exc)
 
     async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
@@ -178,14 +225,41 @@ class QuotaService:
         """`available_quotas`: each applicable limiter's balance, by limiter name."""
         if not self.enabled:
             return {}
+        return {held.limiter.name: held.state.available for held in await self.held(self.pairs(user_id))}
+
+    async def held(self, pairs: Sequence[Pair]) -> list[Held]:
+        """The balances (brought up to date, not written) and what reservations hold."""
         assert self.store is not None
-        return {held.limiter.name: held.state.available
-                for held in await self.store.read(self.pairs(user_id), await self.now())}
+        now = await self.now()
+        if self._ledger is None:
+            return await self.store.read(pairs, now)
+        await self._ledger.load(pairs, now)
+        return self._ledger.read(pairs, now)
+
+    async def change(self, values: Sequence[tuple[Pair, int]], *, add: bool,
+                     idempotency: tuple[str, str, str, str] | None = None) -> bool:
+        """Set (or add to) balances; False when the increment's key was used before."""
+        assert self.store is not None
+        now = await self.now()
+        if self._ledger is None:
+            return await self.store.change(values, now, add=add, idempotency=idempotency)
+        await self._ledger.load([pair for pair, _ in values], now)
+        top_ups: list[tuple[str, Params]] = []
+        deltas = [(pair, self._ledger.delta(pair, now, value, add, top_ups)) for pair, value in values]
+        if top_ups:
+            await self.write(top_ups)
+        applied = await self.store.change(deltas, now, add=True, idempotency=idempotency)
+        if applied:
+            for pair, delta in deltas:
+                self._ledger.shift(pair, delta)
+        return applied
 
     async def _scheduler(self) -> None:
         assert self.store is not None and self.config is not None
         while True:
             await asyncio.sleep(self.config.scheduler.period)
+            if self._ledger is not None:
+                continue  # reservations live in this process
             try:
                 swept = await self.store.sweep(await self.now())
                 if swept:

@@ -104,13 +104,23 @@ class QuotaStore:
         return Held(limiter, subject, after, int(row["reserved"]))
 
     async def read(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
-        """The balances as of `now` without writing (a due top-up is shown applied; it
-        is stored by the next admission). A subject never seen has `initial_quota`."""
+        """The balances as of `now` without writing, in one query (a due top-up is shown
+        applied; it is stored by the next admission). A subject never seen has
+        `initial_quota`."""
+        params: dict[str, Any] = {"now": iso(now)}
+        wanted = []
+        for index, (limiter, subject) in enumerate(pairs):
+            params[f"l{index}"], params[f"s{index}"] = limiter.name, subject
+            wanted.append(f"(b.limiter = :l{index} AND b.subject = :s{index})")
+        rows = await self.db.fetchall(
+            f"SELECT b.limiter, b.subject, {', '.join('b.' + c for c in _COLUMNS.split(', '))}, "
+            "(SELECT COALESCE(SUM(r.tokens), 0) FROM gateway_quota_reservations r WHERE r.limiter = b.limiter "
+            "AND r.subject = b.subject AND r.expires_at > :now) AS reserved "
+            f"FROM gateway_quota_balances b WHERE {' OR '.join(wanted)}", params)
+        found = {(row["limiter"], row["subject"]): row for row in rows}
         held = []
         for limiter, subject in pairs:
-            key = {"l": limiter.name, "s": subject, "now": iso(now)}
-            row = await self.db.fetchone(f"SELECT {_COLUMNS}, ({_HELD}) AS reserved FROM gateway_quota_balances "
-                                         "WHERE limiter = :l AND subject = :s", key)
+            row = found.get((limiter.name, subject))
             state = _state(row) if row is not None else BalanceState.new(limiter, now)
             held.append(Held(limiter, subject, brought_up_to_date(state, limiter, now),
                              int(row["reserved"]) if row is not None else 0))
@@ -118,15 +128,18 @@ class QuotaStore:
 
     @staticmethod
     def charge_statements(reservation_id: str, pairs: Sequence[Pair], tokens: int, now: datetime,
-                          history: tuple[str, str, str, int, int] | None) -> list[tuple[str, Params]]:
-        """Charge `tokens` to every pair and release the reservation; `history` is
-        (user, provider, model, input, output) to add to today's (UTC) usage row."""
+                          history: tuple[str, str, str, int, int] | None,
+                          reserved: bool = True) -> list[tuple[str, Params]]:
+        """Charge `tokens` to every pair and release the reservation (`reserved`: it has
+        rows); `history` is (user, provider, model, input, output) to add to today's
+        (UTC) usage row."""
         stamp = iso(now)
         statements: list[tuple[str, Params]] = [
             ("UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
              "WHERE limiter = :l AND subject = :s", {"t": tokens, "now": stamp, "l": limiter.name, "s": subject})
             for limiter, subject in pairs]
-        statements.append(("DELETE FROM gateway_quota_reservations WHERE id = :id", {"id": reservation_id}))
+        if reserved:
+            statements.append(("DELETE FROM gateway_quota_reservations WHERE id = :id", {"id": reservation_id}))
         if history is not None:
             user, provider, model, input_tokens, output_tokens = history
             statements.append((

@@ -36,8 +36,10 @@ POOL_SIZE = 10           # connections per process; concurrent turns share them 
 _LOCK_CLASS = 0x67776179
 
 
+# OperatorInterventionError: the server is shutting down or restarting (57P01-57P03),
+# which an open pooled connection learns on its next statement.
 _CONNECTION_LOST = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-                    asyncpg.CannotConnectNowError)
+                    asyncpg.CannotConnectNowError, asyncpg.exceptions.OperatorInterventionError)
 
 
 def quote_identifier(name: str) -> str:

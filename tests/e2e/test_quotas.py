@@ -7,7 +7,6 @@ limiter name, quota storage down → 503, and topic summaries never charged."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,8 +15,6 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.support.flows import checked
-from tests.support.gateway_db import GatewayDb
-from tests.support.gateway_proc import start_gateway
 
 DAILY = {"name": "daily", "type": "user_limiter", "initial_quota": 10000, "quota_increase": 1000, "period": "1 day"}
 MONTHLY = {"name": "monthly", "type": "user_limiter", "initial_quota": 50000, "quota_increase": 50000,
@@ -30,8 +27,21 @@ HI = {"input": "hi", "max_output_tokens": 99, "tool_choice": "none"}   # reserve
 class QuotaGateway:
     """A gateway with quota_handlers on the same database as its turns, and SQL on it."""
 
-    def __init__(self, gateway, engine: str, storage: dict, postgres=None):
+    def __init__(self, gateway, engine: str, storage: dict, postgres=None, restart=None):
         self.gateway, self.engine, self.storage, self.postgres = gateway, engine, storage, postgres
+        self._restart = restart
+
+    def restart(self) -> None:
+        """A new `gateway serve` on the same configuration and database."""
+        self.gateway.stop()
+        self.gateway = self._restart()
+
+    def edited(self) -> None:
+        """After the test edits stored rows: on SQLite the gateway keeps the balances it
+        uses in memory (the file's only writer), so it is restarted; replicas on
+        PostgreSQL read the database every time."""
+        if self.engine == "sqlite":
+            self.restart()
 
     def sql(self, statement: str) -> list[list]:
         if self.engine == "postgres":
@@ -65,9 +75,10 @@ def quota_gateway(gateway_factory, upstream, upstream_with, tmp_path, request):
                 {"sqlite": {"db_path": str(tmp_path / f"gateway-{time.monotonic_ns()}.db")}}
         target = upstream if mode == "forward" else upstream_with("--no-responses")
         llama_stack = {"url": target.url, "max_retries": 0} | ({"api": "chat_completions"} if mode == "engine" else {})
-        gateway = gateway_factory(target.url, database=storage, llama_stack=llama_stack,
-                                  quota_handlers={**storage, "limiters": list(limiters), **extra})
-        return QuotaGateway(gateway, engine, storage, postgres)
+        def launch():
+            return gateway_factory(target.url, database=storage, llama_stack=llama_stack,
+                                   quota_handlers={**storage, "limiters": list(limiters), **extra})
+        return QuotaGateway(launch(), engine, storage, postgres, launch)
     return start
 
 
@@ -92,6 +103,9 @@ def test_refused_with_lcores_429_and_nothing_created_or_sent(quota_gateway, upst
     assert 0 < int(reply.headers["retry-after"]) <= 86400
     assert upstream.requests() == []                                       # nothing sent upstream
     quotas.sql("UPDATE gateway_quota_balances SET available = 0")
+    quotas.edited()
+    gateway = quotas.gateway
+    upstream.clear()
     new = gateway.post("/v1/responses?user_id=ann", HI)
     assert new.status == 429 and new.json()["detail"]["cause"] == "User ann has no available tokens"
     stream = gateway.post("/v1/responses?user_id=ann", {**HI, "stream": True})
@@ -218,6 +232,8 @@ def test_replenishment_is_exact_and_a_restart_keeps_balances(quota_gateway, gate
     spent = usage_of(gateway.post("/v1/responses?user_id=gus", HI).ok())
     # Three days and a bit pass for the daily limiter: three top-ups, once each, whoever asks.
     quotas.shift("daily", "gus", timedelta(days=3, hours=1))
+    quotas.edited()
+    gateway = quotas.gateway
     assert quotas.quotas("gus")["daily"] == 10000 - spent + 3000
     for _ in range(3):
         spent += usage_of(gateway.post("/v1/responses?user_id=gus", HI).ok())
@@ -226,17 +242,14 @@ def test_replenishment_is_exact_and_a_restart_keeps_balances(quota_gateway, gate
         == [[3]]
     # A month passes for the monthly limiter: it resets to its initial quota, once.
     quotas.shift("monthly", "gus", timedelta(days=32))
+    quotas.edited()
+    gateway = quotas.gateway
     after_reset = gateway.post("/v1/responses?user_id=gus", HI).ok()
     assert after_reset["available_quotas"]["monthly"] == 50000 - usage_of(after_reset)
     before = quotas.quotas("gus")
     # A restart (a new process on the same config and database) keeps every balance.
-    gateway.stop()
-    restarted = start_gateway(gateway.config_path.parent / "restarted", __import__("yaml").safe_load(
-        gateway.config_path.read_text()))
-    try:
-        assert restarted.get("/v1/quotas?user_id=gus").ok()["available_quotas"] == before
-    finally:
-        restarted.stop()
+    quotas.restart()
+    assert quotas.quotas("gus") == before
 
 
 def test_quota_storage_down_is_503(quota_gateway, gateway_factory, upstream, tmp_path):
