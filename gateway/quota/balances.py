@@ -45,6 +45,8 @@ class BalanceState:
 
 def brought_up_to_date(state: BalanceState, limiter: QuotaLimiterConfig, now: datetime) -> BalanceState:
     """The balance with every period boundary up to `now` applied once."""
+    if now < state.next_refill and state.period == limiter.period:
+        return state  # nothing due (nearly always): no calendar arithmetic
     period = limiter.parsed_period
     anchor, periods = state.anchor, state.periods
     if state.period != limiter.period:

@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import Sequence
 
 from gateway.quota.balances import BalanceState, brought_up_to_date, iso
-from gateway.quota.store import Held, Pair, QuotaStore
-from gateway.storage.database import Params
+from gateway.quota.store import Held, Pair, QuotaStore, balance_key
+from gateway.storage.writer import Keyed
 
 Key = tuple[str, str]   # (limiter name, subject)
 
@@ -40,7 +40,7 @@ class Ledger:
     def reserve(self, pairs: Sequence[Pair], tokens: int, now: datetime) -> tuple[Held | None, list]:
         """Reserve `tokens` on every pair, or on none: (the first pair without room,
         or None; the statements that persist top-ups applied on the way). No await."""
-        statements: list[tuple[str, Params]] = []
+        statements: list[Keyed] = []
         held = [self._current(limiter, subject, now, statements) for limiter, subject in pairs]
         for entry in held:
             if entry.room < tokens:
@@ -67,7 +67,7 @@ class Ledger:
             self._balances[key] = BalanceState(state.available + delta, state.anchor, state.periods, state.period,
                                                state.next_refill)
 
-    def delta(self, pair: Pair, now: datetime, value: int, add: bool, statements: list[tuple[str, Params]]) -> int:
+    def delta(self, pair: Pair, now: datetime, value: int, add: bool, statements: list[Keyed]) -> int:
         """What an admin change adds to a balance, after any due top-up (persisted by
         `statements`); applied with `shift` once written."""
         state = self._current(pair[0], pair[1], now, statements).state
@@ -83,13 +83,14 @@ class Ledger:
         for limiter, subject in pairs:
             self._balances.pop((limiter.name, subject), None)
 
-    def _current(self, limiter, subject: str, now: datetime, statements: list[tuple[str, Params]]) -> Held:
+    def _current(self, limiter, subject: str, now: datetime, statements: list[Keyed]) -> Held:
         key = (limiter.name, subject)
         before = self._balances[key]
         after = brought_up_to_date(before, limiter, now)
         if after != before:
             self._balances[key] = after
             statements.append((
+                balance_key((limiter, subject)),
                 "UPDATE gateway_quota_balances SET available = available + :delta, anchor = :anchor, periods = :n, "
                 "period = :p, next_refill = :next, updated_at = :now WHERE limiter = :l AND subject = :s",
                 {"delta": after.available - before.available, "anchor": iso(after.anchor), "n": after.periods,

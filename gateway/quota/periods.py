@@ -15,6 +15,7 @@ counts how many of them have passed, which is how many replenishments are due.
 from __future__ import annotations
 
 import calendar
+from functools import lru_cache
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,6 +37,10 @@ class Period:
 
     @classmethod
     def parse(cls, text: str) -> "Period":
+        return _parse(cls, text)
+
+    @classmethod
+    def _parse(cls, text: str) -> "Period":
         match = _GRAMMAR.match(text.lower()) if isinstance(text, str) else None
         unit = match.group(2) if match else ""
         if match is None or (unit not in _UNITS and unit not in _MONTHS):
@@ -66,6 +71,11 @@ class Period:
         while k > 0 and self.boundary(anchor, k) > now:
             k -= 1
         return k
+
+
+@lru_cache(maxsize=256)
+def _parse(cls: type, text: str) -> Period:
+    return cls._parse(text)
 
 
 def add_months(moment: datetime, months: int) -> datetime:

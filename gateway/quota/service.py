@@ -34,9 +34,10 @@ from gateway.config_database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.balances import seconds_until
 from gateway.quota.ledger import Ledger
-from gateway.quota.store import Held, Pair, QuotaStore
+from gateway.quota.store import Held, Pair, QuotaStore, balance_key
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
-from gateway.storage.database import Database, DatabaseUnavailable, Params, open_database
+from gateway.storage.database import Database, DatabaseUnavailable, open_database
+from gateway.storage.writer import Keyed, in_lock_order
 
 log = logging.getLogger("gateway.quota")
 
@@ -108,7 +109,9 @@ class QuotaService:
             await self.store.db.close()
 
     def pairs(self, user_id: str) -> tuple[Pair, ...]:
-        return tuple((limiter, user_id if limiter.type == "user_limiter" else CLUSTER) for limiter in self.limiters)
+        """The balances a user's turn reserves on, in lock order (`store.balance_key`)."""
+        return tuple(sorted(((limiter, user_id if limiter.type == "user_limiter" else CLUSTER)
+                             for limiter in self.limiters), key=balance_key))
 
     async def now(self) -> datetime:
         """The database's clock: the process clock plus an offset measured with
@@ -174,14 +177,14 @@ class QuotaService:
         return quota_exceeded(cause, seconds_until(held.state.next_refill, now))
 
     async def charge_statements(self, reservation: Reservation, input_tokens: int, output_tokens: int,
-                                model: str | None, provider: str | None) -> list[tuple[str, Params]]:
+                                model: str | None, provider: str | None) -> list[Keyed]:
         assert self.config is not None
         history = (reservation.user_id, provider or "", model or "", input_tokens, output_tokens) \
             if self.config.enable_token_history else None
         return await self._end(reservation, input_tokens + output_tokens, history)
 
     async def _end(self, reservation: Reservation, charge: int,
-                   history: tuple[str, str, str, int, int] | None) -> list[tuple[str, Params]]:
+                   history: tuple[str, str, str, int, int] | None) -> list[Keyed]:
         """The statements that charge a reservation's turn and end it (in memory too,
         with the ledger: a failed write calls `forget`)."""
         assert self.store is not None
@@ -215,17 +218,18 @@ class QuotaService:
             self.forget(reservation)
             log.error("ending quota reservation %s (%d tokens charged) failed: %s", reservation.id, charge, exc)
 
-    async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
+    async def write(self, statements: Sequence[Keyed]) -> None:
         """Commit a charge on its own (quota storage apart from the turn's record, or a
-        turn with no record)."""
+        turn with no record), in lock order."""
         assert self.store is not None
-        await self.store.db.write(statements)
+        await self.store.db.write(in_lock_order(statements))
 
     async def available(self, user_id: str) -> dict[str, int]:
         """`available_quotas`: each applicable limiter's balance, by limiter name."""
         if not self.enabled:
             return {}
-        return {held.limiter.name: held.state.available for held in await self.held(self.pairs(user_id))}
+        balances = {held.limiter.name: held.state.available for held in await self.held(self.pairs(user_id))}
+        return {limiter.name: balances[limiter.name] for limiter in self.limiters}  # in configuration order
 
     async def held(self, pairs: Sequence[Pair]) -> list[Held]:
         """The balances (brought up to date, not written) and what reservations hold."""
@@ -244,7 +248,7 @@ class QuotaService:
         if self._ledger is None:
             return await self.store.change(values, now, add=add, idempotency=idempotency)
         await self._ledger.load([pair for pair, _ in values], now)
-        top_ups: list[tuple[str, Params]] = []
+        top_ups: list[Keyed] = []
         deltas = [(pair, self._ledger.delta(pair, now, value, add, top_ups)) for pair, value in values]
         if top_ups:
             await self.write(top_ups)

@@ -24,8 +24,15 @@ from typing import Any, Sequence
 from gateway.config_quota import QuotaLimiterConfig
 from gateway.quota.balances import BalanceState, brought_up_to_date, iso, parse_iso
 from gateway.storage.database import Database, Params, Transaction
+from gateway.storage.writer import Keyed
 
 Pair = tuple[QuotaLimiterConfig, str]   # a limiter and one subject of it ('' = the cluster)
+
+
+def balance_key(pair: Pair) -> str:
+    """A balance row's place in the one lock order every transaction follows (pairs are
+    kept sorted by it: `QuotaService.pairs`), so concurrent ones cannot deadlock."""
+    return f"balance\0{pair[0].name}\0{pair[1]}"
 
 _COLUMNS = "available, anchor, periods, period, next_refill"
 _HELD = ("SELECT COALESCE(SUM(tokens), 0) FROM gateway_quota_reservations "
@@ -129,20 +136,23 @@ class QuotaStore:
     @staticmethod
     def charge_statements(reservation_id: str, pairs: Sequence[Pair], tokens: int, now: datetime,
                           history: tuple[str, str, str, int, int] | None,
-                          reserved: bool = True) -> list[tuple[str, Params]]:
+                          reserved: bool = True) -> list[Keyed]:
         """Charge `tokens` to every pair and release the reservation (`reserved`: it has
         rows); `history` is (user, provider, model, input, output) to add to today's
-        (UTC) usage row."""
+        (UTC) usage row. Keyed by lock order (`storage.writer.Keyed`)."""
         stamp = iso(now)
-        statements: list[tuple[str, Params]] = [
-            ("UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
+        statements: list[Keyed] = [
+            (balance_key((limiter, subject)),
+             "UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
              "WHERE limiter = :l AND subject = :s", {"t": tokens, "now": stamp, "l": limiter.name, "s": subject})
             for limiter, subject in pairs]
         if reserved:
-            statements.append(("DELETE FROM gateway_quota_reservations WHERE id = :id", {"id": reservation_id}))
+            statements.append((f"reservation\0{reservation_id}", "DELETE FROM gateway_quota_reservations WHERE id = :id",
+                               {"id": reservation_id}))
         if history is not None:
             user, provider, model, input_tokens, output_tokens = history
             statements.append((
+                f"usage\0{user}\0{provider}\0{model}\0{stamp[:10]}",
                 "INSERT INTO gateway_token_usage AS u (user_id, provider, model, day, input_tokens, output_tokens) "
                 "VALUES (:u, :p, :m, :d, :i, :o) ON CONFLICT (user_id, provider, model, day) DO UPDATE SET "
                 "input_tokens = u.input_tokens + excluded.input_tokens, "
@@ -168,7 +178,7 @@ class QuotaStore:
                         "VALUES (:k, :s, :a, :t, :now) ON CONFLICT (idempotency_key, subject) DO NOTHING",
                         {"k": key, "s": subject, "a": admin, "t": what, "now": iso(now)}):
                     return False
-            for (limiter, subject), value in pairs:
+            for (limiter, subject), value in sorted(pairs, key=lambda entry: balance_key(entry[0])):
                 await self._up_to_date(tx, limiter, subject, now)
                 await tx.execute(f"UPDATE gateway_quota_balances SET available = {'available + ' if add else ''}:v, "
                                  "updated_at = :now WHERE limiter = :l AND subject = :s",

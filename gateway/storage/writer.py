@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
 from gateway.storage.database import Params, committed
@@ -22,7 +22,11 @@ from gateway.storage.database import Params, committed
 log = logging.getLogger("gateway.storage")
 
 Entry = tuple[ConversationRecord, TurnRecord | None]
-Statements = Sequence[tuple[str, Params]]
+# Extra statements of a turn (its quota charge): (lock order, sql, params). A batch runs
+# them sorted by the first item, a total order on the rows they lock (e.g. "balance\0
+# <limiter>\0<subject>"), so two concurrent transactions that follow it cannot deadlock.
+Keyed = tuple[str, str, Params]
+Statements = Sequence[Keyed]
 
 
 class TurnWriter:
@@ -91,7 +95,7 @@ class TurnWriter:
     async def _write(self, batch: list[tuple[Entry, Statements, asyncio.Future]]) -> None:
         try:
             await self._repository.save_many([entry for entry, _, _ in batch],
-                                             [statement for _, extra, _ in batch for statement in extra])
+                                             in_lock_order(statement for _, extra, _ in batch for statement in extra))
             results: list[BaseException | None] = [None] * len(batch)
         except Exception:
             # One bad entry must not lose the others: retry them one by one.
@@ -99,10 +103,15 @@ class TurnWriter:
             results = []
             for entry, extra, _ in batch:
                 try:
-                    await self._repository.save_many([entry], extra)
+                    await self._repository.save_many([entry], in_lock_order(extra))
                     results.append(None)
                 except Exception as exc:
                     log.error("recording turn %s failed: %s", entry[1] and entry[1].response_id, exc)
                     results.append(exc)
         for (_, _, done), error in zip(batch, results):
             committed(done, error)
+
+
+def in_lock_order(statements: Iterable[Keyed]) -> list[tuple[str, Params]]:
+    """Keyed statements as the database API takes them, sorted by their lock order."""
+    return [(sql, params) for _, sql, params in sorted(statements, key=lambda statement: statement[0])]
