@@ -134,15 +134,13 @@ class QuotaService:
                 return await self._reserve_locally(reservation)
             now = await self.now()
             expires = now + timedelta(seconds=self.config.reservation_seconds)
-            for attempt in range(_ATTEMPTS):
-                failed = await self.store.reserve(reservation.id, reservation.pairs, need, now, expires)
-                if failed is None:
+            for _ in range(_ATTEMPTS):
+                if await self.store.reserve(reservation.id, reservation.pairs, need, now, expires):
                     return reservation
-                held = await self.store.bring_up_to_date(reservation.pairs, now)
-                if failed % 2 == 1 or attempt == _ATTEMPTS - 1:
-                    refused = held[failed // 2]
-                    if refused.room < need:
-                        raise self._refusal(refused, need, now)
+                # A balance is missing, due a top-up, or short: which one?
+                for held in await self.store.bring_up_to_date(reservation.pairs, now):
+                    if held.room < need:
+                        raise self._refusal(held, need, now)
                 now = await self.now()
         except ApiError:
             raise
@@ -267,6 +265,7 @@ class QuotaService:
             try:
                 swept = await self.store.sweep(await self.now())
                 if swept:
-                    log.warning("released %d expired quota reservations (turns that never settled)", swept)
+                    log.warning("released expired quota reservations (turns that never settled) on %d balances",
+                                swept)
             except Exception as exc:  # the next tick tries again
                 log.warning("quota scheduler: %s", exc)

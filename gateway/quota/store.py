@@ -1,18 +1,21 @@
-"""The SQL of quotas (migration 4's tables), portable between the two engines.
+"""The SQL of quotas (migration 4's tables).
 
-Admission (`reserve`) is one `Database.write_if`: per limiter, an UPDATE that matches
-the balance row only while no top-up is due (it also takes the row's lock on
-PostgreSQL, so concurrent admissions of one balance queue there), then an INSERT of the
-reservation that happens only if the balance minus the live reservations (a new
-statement: under READ COMMITTED it sees every reservation committed before the lock was
-granted) covers it. Any statement that changes no row rolls the whole admission back,
-so a turn reserves on every limiter or on none, and no two admissions can both spend
-the same tokens. A missing row or a due top-up is handled by `bring_up_to_date` (a
-transaction that creates rows and applies elapsed periods once) before a second try.
+Admission (`reserve`, PostgreSQL: several replicas share the balances; SQLite keeps
+them in the process, `ledger.py`) is one statement, so one round trip: it locks the
+turn's balance rows in lock order (`SELECT … FOR UPDATE`, which under READ COMMITTED
+returns each row as the last transaction that held it left it), and only if every one
+is not due a top-up and has `available - reserved >= tokens` adds the tokens to
+`reserved` and inserts the reservation rows (with their expiry). So a turn reserves on
+every limiter or on none, and no two admissions spend the same tokens. A missing row or
+a due top-up is handled by `bring_up_to_date` (a transaction that creates rows and
+applies elapsed periods once) before a second try.
 
-The charge (`charge_statements`) is plain statements (subtract the tokens, delete the
-reservation, add to the history) that the turn writer commits in the same transaction
-as the turn's record when both live in one database.
+The charge (`charge_statements`) subtracts the turn's tokens and releases its
+reservation: the statement that deletes the reservation row also takes its tokens off
+`reserved`, so a reservation is released once whether the turn or the expiry sweep gets
+there first. The turn writer commits them in the same transaction as the turn's record
+when both live in one database. Every statement that locks balance rows takes them in
+`balance_key` order, so concurrent transactions cannot deadlock.
 """
 
 from __future__ import annotations
@@ -35,8 +38,6 @@ def balance_key(pair: Pair) -> str:
     return f"balance\0{pair[0].name}\0{pair[1]}"
 
 _COLUMNS = "available, anchor, periods, period, next_refill"
-_HELD = ("SELECT COALESCE(SUM(tokens), 0) FROM gateway_quota_reservations "
-         "WHERE limiter = :l AND subject = :s AND expires_at > :now")
 
 
 @dataclass(frozen=True)
@@ -63,22 +64,22 @@ class QuotaStore:
         self.db = db
 
     async def reserve(self, reservation_id: str, pairs: Sequence[Pair], tokens: int, now: datetime,
-                      expires: datetime) -> int | None:
-        """Admission: None when every limiter reserved `tokens`; else the index of the
-        statement that changed nothing, everything rolled back: `2 × i` means pair i's
-        row is missing or due a top-up, `2 × i + 1` that pair i has no room."""
-        statements: list[tuple[str, Params]] = []
-        stamp = iso(now)
-        for limiter, subject in pairs:
-            key = {"l": limiter.name, "s": subject, "now": stamp}
-            statements.append(("UPDATE gateway_quota_balances SET available = available "
-                               "WHERE limiter = :l AND subject = :s AND next_refill > :now", key))
-            statements.append((
-                "INSERT INTO gateway_quota_reservations (id, limiter, subject, tokens, expires_at) "
-                "SELECT :id, :l, :s, CAST(:t AS BIGINT), :exp WHERE (SELECT available FROM gateway_quota_balances "
-                f"WHERE limiter = :l AND subject = :s) - ({_HELD}) >= CAST(:t AS BIGINT)",
-                {**key, "id": reservation_id, "t": tokens, "exp": iso(expires)}))
-        return await self.db.write_if(statements)
+                      expires: datetime) -> bool:
+        """Admission (PostgreSQL): True when every pair reserved `tokens`, False when
+        none did (a row missing or due a top-up, or no room)."""
+        params: dict[str, Any] = {"id": reservation_id, "t": tokens, "now": iso(now), "exp": iso(expires),
+                                  "n": len(pairs)}
+        wanted = _pairs_sql(pairs, params, "b")
+        inserted = await self.db.execute(
+            "WITH locked AS (SELECT b.limiter, b.subject, b.available, b.reserved, b.next_refill "
+            f"FROM gateway_quota_balances b WHERE {wanted} ORDER BY b.limiter, b.subject FOR UPDATE), "
+            "fine AS (SELECT COUNT(*) = :n AS ok FROM locked WHERE next_refill > :now "
+            "AND available - reserved >= CAST(:t AS BIGINT)), "
+            "taken AS (UPDATE gateway_quota_balances b SET reserved = b.reserved + CAST(:t AS BIGINT) "
+            f"FROM fine WHERE fine.ok AND {wanted} RETURNING b.limiter, b.subject) "
+            "INSERT INTO gateway_quota_reservations (id, limiter, subject, tokens, expires_at) "
+            "SELECT :id, limiter, subject, CAST(:t AS BIGINT), :exp FROM taken", params)
+        return inserted == len(pairs)
 
     async def bring_up_to_date(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
         """Create missing balance rows and apply elapsed periods (each once), in one
@@ -98,7 +99,7 @@ class QuotaStore:
         # Locks the row (PostgreSQL) until the transaction ends: no top-up is applied twice.
         await tx.execute("UPDATE gateway_quota_balances SET available = available "
                          "WHERE limiter = :l AND subject = :s", key)
-        row = await tx.fetchone(f"SELECT {_COLUMNS}, ({_HELD}) AS reserved FROM gateway_quota_balances "
+        row = await tx.fetchone(f"SELECT {_COLUMNS}, reserved FROM gateway_quota_balances "
                                 "WHERE limiter = :l AND subject = :s", key)
         assert row is not None
         before = _state(row)
@@ -114,16 +115,10 @@ class QuotaStore:
         """The balances as of `now` without writing, in one query (a due top-up is shown
         applied; it is stored by the next admission). A subject never seen has
         `initial_quota`."""
-        params: dict[str, Any] = {"now": iso(now)}
-        wanted = []
-        for index, (limiter, subject) in enumerate(pairs):
-            params[f"l{index}"], params[f"s{index}"] = limiter.name, subject
-            wanted.append(f"(b.limiter = :l{index} AND b.subject = :s{index})")
-        rows = await self.db.fetchall(
-            f"SELECT b.limiter, b.subject, {', '.join('b.' + c for c in _COLUMNS.split(', '))}, "
-            "(SELECT COALESCE(SUM(r.tokens), 0) FROM gateway_quota_reservations r WHERE r.limiter = b.limiter "
-            "AND r.subject = b.subject AND r.expires_at > :now) AS reserved "
-            f"FROM gateway_quota_balances b WHERE {' OR '.join(wanted)}", params)
+        params: dict[str, Any] = {}
+        rows = await self.db.fetchall(f"SELECT b.limiter, b.subject, b.reserved, "
+                                      f"{', '.join('b.' + c for c in _COLUMNS.split(', '))} "
+                                      f"FROM gateway_quota_balances b WHERE {_pairs_sql(pairs, params, 'b')}", params)
         found = {(row["limiter"], row["subject"]): row for row in rows}
         held = []
         for limiter, subject in pairs:
@@ -141,14 +136,17 @@ class QuotaStore:
         rows); `history` is (user, provider, model, input, output) to add to today's
         (UTC) usage row. Keyed by lock order (`storage.writer.Keyed`)."""
         stamp = iso(now)
+        # With reservation rows (PostgreSQL), the statement deletes this pair's row and
+        # takes what it held off `reserved`: nothing if the expiry sweep got there first.
+        release = ("WITH gone AS (DELETE FROM gateway_quota_reservations WHERE id = :id AND limiter = :l "
+                   "RETURNING tokens) " if reserved else "")
+        held = ", reserved = reserved - COALESCE((SELECT SUM(tokens) FROM gone), 0)" if reserved else ""
         statements: list[Keyed] = [
             (balance_key((limiter, subject)),
-             "UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
-             "WHERE limiter = :l AND subject = :s", {"t": tokens, "now": stamp, "l": limiter.name, "s": subject})
+             f"{release}UPDATE gateway_quota_balances SET available = available - :t{held}, updated_at = :now "
+             "WHERE limiter = :l AND subject = :s",
+             {"t": tokens, "now": stamp, "l": limiter.name, "s": subject, **({"id": reservation_id} if reserved else {})})
             for limiter, subject in pairs]
-        if reserved:
-            statements.append((f"reservation\0{reservation_id}", "DELETE FROM gateway_quota_reservations WHERE id = :id",
-                               {"id": reservation_id}))
         if history is not None:
             user, provider, model, input_tokens, output_tokens = history
             statements.append((
@@ -161,9 +159,14 @@ class QuotaStore:
         return statements
 
     async def sweep(self, now: datetime) -> int:
-        """Delete reservations past their expiry (they no longer count already)."""
-        return await self.db.execute("DELETE FROM gateway_quota_reservations WHERE expires_at <= :now",
-                                     {"now": iso(now)})
+        """Release reservations past their expiry (PostgreSQL): each row deleted once,
+        its tokens taken off `reserved`."""
+        return await self.db.execute(
+            "WITH gone AS (DELETE FROM gateway_quota_reservations WHERE expires_at <= :now "
+            "RETURNING limiter, subject, tokens), "
+            "sums AS (SELECT limiter, subject, SUM(tokens) AS tokens FROM gone GROUP BY limiter, subject) "
+            "UPDATE gateway_quota_balances b SET reserved = b.reserved - sums.tokens FROM sums "
+            "WHERE b.limiter = sums.limiter AND b.subject = sums.subject", {"now": iso(now)})
 
     async def change(self, pairs: Sequence[tuple[Pair, int]], now: datetime, *, add: bool,
                      idempotency: tuple[str, str, str, str] | None = None) -> bool:
@@ -195,3 +198,12 @@ class QuotaStore:
             {"start": start, "end": end, "u": user_id} if user_id is not None else {"start": start, "end": end})
         return [{**row, "input_tokens": int(row["input_tokens"]), "output_tokens": int(row["output_tokens"])}
                 for row in rows]
+
+
+def _pairs_sql(pairs: Sequence[Pair], params: dict[str, Any], alias: str) -> str:
+    """`(alias.limiter = … AND alias.subject = …) OR …` for the pairs, adding their params."""
+    wanted = []
+    for index, (limiter, subject) in enumerate(pairs):
+        params[f"l{index}"], params[f"s{index}"] = limiter.name, subject
+        wanted.append(f"({alias}.limiter = :l{index} AND {alias}.subject = :s{index})")
+    return "(" + " OR ".join(wanted) + ")"

@@ -60,8 +60,8 @@ _RESPONSES_INDEX = "CREATE INDEX gateway_responses_user ON gateway_responses (us
 # Quotas (issue 9). One balance per (limiter name, subject: a user id, or '' for the
 # cluster), never shared between two limiters of a type; replenishment is counted from
 # `anchor` (`periods` applied so far, `next_refill` the next boundary: quota/balances.py).
-# A reservation is one row per (turn, limiter) that counts against the balance until it
-# is released or `expires_at` passes (a replica that died mid-turn leaks nothing).
+# `reserved` is what live reservations hold; each is also a row per (turn, limiter), so
+# one whose turn never settles (a replica that died) is released once `expires_at` passes.
 # Token history per user, provider, model and UTC day; increments remember their
 # client key (idempotency). Counts are BIGINT on both engines.
 _QUOTA_TABLES = [
@@ -69,6 +69,7 @@ _QUOTA_TABLES = [
     limiter TEXT NOT NULL,
     subject TEXT NOT NULL,
     available BIGINT NOT NULL,
+    reserved BIGINT NOT NULL DEFAULT 0,
     anchor TEXT NOT NULL,
     periods INTEGER NOT NULL,
     period TEXT NOT NULL,
