@@ -34,7 +34,7 @@ from gateway.config_database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.balances import seconds_until
 from gateway.quota.ledger import Ledger
-from gateway.quota.store import Held, Pair, QuotaStore, balance_key
+from gateway.quota.store import Held, Pair, QuotaStore
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
 from gateway.storage.database import Database, DatabaseUnavailable, open_database
 from gateway.storage.writer import Keyed, in_lock_order
@@ -72,6 +72,7 @@ class QuotaService:
         self.limiters: list[QuotaLimiterConfig] = list(config.limiters) if config and db is not None else []
         # No limiters, or no storage named (LCORE only warns): nothing to check or charge.
         self.enabled = bool(self.limiters)
+        self._by_name = sorted(self.limiters, key=lambda limiter: limiter.name)
         self.store = QuotaStore(db) if db is not None else None
         # One writer process (SQLite): admission in memory, written through (ledger.py).
         self._ledger = Ledger(self.store) if self.store is not None and not db.shared else None
@@ -109,9 +110,9 @@ class QuotaService:
             await self.store.db.close()
 
     def pairs(self, user_id: str) -> tuple[Pair, ...]:
-        """The balances a user's turn reserves on, in lock order (`store.balance_key`)."""
-        return tuple(sorted(((limiter, user_id if limiter.type == "user_limiter" else CLUSTER)
-                             for limiter in self.limiters), key=balance_key))
+        """The balances a user's turn reserves on, in lock order (`store.balance_key`:
+        limiter names are unique, so by name)."""
+        return tuple((limiter, user_id if limiter.type == "user_limiter" else CLUSTER) for limiter in self._by_name)
 
     async def now(self) -> datetime:
         """The database's clock: the process clock plus an offset measured with
@@ -128,7 +129,9 @@ class QuotaService:
             return None
         assert self.store is not None and self.config is not None
         need = estimate(raw, self.config.output_reservation)
-        reservation = Reservation(uuid.uuid4().hex, identity.user_id, need, self.pairs(identity.user_id))
+        # Reservation rows (PostgreSQL) need an id; the ledger keeps none.
+        reservation = Reservation(uuid.uuid4().hex if self._ledger is None else "", identity.user_id, need,
+                                  self.pairs(identity.user_id))
         try:
             if self._ledger is not None:
                 return await self._reserve_locally(reservation)

@@ -72,7 +72,9 @@ class QuotaStore:
         wanted = _pairs_sql(pairs, params, "b")
         inserted = await self.db.execute(
             "WITH locked AS (SELECT b.limiter, b.subject, b.available, b.reserved, b.next_refill "
-            f"FROM gateway_quota_balances b WHERE {wanted} ORDER BY b.limiter, b.subject FOR UPDATE), "
+            f"FROM gateway_quota_balances b WHERE {wanted} "
+            # Byte order, as Python sorts `balance_key`: the lock order of every transaction.
+            'ORDER BY b.limiter COLLATE "C", b.subject COLLATE "C" FOR UPDATE), '
             "fine AS (SELECT COUNT(*) = :n AS ok FROM locked WHERE next_refill > :now "
             "AND available - reserved >= CAST(:t AS BIGINT)), "
             "taken AS (UPDATE gateway_quota_balances b SET reserved = b.reserved + CAST(:t AS BIGINT) "
