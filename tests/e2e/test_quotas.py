@@ -25,7 +25,8 @@ HI = {"input": "hi", "max_output_tokens": 99, "tool_choice": "none"}   # reserve
 
 
 class QuotaGateway:
-    """A gateway with quota_handlers on the same database as its turns, and SQL on it."""
+    """A gateway with quota_handlers (on the same database as its turns unless the test
+    names another), and SQL on the quota database."""
 
     def __init__(self, gateway, engine: str, storage: dict, postgres=None, restart=None):
         self.gateway, self.engine, self.storage, self.postgres = gateway, engine, storage, postgres
@@ -75,10 +76,12 @@ def quota_gateway(gateway_factory, upstream, upstream_with, tmp_path, request):
                 {"sqlite": {"db_path": str(tmp_path / f"gateway-{time.monotonic_ns()}.db")}}
         target = upstream if mode == "forward" else upstream_with("--no-responses")
         llama_stack = {"url": target.url, "max_retries": 0} | ({"api": "chat_completions"} if mode == "engine" else {})
+        quota_storage = extra.pop("quota_storage", storage)
+
         def launch():
             return gateway_factory(target.url, database=storage, llama_stack=llama_stack,
-                                   quota_handlers={**storage, "limiters": list(limiters), **extra})
-        return QuotaGateway(launch(), engine, storage, postgres, launch)
+                                   quota_handlers={**quota_storage, "limiters": list(limiters), **extra})
+        return QuotaGateway(launch(), engine, quota_storage, postgres, launch)
     return start
 
 
@@ -269,3 +272,26 @@ def test_quota_storage_down_is_503(quota_gateway, gateway_factory, upstream, tmp
         assert keys["password"] not in gateway.log()
     finally:
         server.stop()
+
+
+def test_quota_storage_in_its_own_sqlite_file(quota_gateway, tmp_path):
+    """`quota_handlers.sqlite` naming another file than `database`: the charge is
+    committed there first, then the turn's record; balances survive a restart."""
+    quotas = quota_gateway(limiters=[DAILY], storage={"sqlite": {"db_path": str(tmp_path / "turns.db")}},
+                           quota_storage={"sqlite": {"db_path": str(tmp_path / "quotas.db")}})
+    first = quotas.gateway.post("/v1/responses?user_id=ivy", HI).ok()
+    assert first["available_quotas"] == {"daily": 10000 - usage_of(first)}
+    assert quotas.sql("SELECT available FROM gateway_quota_balances WHERE subject = 'ivy'") == \
+        [[10000 - usage_of(first)]]
+    quotas.restart()
+    assert quotas.quotas("ivy") == first["available_quotas"]
+
+
+def test_limiters_without_storage_warn_and_are_not_enforced(gateway_factory, upstream):
+    """As in LCORE: `quota_handlers` naming no storage is accepted, logged, not enforced."""
+    gateway = gateway_factory(upstream.url, quota_handlers={"limiters": [{**DAILY, "initial_quota": 0}]})
+    reply = gateway.post("/v1/responses?user_id=jo", HI).ok()
+    assert reply["available_quotas"] == {}
+    assert gateway.get("/v1/quotas?user_id=jo").ok() == {"enforced": False, "subject": "jo", "available_quotas": {},
+                                                         "limiters": []}
+    assert "quota_handlers: limiters are configured without sqlite or postgres storage" in gateway.log()
