@@ -10,8 +10,10 @@
   reservation; the pipeline commits them with the turn's record when the quota storage
   is the turn database (`shares_turn_database`), else just before it (`write`).
 - `available()`: `available_quotas`, keyed by limiter name.
-- A background task (every `scheduler.period` seconds) deletes expired reservations
-  and refreshes the offset to the database clock.
+- A background task (every `scheduler.period` seconds) releases expired reservations
+  (PostgreSQL; on SQLite the balances and reservations in use live in this process,
+  `ledger.py`, the file's one writer).
+- `now()`: the database's clock, for every period computation.
 """
 
 from __future__ import annotations
