@@ -295,3 +295,17 @@ def test_limiters_without_storage_warn_and_are_not_enforced(gateway_factory, ups
     assert gateway.get("/v1/quotas?user_id=jo").ok() == {"enforced": False, "subject": "jo", "available_quotas": {},
                                                          "limiters": []}
     assert "quota_handlers: limiters are configured without sqlite or postgres storage" in gateway.log()
+
+
+def test_a_client_that_leaves_after_completion_is_charged_the_usage(quota_gateway):
+    quotas = quota_gateway(limiters=[DAILY])
+    gateway = quotas.gateway
+    usage = usage_of(gateway.post("/v1/responses?user_id=ref", HI).ok())   # the same turn, read in full
+    with socket.create_connection(("127.0.0.1", gateway.port)) as client:
+        body = b'{"input": "hi", "max_output_tokens": 99, "tool_choice": "none", "stream": true}'
+        client.sendall(b"POST /v1/responses?user_id=kim HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        # Nothing is read: the client goes once the turn is settled.
+        _wait_for(lambda: quotas.quotas("kim") != {"daily": 10000})
+    assert quotas.quotas("kim") == {"daily": 10000 - usage}
+    assert quotas.sql("SELECT COUNT(*) FROM gateway_quota_reservations") == [[0]]
