@@ -82,13 +82,6 @@ class Database(ABC):
         """Run the statements as one write transaction (in one trip where the engine can)."""
 
     @abstractmethod
-    async def write_if(self, statements: Sequence[tuple[str, Params]]) -> int | None:
-        """Run the statements as one write transaction, committed only if every one
-        changed at least one row (a conditional UPDATE or INSERT … SELECT … WHERE):
-        None when committed, else the index of the first that changed none (rolled
-        back there). One trip to the engine where it can (quota admission)."""
-
-    @abstractmethod
     async def now(self) -> datetime:
         """The database's clock (UTC): `SELECT now()` on PostgreSQL, so replicas agree;
         the process clock for embedded SQLite, whose only writer is this process."""

@@ -169,17 +169,6 @@ class PostgresDatabase(database.Database):
                     await conn.executemany(query, [_statement(sql, params)[1] for sql, params in statements[start:end]])
                 start = end
 
-    async def write_if(self, statements: Sequence[tuple[str, Params]]) -> int | None:
-        async with self._connection() as conn:
-            try:
-                async with conn.transaction():
-                    for index, (sql, params) in enumerate(statements):
-                        if _rowcount(await conn.execute(*_flat(sql, params))) < 1:
-                            raise _Unchanged(index)
-            except _Unchanged as unchanged:
-                return unchanged.index
-        return None
-
     async def now(self) -> datetime:
         async with self._connection() as conn:
             return await conn.fetchval("SELECT now()")
@@ -199,13 +188,6 @@ class PostgresDatabase(database.Database):
         except _CONNECTION_LOST as exc:
             raise DatabaseUnavailable(f"PostgreSQL at {self._config.host}:{self._config.port}: "
                                       f"{type(exc).__name__}: {exc}") from None
-
-
-class _Unchanged(Exception):
-    """Rolls `write_if`'s transaction back: statement `index` changed no row."""
-
-    def __init__(self, index: int):
-        self.index = index
 
 
 def _flat(sql: str, params: Params) -> list[Any]:

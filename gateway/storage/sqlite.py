@@ -85,10 +85,6 @@ class SQLiteDatabase(database.Database):
         async with self._lock:
             await self._run(_write, self._conn, statements)
 
-    async def write_if(self, statements: Sequence[tuple[str, Params]]) -> int | None:
-        async with self._lock:
-            return await self._run(_write_if, self._conn, statements)
-
     async def now(self) -> datetime:
         return datetime.now(timezone.utc)
 
@@ -140,17 +136,3 @@ def _write(conn: sqlite3.Connection, statements: Sequence[tuple[str, Params]]) -
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-
-
-def _write_if(conn: sqlite3.Connection, statements: Sequence[tuple[str, Params]]) -> int | None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for index, (sql, params) in enumerate(statements):
-            if conn.execute(sql, params).rowcount < 1:
-                conn.execute("ROLLBACK")
-                return index
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-    return None
