@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from gateway.config_quota import QuotaLimiterConfig
 from gateway.quota.balances import BalanceState, brought_up_to_date, iso, parse_iso
-from gateway.storage.database import Database, Params, Transaction
+from gateway.storage.database import Database, Transaction
 from gateway.storage.writer import Keyed
 
 Pair = tuple[QuotaLimiterConfig, str]   # a limiter and one subject of it ('' = the cluster)
