@@ -8,13 +8,17 @@ limiter name, quota storage down → 503, and topic summaries never charged."""
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import pytest
 
+import yaml
+
 from tests.support.flows import checked
+from tests.support.gateway_proc import GATEWAY_BIN, gateway_config
 
 DAILY = {"name": "daily", "type": "user_limiter", "initial_quota": 10000, "quota_increase": 1000, "period": "1 day"}
 MONTHLY = {"name": "monthly", "type": "user_limiter", "initial_quota": 50000, "quota_increase": 50000,
@@ -272,6 +276,14 @@ def test_quota_storage_down_is_503(quota_gateway, gateway_factory, upstream, tmp
         assert keys["password"] not in gateway.log()
     finally:
         server.stop()
+    # At start-up: `gateway serve` stops, naming the key and the server.
+    config = gateway_config(upstream.url, tmp_path / "unused.db", quota_handlers={"postgres": keys, "limiters": [DAILY]})
+    (tmp_path / "down.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([str(GATEWAY_BIN), "serve", "-c", str(tmp_path / "down.yaml")], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"error: quota_handlers.postgres: cannot connect to {keys['user']}@127.0.0.1:{keys['port']}" in result.stderr
+    assert keys["password"] not in result.stderr + result.stdout
 
 
 def test_quota_storage_in_its_own_sqlite_file(quota_gateway, tmp_path):
