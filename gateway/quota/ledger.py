@@ -14,6 +14,7 @@ replicas share the balances, and admission goes to the database (`QuotaStore.res
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from datetime import datetime
 from typing import Sequence
 
@@ -24,18 +25,37 @@ from gateway.storage.writer import Keyed
 Key = tuple[str, str]   # (limiter name, subject)
 
 
+# Balances kept, least recently used first out (~200 bytes each). One with a
+# reservation is never dropped; one whose last charge is still queued in the turn writer
+# (milliseconds) would have to be the least recently used of this many to be.
+_CACHED = 20000
+
+
 class Ledger:
     def __init__(self, store: QuotaStore):
         self._store = store
-        self._balances: dict[Key, BalanceState] = {}
+        self._balances: OrderedDict[Key, BalanceState] = OrderedDict()
         self._reserved: dict[Key, int] = {}
 
     async def load(self, pairs: Sequence[Pair], now: datetime) -> None:
-        """Make sure every pair's balance is in memory (the first use reads or creates it)."""
-        missing = [pair for pair in pairs if (pair[0].name, pair[1]) not in self._balances]
+        """Make sure every pair's balance is in memory (the first use reads or creates it),
+        as the most recently used."""
+        missing = []
+        for pair in pairs:
+            key = (pair[0].name, pair[1])
+            if key in self._balances:
+                self._balances.move_to_end(key)
+            else:
+                missing.append(pair)
         if missing:
             for held in await self._store.bring_up_to_date(missing, now):
                 self._balances.setdefault((held.limiter.name, held.subject), held.state)
+            self._evict()
+
+    def _evict(self) -> None:
+        for key in list(self._balances)[:max(0, len(self._balances) - _CACHED)]:
+            if key not in self._reserved:
+                del self._balances[key]
 
     def reserve(self, pairs: Sequence[Pair], tokens: int, now: datetime) -> tuple[Held | None, list]:
         """Reserve `tokens` on every pair, or on none: (the first pair without room,
@@ -86,6 +106,7 @@ class Ledger:
     def _current(self, limiter, subject: str, now: datetime, statements: list[Keyed]) -> Held:
         key = (limiter.name, subject)
         before = self._balances[key]
+        self._balances.move_to_end(key)
         after = brought_up_to_date(before, limiter, now)
         if after != before:
             self._balances[key] = after

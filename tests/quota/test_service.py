@@ -150,3 +150,23 @@ async def shift_times(db, limiter: str, subject: str, by: timedelta) -> None:
                      "AND subject = :s", {"a": iso(datetime.fromisoformat(row["anchor"]) - by),
                                           "n": iso(datetime.fromisoformat(row["next_refill"]) - by),
                                           "l": limiter, "s": subject})
+
+
+async def test_the_sqlite_ledger_keeps_a_bounded_number_of_balances(tmp_path, monkeypatch):
+    from gateway.quota import ledger
+
+    monkeypatch.setattr(ledger, "_CACHED", 3)
+    config = DatabaseConfig.model_validate({"sqlite": {"db_path": str(tmp_path / "g.db")}})
+    quota, db = await open_service(config, [LIMITERS[0]])
+    try:
+        held = await quota.reserve(who("u0"), REQUEST)
+        for n in range(1, 6):
+            await quota.release(await quota.reserve(who(f"u{n}"), REQUEST), 10)
+        kept = quota._ledger._balances
+        assert len(kept) <= 4 and ("daily", "u0") in kept   # a balance with a reservation stays
+        # One dropped is read back from the database as it was left.
+        assert await quota.available("u1") == {"daily": 990}
+        await quota.release(held)
+    finally:
+        await quota.close()
+        await db.close()
