@@ -43,6 +43,8 @@ async def build_services(config: Configuration) -> Services:
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
     quota = await QuotaService.open(config.quota_handlers, db, config.database)
     quota.start()
+    if quota.reads_after_batches:
+        writer.after_commit = quota.after_commit
     engine = LocalEngine(upstream, ResponseStore(db), config.inference,
                          [McpExecutor()], config.mcp_servers)
     pipeline = Pipeline(config, conversations, writer, backend, catalog, quota, ConfiguredTools(config),

@@ -263,6 +263,8 @@ class Pipeline:
                     await self._quota.write(charge)
                     charge = []
                 await self._writer.submit(*self._records(turn), extra=charge)
+            if charge:
+                return await self._quota.available_after_batch(turn.identity.user_id)
         elif charge:
             async with self._quota.written(turn.reservation):
                 await self._quota.write(charge)

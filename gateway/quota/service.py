@@ -75,6 +75,8 @@ class QuotaService:
         # No limiters, or no storage named (LCORE only warns): nothing to check or charge.
         self.enabled = bool(self.limiters)
         self._by_name = sorted(self.limiters, key=lambda limiter: limiter.name)
+        self._named = {limiter.name: limiter for limiter in self.limiters}
+        self._after_batch: dict[tuple[str, str], int] = {}   # balances read after the last writer batch
         self.store = QuotaStore(db) if db is not None else None
         # One writer process (SQLite): admission in memory, written through (ledger.py).
         self._ledger = Ledger(self.store) if self.store is not None and not db.shared else None
@@ -233,6 +235,35 @@ class QuotaService:
             return {}
         balances = {held.limiter.name: held.state.available for held in await self.held(self.pairs(user_id))}
         return {limiter.name: balances[limiter.name] for limiter in self.limiters}  # in configuration order
+
+    @property
+    def reads_after_batches(self) -> bool:
+        """Whether `after_commit` should follow the turn writer's batches: charges ride in
+        them and the balances are in the database (PostgreSQL), so one read per batch
+        serves every turn in it instead of one read per turn."""
+        return self.shares_turn_database and self._ledger is None and self.enabled
+
+    async def after_commit(self, statements: Sequence[Keyed]) -> None:
+        """After a writer batch: read the balances its charges changed, in one query."""
+        assert self.store is not None
+        pairs = []
+        for key, _, _ in statements:
+            kind, name, subject = key.split("\0", 2) if key.count("\0") >= 2 else (key, "", "")
+            if kind == "balance" and name in self._named:
+                pairs.append((self._named[name], subject))
+        if pairs:
+            read = await self.store.read(list(dict.fromkeys(pairs)), await self.now())
+            self._after_batch = {(held.limiter.name, held.subject): held.state.available for held in read}
+
+    async def available_after_batch(self, user_id: str) -> dict[str, int]:
+        """`available()` for a turn whose charge the writer just committed: the balances
+        read after its batch (or after a later one), else read now."""
+        found = self._after_batch
+        pairs = self.pairs(user_id)
+        if all((limiter.name, subject) in found for limiter, subject in pairs):
+            return {limiter.name: found[(limiter.name, user_id if limiter.type == "user_limiter" else CLUSTER)]
+                    for limiter in self.limiters}
+        return await self.available(user_id)
 
     async def held(self, pairs: Sequence[Pair]) -> list[Held]:
         """The balances (brought up to date, not written) and what reservations hold."""

@@ -37,9 +37,12 @@ _LOCK_CLASS = 0x67776179
 
 
 # OperatorInterventionError: the server is shutting down or restarting (57P01-57P03),
-# which an open pooled connection learns on its next statement.
+# which an open pooled connection learns on its next statement. InternalClientError: a
+# pooled connection the server dropped mid-exchange can be left in a protocol state that
+# refuses the next statement ("cannot switch to state …"), seen when PostgreSQL stops.
 _CONNECTION_LOST = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-                    asyncpg.CannotConnectNowError, asyncpg.exceptions.OperatorInterventionError)
+                    asyncpg.CannotConnectNowError, asyncpg.exceptions.OperatorInterventionError,
+                    asyncpg.InternalClientError)
 
 
 def quote_identifier(name: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterable, Sequence
+from typing import Awaitable, Callable, Iterable, Sequence
 
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
 from gateway.storage.database import Params, committed
@@ -43,6 +43,9 @@ class TurnWriter:
         self._task: asyncio.Task | None = None
         self._closing = False
         self._concurrent = False  # the last batch held more than one turn
+        # Called with a committed batch's extra statements before its clients are told
+        # (the quota service reads the balances they charged, once per batch).
+        self.after_commit: Callable[[list[Keyed]], Awaitable[None]] | None = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -108,6 +111,13 @@ class TurnWriter:
                 except Exception as exc:
                     log.error("recording turn %s failed: %s", entry[1] and entry[1].response_id, exc)
                     results.append(exc)
+        if self.after_commit is not None:
+            extras = [statement for (_, extra, _), error in zip(batch, results) if error is None for statement in extra]
+            if extras:
+                try:
+                    await self.after_commit(extras)
+                except Exception as exc:  # its reader falls back to reading for itself
+                    log.warning("after a batch of turns: %s", exc)
         for (_, _, done), error in zip(batch, results):
             committed(done, error)
 
