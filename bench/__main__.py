@@ -3,7 +3,8 @@
 Starts the scripted upstream (core 1), the naive relay and the gateway (core 0, one at
 a time under load), and runs every scenario against each target, in both upstream
 dialects for the streams: JSON (new and continuing conversations), SSE bulk, SSE paced,
-the `jwk-token` authentication workload on gateways of its own (bench/auth.py), then
+the `jwk-token` authentication workload and the `quota` workload on gateways of their
+own (bench/auth.py, bench/quota.py), then
 the memory scenario on a fresh gateway. Prints a markdown report and writes it to
 bench/results/latest.md. Exit status 0 when every target passes, 1 otherwise.
 """
@@ -30,7 +31,7 @@ from bench.scenarios import DIALECTS, Settings, Target
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "engine")
+WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "engine")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -132,6 +133,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         if "jwk" in wanted:
             from bench.auth import jwk_token
             results.auth = await jwk_token(settings, upstream, workdir, args.rounds)
+        if "quota" in wanted:
+            from bench.quota import quota_workload
+            results.quota = await quota_workload(settings, upstream, workdir, args.rounds)
         for workload in args.profile:
             print(f"bench: profiling a gateway with py-spy during SSE {workload}", flush=True)
             from bench.profile import profile_sse

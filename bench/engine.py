@@ -100,7 +100,7 @@ async def engine_scenario(settings: Settings, workdir: Path, rounds: int) -> tup
         # that names no tools, which would change the stream workload above).
         mcp = procs.start_mcp_server(workdir)
         mcp_gateway = procs.start_gateway(workdir, upstream.url, name="gateway-mcp", api="chat_completions",
-                                          mcp_servers=engine_mcp.gateway_servers(mcp))
+                                          extra={"mcp_servers": engine_mcp.gateway_servers(mcp)})
         mcp_targets = [Target("gateway-mcp", mcp_gateway)]
         stack = _start_llama_stack(workdir, upstream)
         if stack is not None:

@@ -28,6 +28,7 @@ class Results:
     profile: str | None = None
     auth: Any = None  # bench.auth.AuthRuns (the `jwk` workload)
     engine: tuple[list[str], list[tuple[str, bool, str]]] | None = None  # bench/engine.py: rows, verdicts
+    quota: Any = None  # bench.quota.QuotaRuns (the `quota` workload)
 
 
 @dataclass
@@ -152,6 +153,10 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
         from bench.auth import render as render_auth
 
         lines += [""] + render_auth(results.auth, verdicts)
+    if results.quota is not None:
+        from bench.quota import render as render_quota
+
+        lines += [""] + render_quota(results.quota, verdicts)
     if results.engine:
         rows, engine_verdicts = results.engine
         lines += rows

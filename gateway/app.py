@@ -19,13 +19,13 @@ from gateway.engine.mcp import McpExecutor
 from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
-from gateway.http import authorized, health, responses, root
+from gateway.http import authorized, health, quotas, responses, root
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity import build_authenticator
 from gateway.pipeline import Pipeline
-from gateway.quota import QuotaService
+from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.background import BackgroundStore
 from gateway.storage.database import open_database
@@ -49,6 +49,10 @@ async def build_services(config: Configuration) -> Services:
     writer = TurnWriter(conversations)
     writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
+    quota = await QuotaService.open(config.quota_handlers, db, config.database)
+    quota.start()
+    if quota.reads_after_batches:
+        writer.after_commit = quota.after_commit
     tools = ConfiguredTools(config)
     executors: list[ToolExecutor] = [McpExecutor(), FileSearchExecutor(upstream, config.byok_rag)]
     if config.web_search is not None:
@@ -56,12 +60,12 @@ async def build_services(config: Configuration) -> Services:
     engine = LocalEngine(upstream, ResponseStore(db), config.inference, executors, config.mcp_servers,
                          Moderation.of(config.guardrails, upstream), client_mcp=tools.client_mcp)
     await engine.start()
-    pipeline = Pipeline(config, conversations, writer, backend, catalog, QuotaService(), tools,
+    pipeline = Pipeline(config, conversations, writer, backend, catalog, quota, tools,
                         engine)
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(pipeline, BackgroundStore(db), uuid.uuid4().hex)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, pipeline=pipeline,
+                    writer=writer, pipeline=pipeline, quota=quota,
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
                     background=runs)
 
@@ -77,6 +81,7 @@ def create_app(config: Configuration) -> web.Application:
         health.add_routes(app, prefix)
         root.add_routes(app, prefix)
         authorized.add_routes(app, prefix)
+        quotas.add_routes(app, prefix)
     actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
     app[PUBLIC] = root.PUBLIC_HANDLERS
     app[SKIP_WITHOUT_CREDENTIAL] = health.PROBE_HANDLERS if config.authentication.skip_for_health_probes \
@@ -96,6 +101,7 @@ def create_app(config: Configuration) -> web.Application:
         await services.background.close()
         await services.pipeline.drain()
         await services.writer.close()
+        await services.quota.close()
         await services.upstream.close()
         if services.pipeline.engine is not None:
             await services.pipeline.engine.close()

@@ -24,6 +24,7 @@ from gateway.config_auth import (LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,  # 
 from gateway.config_base import Strict
 from gateway.config_database import DatabaseConfig, PostgresConfig, SQLiteConfig  # noqa: F401 (re-exported)
 from gateway.config_tools import GuardrailsConfig, WebSearchConfig
+from gateway.config_quota import QuotaHandlersConfig
 
 DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
 DEFAULT_USERNAME = "lightspeed-user"
@@ -219,7 +220,7 @@ class ClientToolsConfig(Strict):
 NOT_BUILT_KEYS = (
     "config_format_version", "user_data_collection", "customization",
     "conversation_cache", "compaction", "approvals", "vector_store", "a2a_state",
-    "quota_handlers", "azure_entra_id", "rlsapi_v1", "splunk", "observability",
+    "azure_entra_id", "rlsapi_v1", "splunk", "observability",
     "deployment_environment", "rag", "skills", "saved_prompts", "shields", "okp", "reranker",
 )
 
@@ -246,7 +247,7 @@ class Configuration(Strict):
     approvals: Any = None
     vector_store: Any = None
     a2a_state: Any = None
-    quota_handlers: Any = None
+    quota_handlers: QuotaHandlersConfig | None = None
     azure_entra_id: Any = None
     rlsapi_v1: Any = None
     splunk: Any = None
@@ -307,6 +308,8 @@ class Configuration(Strict):
         }
         found += [f"{key}: accepted but not implemented by this version (ignored)"
                   for key, value in ignored.items() if value]
+        if self.quota_handlers is not None:
+            found += self.quota_handlers.warnings()
         return found
 
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, AsyncContextManager, AsyncIterator, Mapping, Protocol
+from typing import Any, Mapping
 
 import orjson
 
@@ -29,7 +28,7 @@ from gateway.engine.backend import LocalEngine
 from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
 from gateway.model_selection import ModelSelector
-from gateway.quota import QuotaService
+from gateway.quota.service import QuotaService, Reservation
 from gateway.schema.errors import ApiError, conversation_forbidden, database_error, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses import ResponsesRequest, parse_responses_request
@@ -37,8 +36,9 @@ from gateway.storage.conversations import ConversationRecord, ConversationReposi
 from gateway.storage.writer import TurnWriter
 from gateway.streaming.enrich import Enricher
 from gateway.tools import ConfiguredTools
+from gateway.turn import Backend, Turn  # noqa: F401 (Turn re-exported: the pipeline's unit of work)
 from gateway.turn_body import answers_approval, backend_body, has_item_reference, input_items
-from gateway.upstream.catalog import ModelCatalog, ModelInfo
+from gateway.upstream.catalog import ModelCatalog
 from gateway.upstream.responses import UpstreamResponses
 
 log = logging.getLogger("gateway.pipeline")
@@ -56,52 +56,6 @@ def _now() -> str:
 def _iso(seconds: float) -> str:
     """ISO-8601 UTC with microseconds, as `datetime.isoformat()` writes it."""
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
-
-
-@dataclass(slots=True)
-class Turn:
-    """One request's plan and, once the upstream finished, its result."""
-
-    identity: Identity
-    stream: bool
-    previous_response_id: str | None     # as the client sent it (echoed in responses)
-    generate_topic_summary: bool | None
-    body: dict[str, Any]                 # what is sent upstream
-    headers: dict[str, str]              # extra upstream headers (provider data)
-    model: ModelInfo
-    display_model: str                   # the response's `model`: as sent, or LCORE's short form
-    conversation_id: str | None          # bare stored form; None: a `store: false` turn in none
-    upstream_conversation_id: str | None  # `conv_…` when the upstream keeps the conversation
-    existing: ConversationRecord | None  # None: this turn starts the conversation
-    forked_from: str | None              # the response this turn forks from (a new conversation)
-    store: bool = True                   # False: nothing is created or recorded for this turn
-    engine: bool = False                 # run by the local engine (else forwarded upstream)
-    background: bool = False             # run detached from the client (`background: true`)
-    append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
-    appended_input: Any = None           # the input to add then (kept only in that case)
-    started: float = field(default_factory=time.time)  # formatted only when recorded
-    result: dict[str, Any] | None = None  # the terminal response object
-    quotas: dict[str, int] | None = None  # available_quotas once settled
-    _settling: asyncio.Future | None = None
-
-    @property
-    def conversation(self) -> str | None:
-        """The id returned to clients (`conv_<48 hex>`, spec 001)."""
-        return openai_conversation_id(self.conversation_id) if self.conversation_id else None
-
-
-class Backend(Protocol):
-    """Where a prepared turn runs (DESIGN: one interface, two implementations): the
-    upstream's Responses API (`UpstreamResponses`, forward mode) or the local engine
-    over its Chat Completions (`LocalEngine`). Everything around it is shared."""
-
-    async def respond(self, turn: Turn) -> dict[str, Any]:
-        """The finished response object (a JSON request)."""
-
-    def open(self, turn: Turn) -> AsyncContextManager[AsyncIterator[Any]]:
-        """The turn's stream: `async with backend.open(turn) as reads`, then one item per
-        upstream read: the upstream's raw SSE bytes (forward: the rewriter's fast path)
-        or a list of events (the engine)."""
 
 
 class Pipeline:
@@ -133,7 +87,16 @@ class Pipeline:
         await self._writer.admit()
         tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
         await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
-        await self._quota.check(identity)
+        reservation = await self._quota.reserve(identity, raw)  # 429 before anything else is looked up
+        try:
+            return await self._prepare(identity, raw, request, tools, reservation)
+        except BaseException:
+            if reservation is not None:
+                await asyncio.shield(self._quota.release(reservation))
+            raise
+
+    async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
+                       reservation: Reservation | None) -> Turn:
         existing, forked_from = await self._resolve_conversation(identity, request)
         model = await self._models.select(identity, request.model, existing)
         engine = await self.uses_engine()
@@ -151,7 +114,7 @@ class Pipeline:
                     generate_topic_summary=request.generate_topic_summary, body={}, headers={}, model=model,
                     display_model=request.model or model.display_id, conversation_id=conversation_id,
                     upstream_conversation_id=upstream_id, existing=existing if forked_from is None else None,
-                    forked_from=forked_from, store=request.store, engine=engine,
+                    forked_from=forked_from, store=request.store, engine=engine, reservation=reservation,
                     background=bool(request.background))
         if request.store and upstream_id is not None and turn.existing is not None \
                 and turn.existing.last_response_id and answers_approval(raw["input"]):
@@ -232,7 +195,8 @@ class Pipeline:
             # Shielded below: a client that leaves mid-settle must not undo the charge or
             # lose the record. Just the record: the writer's own future, no task.
             turn._settling = asyncio.ensure_future(self._settle(turn)) \
-                if self._quota.enabled or turn.append_to_upstream else self._writer.submit(*self._records(turn))
+                if turn.reservation is not None or turn.append_to_upstream \
+                else self._writer.submit(*self._records(turn))
             self._track(turn, turn._settling)
         try:
             turn.quotas = await asyncio.shield(turn._settling) or {}
@@ -243,21 +207,49 @@ class Pipeline:
         return turn.quotas
 
     async def _settle(self, turn: Turn) -> dict[str, int]:
-        quotas: dict[str, int] = {}
-        if self._quota.enabled:
-            usage = (turn.result or {}).get("usage") or {}
-            quotas = await self._quota.settle(turn.identity, int(usage.get("input_tokens") or 0),
-                                              int(usage.get("output_tokens") or 0))
+        """The charge (the upstream's input + output tokens to every limiter, releasing
+        the reservation) and the record: one transaction when the quota storage is the
+        turn database, else the charge first, then the record."""
+        charge: list = []
+        if turn.reservation is not None and turn.result is not None:
+            usage = turn.result.get("usage") or {}
+            # No usage from a turn its client stopped (a cancelled background one): the
+            # reservation is charged, as for an abandoned stream.
+            spent = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)) \
+                if usage or not turn.abandoned else (turn.reservation.tokens, 0)
+            charge = await self._quota.charge_statements(turn.reservation, *spent, turn.model.id,
+                                                         turn.model.provider_id)
         if turn.store and turn.result is not None:
             if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
                 await self._append_turn(turn)
-            await self._writer.submit(*self._records(turn))
-        return quotas
+            async with self._quota.written(turn.reservation):
+                if charge and not self._quota.shares_turn_database:
+                    await self._quota.write(charge)
+                    charge = []
+                await self._writer.submit(*self._records(turn), extra=charge)
+            if charge:
+                return await self._quota.available_after_batch(turn.identity.user_id)
+        elif charge:
+            async with self._quota.written(turn.reservation):
+                await self._quota.write(charge)
+        return await self._quota.available(turn.identity.user_id) if turn.reservation is not None else {}
 
     def finish(self, turn: Turn) -> None:
         """After the response: a turn that reached its terminal event is settled even if
-        the handler never got to it (background; `drain()` waits for it)."""
-        if turn.result is None or turn._settling is not None or not turn.store:
+        the handler never got to it (background; `drain()` waits for it). A turn that
+        never got the upstream's usage ends its reservation: charged in full when the
+        client abandoned it (aborting is no way around a quota), else released."""
+        if turn._settling is not None:
+            return
+        if turn.result is None:
+            if turn.reservation is not None:
+                done = asyncio.ensure_future(self._quota.release(
+                    turn.reservation, turn.reservation.tokens if turn.abandoned else 0))
+                turn._settling = done
+                self._background.add(done)
+                done.add_done_callback(lambda future: self._finished(future, (None, "")))
+            return
+        if not turn.store and turn.reservation is None:
             return
         turn._settling = asyncio.ensure_future(self._settle(turn))
         self._track(turn, turn._settling)

@@ -29,11 +29,10 @@ def test_minimal_defaults():
 
 def test_lcore_file_with_unbuilt_features_starts_with_warnings():
     config = parse_config({**MINIMAL, "user_data_collection": {"feedback_enabled": False},
-                           "customization": {"system_prompt": "hi"}, "quota_handlers": {"limiters": []},
+                           "customization": {"system_prompt": "hi"},
                            "llama_stack": {"url": "http://u", "use_as_library_client": False,
                                            "allow_degraded_mode": True}})
-    assert sorted(w.split(":")[0] for w in config.warnings()) == ["customization", "quota_handlers",
-                                                                   "user_data_collection"]
+    assert sorted(w.split(":")[0] for w in config.warnings()) == ["customization", "user_data_collection"]
 
 
 PG = {"db": "d", "user": "u", "password": "s3cret-pw"}
@@ -117,3 +116,34 @@ def test_unreadable_and_invalid_yaml(tmp_path):
     (tmp_path / "bad.yaml").write_text("name: [unclosed")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(tmp_path / "bad.yaml")
+
+
+LIMITER = {"name": "daily", "type": "user_limiter", "initial_quota": 1000, "quota_increase": 100, "period": "1 day"}
+
+
+def test_quota_handlers_without_storage_warn_and_are_not_enforced():
+    config = parse_config({**MINIMAL, "quota_handlers": {"limiters": [LIMITER], "scheduler": {"period": 5}}})
+    assert not config.quota_handlers.enforced
+    assert config.warnings() == ["quota_handlers: limiters are configured without sqlite or postgres storage; "
+                                 "as in LCORE they are not enforced"]
+    enforced = parse_config({**MINIMAL, "quota_handlers": {"sqlite": {"db_path": "/tmp/q.db"}, "limiters": [LIMITER],
+                                                           "enable_token_history": True}})
+    assert enforced.quota_handlers.enforced and enforced.warnings() == []
+
+
+@pytest.mark.parametrize("quota, expected", [
+    ({"limiters": [{**LIMITER, "period": "1 fortnight"}]},
+     "quota_handlers.limiters[0].period: '1 fortnight' is not a period: write a whole number and one unit"),
+    ({"limiters": [{**LIMITER, "period": "0 days"}]}, "quota_handlers.limiters[0].period: '0 days': a period must"),
+    ({"limiters": [{**LIMITER, "initial_quota": -1}]}, "quota_handlers.limiters[0].initial_quota: Input should be"),
+    ({"limiters": [{**LIMITER, "type": "team_limiter"}]}, "quota_handlers.limiters[0].type: Input should be"),
+    ({"limiters": [LIMITER, {**LIMITER, "type": "cluster_limiter"}]},
+     "quota_handlers.limiters[1].name: 'daily' is used by another limiter"),
+    ({"limiters": [{**LIMITER, "replenish": "double"}]}, "quota_handlers.limiters[0].replenish: Input should be"),
+    ({"limiters": [{**LIMITER, "cap": 5}]}, "quota_handlers.limiters[0].cap: unknown key"),
+    ({"sqlite": {"db_path": "/tmp/a"}, "postgres": PG}, "quota_handlers: configure at most one of sqlite and postgres"),
+])
+def test_quota_handlers_errors_name_the_key(quota, expected):
+    with pytest.raises(ConfigError) as caught:
+        parse_config({**MINIMAL, "quota_handlers": quota})
+    assert caught.value.problems[0].startswith(expected), caught.value.problems

@@ -252,6 +252,8 @@ class BackgroundRuns:
         event = interrupted_event(run.response, batches, run.stopping) if run.stopping \
             else cancelled_event(run.response, batches)
         run.turn.result = event.data["response"]
+        # Cancelled by its client: charged like an abandoned stream (not a fault of ours).
+        run.turn.abandoned = not run.stopping
         try:
             quotas = await self._pipeline.settle(run.turn)
         except ApiError:

@@ -18,6 +18,7 @@ from pydantic import TypeAdapter
 from gateway.config_access import Action
 from gateway.schema.api import (AuthorizedResponse, ErrorBody, InfoResponse, InputItemList, LivenessResponse,
                                 ModelsResponse, ReadinessResponse, ResponseDeleted)
+from gateway.schema.quota_api import QuotaChange, QuotasResponse, UsageReport
 from gateway.schema.responses import ResponsesRequest
 
 _REF = "#/components/schemas/{model}"
@@ -118,6 +119,33 @@ OPERATIONS: tuple[Operation, ...] = (
               action=Action.INFO, note="as FastAPI's document in LCORE"),
     Operation("landing_page", "get", "/", "A landing page", "info", html=True, errors=(401, 403),
               action=Action.INFO),
+    Operation("own_quotas", "get", "/v1/quotas", "The caller's quota limiters and balances", "quotas",
+              ok=QuotasResponse, errors=(401, 500, 503), action=AUTHENTICATED_ONLY,
+              note="not in LCORE (its issue #542): every caller sees their own balances"),
+    Operation("quota_usage", "get", "/v1/quotas/usage",
+              "Token usage per user, provider and model over UTC days (the token history)", "quotas",
+              ok=UsageReport, errors=(401, 403, 422, 500, 503), action=Action.ADMIN, note="not in LCORE",
+              query=(("start", "First UTC day, YYYY-MM-DD (default: 29 days before end)"),
+                     ("end", "Last UTC day, YYYY-MM-DD (default: today)"), ("user_id", "Only this user"))),
+    Operation("get_cluster_quotas", "get", "/v1/quotas/cluster", "The cluster limiters' balances", "quotas",
+              ok=QuotasResponse, errors=(401, 403, 500, 503), action=Action.ADMIN, note="not in LCORE"),
+    Operation("set_cluster_quotas", "put", "/v1/quotas/cluster", "Set cluster limiters' balances (audited)",
+              "quotas", ok=QuotasResponse, request=QuotaChange, errors=(401, 403, 422, 500, 503),
+              action=Action.ADMIN, note="not in LCORE"),
+    Operation("add_cluster_quotas", "post", "/v1/quotas/cluster/increments",
+              "Add tokens to cluster limiters (idempotent with `Idempotency-Key`; audited)", "quotas",
+              ok=QuotasResponse, request=QuotaChange, errors=(400, 401, 403, 422, 500, 503), action=Action.ADMIN,
+              note="not in LCORE"),
+    Operation("get_user_quotas", "get", "/v1/quotas/users/{user_id}", "A user's limiters' balances", "quotas",
+              ok=QuotasResponse, errors=(401, 403, 500, 503), path_params=("user_id",), action=Action.ADMIN,
+              note="not in LCORE"),
+    Operation("set_user_quotas", "put", "/v1/quotas/users/{user_id}", "Set a user's balances (audited)",
+              "quotas", ok=QuotasResponse, request=QuotaChange, errors=(401, 403, 422, 500, 503),
+              path_params=("user_id",), action=Action.ADMIN, note="not in LCORE"),
+    Operation("add_user_quotas", "post", "/v1/quotas/users/{user_id}/increments",
+              "Add tokens to a user's limiters (idempotent with `Idempotency-Key`; audited)", "quotas",
+              ok=QuotasResponse, request=QuotaChange, errors=(400, 401, 403, 422, 500, 503),
+              path_params=("user_id",), action=Action.ADMIN, note="not in LCORE"),
     Operation("authorized", "post", "/authorized", "Who the gateway authenticated the caller as", "auth",
               ok=AuthorizedResponse, errors=(401, 500), action=AUTHENTICATED_ONLY,
               note="LCORE's: authentication only"),
@@ -176,9 +204,10 @@ def openapi_document(title: str, version: str, root_path: str) -> dict[str, Any]
 
 def _schemas() -> dict[str, Any]:
     models = {GatewayResponse.load(), ResponseDeleted, InputItemList, ModelsResponse, InfoResponse,
-              LivenessResponse, ReadinessResponse, AuthorizedResponse, ErrorBody}
+              LivenessResponse, ReadinessResponse, AuthorizedResponse, ErrorBody, QuotasResponse, UsageReport}
     inputs = [(model.__name__, "serialization", TypeAdapter(model)) for model in models]
     inputs.append(("ResponsesRequest", "validation", TypeAdapter(ResponsesRequest)))
+    inputs.append(("QuotaChange", "validation", TypeAdapter(QuotaChange)))
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))
     refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)
     definitions["$defs"]["ResponseStreamEvent"] = refs[("ResponseStreamEvent", "serialization")]

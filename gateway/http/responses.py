@@ -5,6 +5,7 @@ are read from the upstream."""
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import quote
 
 from aiohttp import web
@@ -31,6 +32,9 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         result = repair_response(await pipeline.backend_of(turn).respond(turn))
         turn.result = result
         quotas = await pipeline.settle(turn)
+    except asyncio.CancelledError:
+        turn.abandoned = True  # the client left before the answer
+        raise
     finally:
         pipeline.finish(turn)
     pipeline.enricher(turn).finish(result, quotas)

@@ -10,6 +10,7 @@ from gateway.background.runs import BackgroundRuns
 from gateway.config import Configuration
 from gateway.identity import Authenticator
 from gateway.pipeline import Pipeline
+from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
 from gateway.storage.writer import TurnWriter
@@ -28,6 +29,7 @@ class Services:
     pipeline: Pipeline
     authenticator: Authenticator
     background: BackgroundRuns
+    quota: QuotaService
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)

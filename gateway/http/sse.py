@@ -8,6 +8,7 @@ upstream connection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiohttp import web
@@ -17,6 +18,7 @@ from gateway.streaming.rewriter import StreamRewriter
 from gateway.turn_stream import pump
 
 log = logging.getLogger("gateway.http")
+
 
 class _EventStream(web.StreamResponse):
     # Headers go out with the first events (aiohttp's own `Response` does the same)
@@ -38,6 +40,10 @@ async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.Str
         # The client went away before the handler was cancelled; leaving the backend's
         # `async with` already closed the upstream connection.
         log.info("client went away during the stream of %s", turn.conversation)
+        turn.abandoned = True
         return response
+    except asyncio.CancelledError:
+        turn.abandoned = True  # the client left (aiohttp cancels the handler)
+        raise
     finally:
         pipeline.finish(turn)

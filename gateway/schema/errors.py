@@ -161,3 +161,16 @@ def database_error() -> ApiError:
 def internal_error(cause: str = "An unexpected error occurred while processing the request.",
                    code: str = "internal_error") -> ApiError:
     return ApiError(500, "Internal server error", cause, code=code)
+
+
+def quota_exceeded(cause: str, retry_after: int) -> ApiError:
+    """LCORE's 429 for a local quota; OpenAI's `insufficient_quota`. `Retry-After` is the
+    seconds to the refusing limiter's next top-up, and `x-should-retry: false` keeps
+    OpenAI's SDKs from retrying at once (they retry 429s by default)."""
+    return ApiError(429, "The quota has been exceeded", cause, code="insufficient_quota",
+                    headers={"Retry-After": str(retry_after), "x-should-retry": "false"})
+
+
+def quota_storage_unavailable() -> ApiError:
+    """Admission cannot be decided: refused (fail closed) in LCORE's 503 shape."""
+    return ApiError(503, "Unable to connect to quota storage", "Connection error.", code="quota_storage_unavailable")

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Sequence
 
-from gateway.storage.database import Database
+from gateway.storage.database import Database, Params
 
 # Records kept in memory, of each kind: about half a kilobyte each, so a few MiB in all
 # (what the cache holds stays resident after a load).
@@ -119,11 +120,13 @@ class ConversationRepository:
     async def save(self, conversation: ConversationRecord, turn: TurnRecord | None) -> None:
         await self.save_many([(conversation, turn)])
 
-    async def save_many(self, entries: list[tuple[ConversationRecord, TurnRecord | None]]) -> None:
+    async def save_many(self, entries: list[tuple[ConversationRecord, TurnRecord | None]],
+                        extra: Sequence[tuple[str, Params]] = ()) -> None:
         """Create new conversations and append turns for a whole batch in one transaction
         (group commit), with one multi-row statement per table and round, all run in one
-        trip to the database's thread."""
-        statements: list[tuple[str, list]] = []
+        trip to the database's thread; `extra` statements (the turns' quota charges)
+        commit in the same transaction."""
+        statements: list[tuple[str, Params]] = []
         if self._db.shared:
             # Other replicas append to these conversations too: lock their rows first
             # (creating the new ones, uncounted), in id order so two batches cannot
@@ -169,6 +172,7 @@ class ConversationRepository:
                 "last_response_id = excluded.last_response_id, message_count = c.message_count + 1, "
                 "turns_recorded = c.turns_recorded + 1 WHERE excluded.message_count > 0",
                 [v for row in counted for v in row]))
+        statements.extend(extra)
         await self._db.write(statements)
         self._committed(entries)
 

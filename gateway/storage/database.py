@@ -82,6 +82,11 @@ class Database(ABC):
         """Run the statements as one write transaction (in one trip where the engine can)."""
 
     @abstractmethod
+    async def now(self) -> datetime:
+        """The database's clock (UTC): `SELECT now()` on PostgreSQL, so replicas agree;
+        the process clock for embedded SQLite, whose only writer is this process."""
+
+    @abstractmethod
     def transaction(self) -> AbstractAsyncContextManager[Transaction]:
         """A write transaction whose statements depend on what it reads."""
 

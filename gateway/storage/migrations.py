@@ -77,6 +77,54 @@ _BACKGROUND_EVENTS_TABLE = """CREATE TABLE gateway_background_events (
 )"""
 _BACKGROUND_INDEX = "CREATE INDEX gateway_background_status ON gateway_background (status, updated_at)"
 
+# Quotas (issue 9). One balance per (limiter name, subject: a user id, or '' for the
+# cluster), never shared between two limiters of a type; replenishment is counted from
+# `anchor` (`periods` applied so far, `next_refill` the next boundary: quota/balances.py).
+# `reserved` is what live reservations hold; each is also a row per (turn, limiter), so
+# one whose turn never settles (a replica that died) is released once `expires_at` passes.
+# Token history per user, provider, model and UTC day; increments remember their
+# client key (idempotency). Counts are BIGINT on both engines.
+_QUOTA_TABLES = [
+    """CREATE TABLE gateway_quota_balances (
+    limiter TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    available BIGINT NOT NULL,
+    reserved BIGINT NOT NULL DEFAULT 0,
+    anchor TEXT NOT NULL,
+    periods INTEGER NOT NULL,
+    period TEXT NOT NULL,
+    next_refill TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (limiter, subject)
+)""",
+    """CREATE TABLE gateway_quota_reservations (
+    id TEXT NOT NULL,
+    limiter TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    tokens BIGINT NOT NULL,
+    expires_at TEXT NOT NULL,
+    PRIMARY KEY (id, limiter)
+)""",
+    "CREATE INDEX gateway_quota_reservations_balance ON gateway_quota_reservations (limiter, subject)",
+    """CREATE TABLE gateway_token_usage (
+    user_id TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    day TEXT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    PRIMARY KEY (user_id, provider, model, day)
+)""",
+    """CREATE TABLE gateway_quota_increments (
+    idempotency_key TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    admin TEXT NOT NULL,
+    tokens TEXT NOT NULL,
+    applied_at TEXT NOT NULL,
+    PRIMARY KEY (idempotency_key, subject)
+)""",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
         f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
@@ -95,8 +143,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # text, so a continuation reads one row. Listed per user in creation order (`seq`,
     # given by the gateway: storage/responses.py).
     (3, [_RESPONSES_TABLE, _RESPONSES_INDEX]),
-    # Background responses and their recorded events (storage/background.py). Version 4
-    # is the quotas' (another branch); versions apply by number, whichever lands first.
+    (4, _QUOTA_TABLES),
+    # Background responses and their recorded events (storage/background.py).
     (5, [_BACKGROUND_TABLE, _BACKGROUND_EVENTS_TABLE, _BACKGROUND_INDEX]),
 ]
 
@@ -109,4 +157,5 @@ BASELINE: list[str] = [
     _BACKGROUND_TABLE,
     _BACKGROUND_EVENTS_TABLE,
     _BACKGROUND_INDEX,
+    *_QUOTA_TABLES,
 ]

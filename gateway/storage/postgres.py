@@ -18,6 +18,7 @@ import asyncio
 import re
 import ssl
 from contextlib import asynccontextmanager
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, AsyncIterator, Sequence
 
@@ -35,8 +36,13 @@ POOL_SIZE = 10           # connections per process; concurrent turns share them 
 _LOCK_CLASS = 0x67776179
 
 
+# OperatorInterventionError: the server is shutting down or restarting (57P01-57P03),
+# which an open pooled connection learns on its next statement. InternalClientError: a
+# pooled connection the server dropped mid-exchange can be left in a protocol state that
+# refuses the next statement ("cannot switch to state …"), seen when PostgreSQL stops.
 _CONNECTION_LOST = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-                    asyncpg.CannotConnectNowError)
+                    asyncpg.CannotConnectNowError, asyncpg.exceptions.OperatorInterventionError,
+                    asyncpg.InternalClientError)
 
 
 def quote_identifier(name: str) -> str:
@@ -151,9 +157,24 @@ class PostgresDatabase(database.Database):
             return [dict(row) for row in await conn.fetch(query, *args)]
 
     async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
+        """One transaction; a run of statements with the same text (the quota charges of
+        a batch of turns) goes as one `executemany`, one round trip instead of one each."""
         async with self._connection() as conn, conn.transaction():
-            for sql, params in statements:
-                await conn.execute(*_flat(sql, params))
+            start = 0
+            while start < len(statements):
+                end = start + 1
+                while end < len(statements) and statements[end][0] == statements[start][0]:
+                    end += 1
+                if end - start == 1:
+                    await conn.execute(*_flat(*statements[start]))
+                else:
+                    query = _numbered(statements[start][0])[0]
+                    await conn.executemany(query, [_statement(sql, params)[1] for sql, params in statements[start:end]])
+                start = end
+
+    async def now(self) -> datetime:
+        async with self._connection() as conn:
+            return await conn.fetchval("SELECT now()")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[database.Transaction]:

@@ -14,6 +14,7 @@ import asyncio
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 
@@ -83,6 +84,9 @@ class SQLiteDatabase(database.Database):
         """Run the statements as one write transaction, in one trip to the worker."""
         async with self._lock:
             await self._run(_write, self._conn, statements)
+
+    async def now(self) -> datetime:
+        return datetime.now(timezone.utc)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[database.Transaction]:

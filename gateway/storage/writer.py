@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Awaitable, Callable, Iterable, Sequence
 
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
-from gateway.storage.database import committed
+from gateway.storage.database import Params, committed
 
 log = logging.getLogger("gateway.storage")
 
 Entry = tuple[ConversationRecord, TurnRecord | None]
+# Extra statements of a turn (its quota charge): (lock order, sql, params). A batch runs
+# them sorted by the first item, a total order on the rows they lock (e.g. "balance\0
+# <limiter>\0<subject>"), so two concurrent transactions that follow it cannot deadlock.
+Keyed = tuple[str, str, Params]
+Statements = Sequence[Keyed]
 
 
 class TurnWriter:
@@ -30,21 +36,26 @@ class TurnWriter:
         self._linger = linger
         self._max_queued = max_queued
         self._max_batch = max_batch
-        self._queue: list[tuple[Entry, asyncio.Future]] = []
+        self._queue: list[tuple[Entry, Statements, asyncio.Future]] = []
         self._wakeup = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
         self._task: asyncio.Task | None = None
         self._closing = False
         self._concurrent = False  # the last batch held more than one turn
+        # Called with a committed batch's extra statements before its clients are told
+        # (the quota service reads the balances they charged, once per batch).
+        self.after_commit: Callable[[list[Keyed]], Awaitable[None]] | None = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
 
-    def submit(self, conversation: ConversationRecord, turn: TurnRecord | None) -> asyncio.Future:
-        """Queue a write; the future resolves once it is committed."""
+    def submit(self, conversation: ConversationRecord, turn: TurnRecord | None,
+               extra: Statements = ()) -> asyncio.Future:
+        """Queue a write; the future resolves once it is committed. `extra` statements
+        (a turn's quota charge) commit in the same transaction as the record."""
         done = asyncio.get_running_loop().create_future()
-        self._queue.append(((conversation, turn), done))
+        self._queue.append(((conversation, turn), extra, done))
         if len(self._queue) >= self._max_queued:
             self._room.clear()
         self._wakeup.set()
@@ -84,20 +95,33 @@ class TurnWriter:
             if self._closing:
                 return
 
-    async def _write(self, batch: list[tuple[Entry, asyncio.Future]]) -> None:
+    async def _write(self, batch: list[tuple[Entry, Statements, asyncio.Future]]) -> None:
         try:
-            await self._repository.save_many([entry for entry, _ in batch])
+            await self._repository.save_many([entry for entry, _, _ in batch],
+                                             in_lock_order(statement for _, extra, _ in batch for statement in extra))
             results: list[BaseException | None] = [None] * len(batch)
         except Exception:
             # One bad entry must not lose the others: retry them one by one.
             log.exception("writing %d turns failed; retrying one by one", len(batch))
             results = []
-            for entry, _ in batch:
+            for entry, extra, _ in batch:
                 try:
-                    await self._repository.save_many([entry])
+                    await self._repository.save_many([entry], in_lock_order(extra))
                     results.append(None)
                 except Exception as exc:
                     log.error("recording turn %s failed: %s", entry[1] and entry[1].response_id, exc)
                     results.append(exc)
-        for (_, done), error in zip(batch, results):
+        if self.after_commit is not None:
+            extras = [statement for (_, extra, _), error in zip(batch, results) if error is None for statement in extra]
+            if extras:
+                try:
+                    await self.after_commit(extras)
+                except Exception as exc:  # its reader falls back to reading for itself
+                    log.warning("after a batch of turns: %s", exc)
+        for (_, _, done), error in zip(batch, results):
             committed(done, error)
+
+
+def in_lock_order(statements: Iterable[Keyed]) -> list[tuple[str, Params]]:
+    """Keyed statements as the database API takes them, sorted by their lock order."""
+    return [(sql, params) for _, sql, params in sorted(statements, key=lambda statement: statement[0])]

@@ -31,7 +31,7 @@ ACCESS_RULES = [
 ]
 # What each user may do, written out (not computed from the rules under test).
 ALLOWED = {
-    "root": {"responses", "get_models", "info"},
+    "root": {"responses", "get_models", "info", "admin"},
     "alice": {"responses", "info"},
     "bob": {"responses", "info"},
     "carol": {"get_models", "info"},
@@ -55,6 +55,15 @@ ROUTES = {
     ("get", "/openapi.json"): (None, 200),
     ("get", "/"): (None, 200),
     ("post", "/authorized"): (None, 200),
+    # This gateway has no limiters: the quota API answers, with nothing to change.
+    ("get", "/v1/quotas"): (None, 200),
+    ("get", "/v1/quotas/usage"): (None, 200),
+    ("get", "/v1/quotas/cluster"): (None, 200),
+    ("put", "/v1/quotas/cluster"): ({"limiters": {"daily": 5}}, 422),
+    ("post", "/v1/quotas/cluster/increments"): ({"limiters": {"daily": 5}}, 400),   # no Idempotency-Key
+    ("get", "/v1/quotas/users/{user_id}"): (None, 200),
+    ("put", "/v1/quotas/users/{user_id}"): ({"limiters": {"daily": 5}}, 422),
+    ("post", "/v1/quotas/users/{user_id}/increments"): ({"limiters": {"daily": 5}}, 400),
 }
 OPENAI_PATHS = ("/v1/responses", "/v1/models")
 
@@ -83,7 +92,7 @@ def writes(upstream) -> list[dict]:
 def test_rbac_matrix(rbac, upstream, user, route):
     operation = next(op for op in OPERATIONS if (op.method, op.path) == route)
     body, allowed_status = ROUTES[route]
-    path = route[1].replace("{response_id}", "resp_unknown")
+    path = route[1].replace("{response_id}", "resp_unknown").replace("{user_id}", "alice")
     upstream.clear()
     reply = rbac.request(route[0].upper(), path, body, headers=auth(user))
     allowed = operation.public or operation.action == AUTHENTICATED_ONLY or operation.action in ALLOWED[user]

@@ -28,10 +28,13 @@ def write(path, config) -> str:
 
 def test_check_config_ok_with_warnings(tmp_path, upstream):
     config = gateway_config(upstream.url, tmp_path / "db.sqlite")
-    config["quota_handlers"] = {"limiters": []}
+    # Limiters without storage: accepted and not enforced, as in LCORE, with a warning.
+    config["quota_handlers"] = {"limiters": [{"name": "daily", "type": "user_limiter", "initial_quota": 1,
+                                              "quota_increase": 1, "period": "1 day"}]}
     result = run("check-config", "-c", write(tmp_path / "ok.yaml", config))
     assert result.returncode == 0, result.stderr
-    assert "OK" in result.stdout and "quota_handlers: accepted but not implemented" in result.stdout
+    assert "OK" in result.stdout and "quota_handlers: limiters are configured without sqlite or postgres" \
+        in result.stdout
 
 
 def test_check_config_names_every_bad_key(tmp_path):
@@ -94,9 +97,9 @@ def test_python_dash_m_entry_point(tmp_path, upstream):
 
 
 def test_serve_warns_at_start_up_about_accepted_but_unbuilt_keys(gateway_factory, upstream):
-    gateway = gateway_factory(upstream.url, quota_handlers={"limiters": []}, service={"workers": 2})
+    gateway = gateway_factory(upstream.url, compaction={"enabled": True}, service={"workers": 2})
     log = gateway.log()  # start-up is over once it answers: the warnings come before
-    for key in ("quota_handlers", "service.workers"):
+    for key in ("compaction", "service.workers"):
         assert f"{key}: accepted but not implemented by this version (ignored)" in log, log
     assert log.count("accepted but not implemented") == 2, log  # only what this config asks for
     assert gateway.post("/v1/responses", {"input": "still serving"}).status == 200

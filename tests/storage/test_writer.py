@@ -25,9 +25,9 @@ def batches(repository) -> list[int]:
     sizes: list[int] = []
     original = repository.save_many
 
-    async def counting(entries):
+    async def counting(entries, extra=()):
         sizes.append(len(entries))
-        await original(entries)
+        await original(entries, extra)
 
     repository.save_many = counting
     return sizes
@@ -73,9 +73,9 @@ async def test_one_bad_entry_does_not_lose_the_batch(repository):
     batches = []
     original = repository.save_many
 
-    async def counting(entries):
+    async def counting(entries, extra=()):
         batches.append([entry[1].response_id for entry in entries])
-        await original(entries)
+        await original(entries, extra)
 
     repository.save_many = counting
     writer = TurnWriter(repository, linger=0.01)
@@ -119,4 +119,39 @@ async def test_a_turn_alone_waits_for_no_batch_but_turns_under_load_do(repositor
     second = writer.submit(conversation("l2"), turn("rl2", "l2"))
     await asyncio.gather(first, second)
     assert batches == [1, 3, 2]
+    await writer.close()
+
+
+async def test_extra_statements_commit_with_the_batch_in_lock_order_then_after_commit(repository):
+    """A turn's extra statements (its quota charge) are in its batch's transaction, run
+    sorted by their lock key; `after_commit` gets those of the entries committed, before
+    their clients are told."""
+    db = repository._db
+    await db.execute("INSERT INTO gateway_token_usage (user_id, provider, model, day, input_tokens, output_tokens) "
+                     "VALUES ('u', 'p', 'm', 'd', 0, 0)")
+    add = "UPDATE gateway_token_usage SET input_tokens = input_tokens * 10 + :n"
+    seen: list = []
+    order: list = []
+
+    async def after(statements):
+        seen.append([key for key, _, _ in statements])
+        order.append("after")
+
+    writer = TurnWriter(repository, linger=0.01)
+    writer.after_commit = after
+    writer.start()
+    await repository.save(conversation(), turn("taken"))
+    done = [writer.submit(conversation(f"x{n}"), turn(f"rx{n}", f"x{n}"), extra=[(f"k{n}", add, {"n": n})])
+            for n in (3, 1, 2)]
+    for future in done:
+        future.add_done_callback(lambda _: order.append("told"))
+    await asyncio.gather(*done)
+    row = await db.fetchone("SELECT input_tokens FROM gateway_token_usage")
+    assert row["input_tokens"] == 123     # applied as 1, 2, 3: key order, not submission order
+    assert [sorted(keys) for keys in seen] == [["k1", "k2", "k3"]] and order.index("after") < order.index("told")
+    # An entry that fails takes its extra statements with it.
+    with pytest.raises(Exception):
+        await writer.submit(conversation(), turn("taken"), extra=[("k9", add, {"n": 9})])  # a duplicate
+    assert (await db.fetchone("SELECT input_tokens FROM gateway_token_usage"))["input_tokens"] == 123
+    assert len(seen) == 1
     await writer.close()

@@ -118,8 +118,8 @@ class Gateway(Endpoint):
         """Credentials in the gateway's configuration: the upstream API key, the
         api-key-token keys, every value of an MCP header read from a file (and its bare
         token), the gateway's own Kubernetes service-account token (`k8s_token_path`),
-        the PostgreSQL password, the vector stores' `search_api_key`s, and the web search and
-        moderation endpoints' keys."""
+        the PostgreSQL passwords (`database`, `quota_handlers`), the vector stores'
+        `search_api_key`s, and the web search and moderation endpoints' keys."""
         config = yaml.safe_load(self.config_path.read_text())
         found = {config.get("llama_stack", {}).get("api_key") or ""}
         authentication = config.get("authentication") or {}
@@ -130,6 +130,7 @@ class Gateway(Endpoint):
         found.add(((config.get("database") or {}).get("postgres") or {}).get("password") or "")
         found.add((config.get("web_search") or {}).get("api_key") or "")
         found.add((config.get("guardrails") or {}).get("api_key") or "")
+        found.add(((config.get("quota_handlers") or {}).get("postgres") or {}).get("password") or "")
         token_path = authentication.get("k8s_token_path")
         if token_path and Path(token_path).is_file():
             found.add(Path(token_path).read_text().strip())

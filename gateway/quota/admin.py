@@ -1,0 +1,83 @@
+"""What the quota API reads and changes: the balances of one subject (a user, or the
+cluster), setting and adding tokens per limiter (each change brings the balance up to
+date first, then applies, in one transaction; an increment's client key makes a retry
+change nothing), every change audited in the log (`gateway.audit`), and the usage
+report from the token history."""
+
+from __future__ import annotations
+
+import logging
+from datetime import date, timedelta
+from typing import Any, Literal
+
+from gateway.quota.balances import iso
+from gateway.quota.service import CLUSTER, QuotaService
+from gateway.schema.errors import invalid_attribute
+
+audit = logging.getLogger("gateway.audit")
+
+Kind = Literal["user_limiter", "cluster_limiter"]
+
+
+class QuotaAdmin:
+    def __init__(self, quota: QuotaService):
+        self._quota = quota
+
+    def _limiters(self, kind: Kind) -> list:
+        return [limiter for limiter in self._quota.limiters if limiter.type == kind]
+
+    async def describe(self, kind: Kind, subject: str, applied: bool | None = None) -> dict[str, Any]:
+        """The subject's balances under every limiter of its kind (`QuotasResponse`)."""
+        subject = subject if kind == "user_limiter" else CLUSTER
+        pairs = [(limiter, subject) for limiter in self._limiters(kind)]
+        held = await self._quota.held(pairs) if pairs else []
+        limiters = [{"name": h.limiter.name, "type": h.limiter.type, "subject": subject,
+                     "available": h.state.available, "reserved": h.reserved,
+                     "initial_quota": h.limiter.initial_quota, "quota_increase": h.limiter.quota_increase,
+                     "period": h.limiter.period, "replenish": h.limiter.replenish,
+                     "next_replenishment": iso(h.state.next_refill)} for h in held]
+        body: dict[str, Any] = {"enforced": self._quota.enabled, "subject": subject,
+                                "available_quotas": {entry["name"]: entry["available"] for entry in limiters},
+                                "limiters": limiters}
+        if applied is not None:
+            body["applied"] = applied
+        return body
+
+    async def change(self, kind: Kind, subject: str, values: dict[str, int], *, add: bool, admin: str,
+                     idempotency_key: str | None = None, request_id: str | None = None) -> bool:
+        """Set (or add to) the subject's balances; False when the key was used before."""
+        subject = subject if kind == "user_limiter" else CLUSTER
+        by_name = {limiter.name: limiter for limiter in self._limiters(kind)}
+        for name, value in values.items():
+            if name not in by_name:
+                known = ", ".join(sorted(by_name)) or "none"
+                raise invalid_attribute(f"No {kind.replace('_', ' ')} is named {name!r} (configured: {known})",
+                                        param="limiters", code="unknown_limiter")
+            if value < 0 or (add and value == 0):
+                raise invalid_attribute(f"limiters.{name}: {'an increment must be positive' if add else 'a balance cannot be negative'}",
+                                        param="limiters")
+        if not values:
+            raise invalid_attribute("limiters: name at least one limiter", param="limiters")
+        scope = f"{'user:' + subject if kind == 'user_limiter' else 'cluster'}"
+        key = (idempotency_key, scope, admin, repr(sorted(values.items()))) if idempotency_key else None
+        applied = await self._quota.change([((by_name[name], subject), value) for name, value in values.items()],
+                                           add=add, idempotency=key)
+        for name, value in values.items():
+            audit.info("quota change admin=%s subject=%s limiter=%s %s=%d key=%r applied=%s request_id=%s",
+                       admin, scope, name, "add" if add else "set", value, idempotency_key, applied, request_id)
+        return applied
+
+    async def usage(self, start: str | None, end: str | None, user_id: str | None) -> dict[str, Any]:
+        """The token history summed per user and model over UTC days (default: the last 30)."""
+        try:
+            last = date.fromisoformat(end) if end else (await self._quota.now()).date() if self._quota.enabled \
+                else date.today()
+            first = date.fromisoformat(start) if start else last - timedelta(days=29)
+        except ValueError:
+            raise invalid_attribute("start and end are UTC days: YYYY-MM-DD", param="start") from None
+        if first > last:
+            raise invalid_attribute("start is after end", param="start")
+        rows = await self._quota.store.usage(first.isoformat(), last.isoformat(), user_id) \
+            if self._quota.store is not None else []
+        return {"start": first.isoformat(), "end": last.isoformat(),
+                "usage": [{**row, "total_tokens": row["input_tokens"] + row["output_tokens"]} for row in rows]}

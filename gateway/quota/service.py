@@ -1,0 +1,307 @@
+"""`QuotaService`: what the pipeline and the quota API call.
+
+- `reserve()` before a turn (in `pipeline.prepare()`, before anything is created):
+  every applicable limiter reserves the turn's estimate, atomically, or the request is
+  refused with LCORE's 429; storage that cannot be reached refuses with 503 (fail
+  closed). The estimate: the request's `input` and `instructions` at four characters a
+  token (their JSON text), plus `max_output_tokens`, or `output_reservation` without it.
+- `charge_statements()` after the turn (in `pipeline.settle()`): the upstream's
+  input + output tokens, charged to every applicable limiter and releasing the
+  reservation; the pipeline commits them with the turn's record when the quota storage
+  is the turn database (`shares_turn_database`), else just before it (`write`).
+- `available()`: `available_quotas`, keyed by limiter name.
+- A background task (every `scheduler.period` seconds) releases expired reservations
+  (PostgreSQL; on SQLite the balances and reservations in use live in this process,
+  `ledger.py`, the file's one writer).
+- `now()`: the database's clock, for every period computation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import sqlite3
+import time
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, AsyncIterator, Sequence
+
+import orjson
+
+from gateway.config_quota import QuotaHandlersConfig, QuotaLimiterConfig, same_database
+from gateway.config_database import DatabaseConfig
+from gateway.identity import Identity
+from gateway.quota.balances import seconds_until
+from gateway.quota.ledger import Ledger
+from gateway.quota.store import Held, Pair, QuotaStore
+from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
+from gateway.storage.database import Database, DatabaseUnavailable, open_database
+from gateway.storage.writer import Keyed, in_lock_order
+
+log = logging.getLogger("gateway.quota")
+
+CLUSTER = ""   # the cluster limiter's one subject, as in LCORE
+_UNREACHABLE = (DatabaseUnavailable, sqlite3.OperationalError, OSError, asyncio.TimeoutError)
+_ATTEMPTS = 3  # admission tries (a top-up can fall due between two)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    id: str
+    user_id: str
+    tokens: int
+    pairs: tuple[Pair, ...]
+
+
+def estimate(raw: Any, output_reservation: int) -> int:
+    """The tokens a request reserves (see the module docstring)."""
+    size = len(orjson.dumps(raw.get("input"))) if raw.get("input") is not None else 0
+    if isinstance(raw.get("instructions"), str):
+        size += len(raw["instructions"])
+    output = raw.get("max_output_tokens")
+    if not isinstance(output, int) or isinstance(output, bool) or output <= 0:
+        output = output_reservation
+    return math.ceil(size / 4) + output
+
+
+class QuotaService:
+    def __init__(self, config: QuotaHandlersConfig | None = None, db: Database | None = None,
+                 shares_turn_database: bool = False, owns_db: bool = False):
+        self.config = config
+        self.limiters: list[QuotaLimiterConfig] = list(config.limiters) if config and db is not None else []
+        # No limiters, or no storage named (LCORE only warns): nothing to check or charge.
+        self.enabled = bool(self.limiters)
+        self._by_name = sorted(self.limiters, key=lambda limiter: limiter.name)
+        self._named = {limiter.name: limiter for limiter in self.limiters}
+        self._after_batch: dict[tuple[str, str], int] = {}   # balances read after the last writer batch
+        self.store = QuotaStore(db) if db is not None else None
+        # One writer process (SQLite): admission in memory, written through (ledger.py).
+        self._ledger = Ledger(self.store) if self.store is not None and not db.shared else None
+        self.shares_turn_database = shares_turn_database
+        self._owns_db = owns_db
+        self._offset = 0.0        # database clock minus process clock (seconds)
+        self._synced = -math.inf  # time.monotonic() of the last sync
+        self._task: asyncio.Task | None = None
+
+    @classmethod
+    async def open(cls, config: QuotaHandlersConfig | None, turn_db: Database,
+                   turn_db_config: DatabaseConfig) -> "QuotaService":
+        """The configured service: on the turn database when `quota_handlers` names the
+        same one (charge and record share a transaction), else on its own."""
+        storage = config.storage if config is not None else None
+        if config is None or storage is None or not config.limiters:
+            return cls()
+        if same_database(storage, turn_db_config):
+            return cls(config, turn_db, shares_turn_database=True)
+        try:
+            db = await open_database(storage)
+        except DatabaseUnavailable as exc:
+            raise DatabaseUnavailable(str(exc).replace("database.", "quota_handlers.", 1)) from None
+        return cls(config, db, owns_db=True)
+
+    def start(self) -> None:
+        if self.enabled:
+            self._task = asyncio.ensure_future(self._scheduler())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._owns_db and self.store is not None:
+            await self.store.db.close()
+
+    def pairs(self, user_id: str) -> tuple[Pair, ...]:
+        """The balances a user's turn reserves on, in lock order (`store.balance_key`:
+        limiter names are unique, so by name)."""
+        return tuple((limiter, user_id if limiter.type == "user_limiter" else CLUSTER) for limiter in self._by_name)
+
+    async def now(self) -> datetime:
+        """The database's clock: the process clock plus an offset measured with
+        `Database.now()` at most once per scheduler period."""
+        assert self.store is not None and self.config is not None
+        if time.monotonic() - self._synced > self.config.scheduler.period:
+            self._synced = time.monotonic()
+            self._offset = (await self.store.db.now()).timestamp() - time.time()
+        return datetime.fromtimestamp(time.time() + self._offset, timezone.utc)
+
+    async def reserve(self, identity: Identity, raw: Any) -> Reservation | None:
+        """Admit a turn or raise 429 (503 when the storage cannot be reached)."""
+        if not self.enabled:
+            return None
+        assert self.store is not None and self.config is not None
+        need = estimate(raw, self.config.output_reservation)
+        # Reservation rows (PostgreSQL) need an id; the ledger keeps none.
+        reservation = Reservation(uuid.uuid4().hex if self._ledger is None else "", identity.user_id, need,
+                                  self.pairs(identity.user_id))
+        try:
+            if self._ledger is not None:
+                return await self._reserve_locally(reservation)
+            now = await self.now()
+            expires = now + timedelta(seconds=self.config.reservation_seconds)
+            for _ in range(_ATTEMPTS):
+                if await self.store.reserve(reservation.id, reservation.pairs, need, now, expires):
+                    return reservation
+                # A balance is missing, due a top-up, or short: which one?
+                for held in await self.store.bring_up_to_date(reservation.pairs, now):
+                    if held.room < need:
+                        raise self._refusal(held, need, now)
+                now = await self.now()
+        except ApiError:
+            raise
+        except _UNREACHABLE as exc:
+            log.error("quota storage unavailable; refusing the turn: %s", exc)
+            raise quota_storage_unavailable() from None
+        log.error("quota admission of %s did not settle after %d attempts", identity.user_id, _ATTEMPTS)
+        raise quota_storage_unavailable()
+
+    async def _reserve_locally(self, reservation: Reservation) -> Reservation:
+        assert self._ledger is not None
+        now = await self.now()
+        await self._ledger.load(reservation.pairs, now)
+        refused, top_ups = self._ledger.reserve(reservation.pairs, reservation.tokens, now)
+        if top_ups:  # once per period and subject: persisted before the turn goes on
+            try:
+                await self.write(top_ups)
+            except BaseException:
+                self._ledger.forget(reservation.pairs)
+                if refused is None:
+                    self._ledger.settle(reservation.pairs, reservation.tokens, 0)
+                raise
+        if refused is not None:
+            raise self._refusal(refused, reservation.tokens, now)
+        return reservation
+
+    @staticmethod
+    def _refusal(held: Held, need: int, now: datetime) -> ApiError:
+        who = f"User {held.subject}" if held.limiter.type == "user_limiter" else "Cluster"
+        cause = f"{who} has no available tokens" if held.room <= 0 else \
+            f"{who} has {held.room} tokens, but {need} tokens are needed"
+        return quota_exceeded(cause, seconds_until(held.state.next_refill, now))
+
+    async def charge_statements(self, reservation: Reservation, input_tokens: int, output_tokens: int,
+                                model: str | None, provider: str | None) -> list[Keyed]:
+        assert self.config is not None
+        history = (reservation.user_id, provider or "", model or "", input_tokens, output_tokens) \
+            if self.config.enable_token_history else None
+        return await self._end(reservation, input_tokens + output_tokens, history)
+
+    async def _end(self, reservation: Reservation, charge: int,
+                   history: tuple[str, str, str, int, int] | None) -> list[Keyed]:
+        """The statements that charge a reservation's turn and end it (in memory too,
+        with the ledger: a failed write calls `forget`)."""
+        assert self.store is not None
+        statements = self.store.charge_statements(reservation.id, reservation.pairs, charge, await self.now(),
+                                                  history, reserved=self._ledger is None)
+        if self._ledger is not None:
+            self._ledger.settle(reservation.pairs, reservation.tokens, charge)
+        return statements
+
+    def forget(self, reservation: Reservation) -> None:
+        """A charge could not be written: the ledger reads the balances again."""
+        if self._ledger is not None:
+            self._ledger.forget(reservation.pairs)
+
+    @asynccontextmanager
+    async def written(self, reservation: Reservation | None) -> AsyncIterator[None]:
+        """Around the write of a charge: if it fails, `forget` what the ledger assumed."""
+        try:
+            yield
+        except BaseException:
+            if reservation is not None:
+                self.forget(reservation)
+            raise
+
+    async def release(self, reservation: Reservation, charge: int = 0) -> None:
+        """End a reservation whose turn has no usage to charge: `charge` tokens (an
+        abandoned turn is charged its reservation), the reservation deleted."""
+        try:
+            await self.write(await self._end(reservation, charge, None))
+        except Exception as exc:  # it expires after reservation_seconds instead
+            self.forget(reservation)
+            log.error("ending quota reservation %s (%d tokens charged) failed: %s", reservation.id, charge, exc)
+
+    async def write(self, statements: Sequence[Keyed]) -> None:
+        """Commit a charge on its own (quota storage apart from the turn's record, or a
+        turn with no record), in lock order."""
+        assert self.store is not None
+        await self.store.db.write(in_lock_order(statements))
+
+    async def available(self, user_id: str) -> dict[str, int]:
+        """`available_quotas`: each applicable limiter's balance, by limiter name."""
+        if not self.enabled:
+            return {}
+        balances = {held.limiter.name: held.state.available for held in await self.held(self.pairs(user_id))}
+        return {limiter.name: balances[limiter.name] for limiter in self.limiters}  # in configuration order
+
+    @property
+    def reads_after_batches(self) -> bool:
+        """Whether `after_commit` should follow the turn writer's batches: charges ride in
+        them and the balances are in the database (PostgreSQL), so one read per batch
+        serves every turn in it instead of one read per turn."""
+        return self.shares_turn_database and self._ledger is None and self.enabled
+
+    async def after_commit(self, statements: Sequence[Keyed]) -> None:
+        """After a writer batch: read the balances its charges changed, in one query."""
+        assert self.store is not None
+        pairs = []
+        for key, _, _ in statements:
+            kind, name, subject = key.split("\0", 2) if key.count("\0") >= 2 else (key, "", "")
+            if kind == "balance" and name in self._named:
+                pairs.append((self._named[name], subject))
+        if pairs:
+            read = await self.store.read(list(dict.fromkeys(pairs)), await self.now())
+            self._after_batch = {(held.limiter.name, held.subject): held.state.available for held in read}
+
+    async def available_after_batch(self, user_id: str) -> dict[str, int]:
+        """`available()` for a turn whose charge the writer just committed: the balances
+        read after its batch (or after a later one), else read now."""
+        found = self._after_batch
+        pairs = self.pairs(user_id)
+        if all((limiter.name, subject) in found for limiter, subject in pairs):
+            return {limiter.name: found[(limiter.name, user_id if limiter.type == "user_limiter" else CLUSTER)]
+                    for limiter in self.limiters}
+        return await self.available(user_id)
+
+    async def held(self, pairs: Sequence[Pair]) -> list[Held]:
+        """The balances (brought up to date, not written) and what reservations hold."""
+        assert self.store is not None
+        now = await self.now()
+        if self._ledger is None:
+            return await self.store.read(pairs, now)
+        await self._ledger.load(pairs, now)
+        return self._ledger.read(pairs, now)
+
+    async def change(self, values: Sequence[tuple[Pair, int]], *, add: bool,
+                     idempotency: tuple[str, str, str, str] | None = None) -> bool:
+        """Set (or add to) balances; False when the increment's key was used before."""
+        assert self.store is not None
+        now = await self.now()
+        if self._ledger is None:
+            return await self.store.change(values, now, add=add, idempotency=idempotency)
+        await self._ledger.load([pair for pair, _ in values], now)
+        top_ups: list[Keyed] = []
+        deltas = [(pair, self._ledger.delta(pair, now, value, add, top_ups)) for pair, value in values]
+        if top_ups:
+            await self.write(top_ups)
+        applied = await self.store.change(deltas, now, add=True, idempotency=idempotency)
+        if applied:
+            for pair, delta in deltas:
+                self._ledger.shift(pair, delta)
+        return applied
+
+    async def _scheduler(self) -> None:
+        assert self.store is not None and self.config is not None
+        while True:
+            await asyncio.sleep(self.config.scheduler.period)
+            if self._ledger is not None:
+                continue  # reservations live in this process
+            try:
+                swept = await self.store.sweep(await self.now())
+                if swept:
+                    log.warning("released expired quota reservations (turns that never settled) on %d balances",
+                                swept)
+            except Exception as exc:  # the next tick tries again
+                log.warning("quota scheduler: %s", exc)

@@ -1,0 +1,211 @@
+"""The SQL of quotas (migration 4's tables).
+
+Admission (`reserve`, PostgreSQL: several replicas share the balances; SQLite keeps
+them in the process, `ledger.py`) is one statement, so one round trip: it locks the
+turn's balance rows in lock order (`SELECT … FOR UPDATE`, which under READ COMMITTED
+returns each row as the last transaction that held it left it), and only if every one
+is not due a top-up and has `available - reserved >= tokens` adds the tokens to
+`reserved` and inserts the reservation rows (with their expiry). So a turn reserves on
+every limiter or on none, and no two admissions spend the same tokens. A missing row or
+a due top-up is handled by `bring_up_to_date` (a transaction that creates rows and
+applies elapsed periods once) before a second try.
+
+The charge (`charge_statements`) subtracts the turn's tokens and releases its
+reservation: the statement that deletes the reservation row also takes its tokens off
+`reserved`, so a reservation is released once whether the turn or the expiry sweep gets
+there first. The turn writer commits them in the same transaction as the turn's record
+when both live in one database. Every statement that locks balance rows takes them in
+`balance_key` order, so concurrent transactions cannot deadlock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from gateway.config_quota import QuotaLimiterConfig
+from gateway.quota.balances import BalanceState, brought_up_to_date, iso, parse_iso
+from gateway.storage.database import Database, Transaction
+from gateway.storage.writer import Keyed
+
+Pair = tuple[QuotaLimiterConfig, str]   # a limiter and one subject of it ('' = the cluster)
+
+
+def balance_key(pair: Pair) -> str:
+    """A balance row's place in the one lock order every transaction follows (pairs are
+    kept sorted by it: `QuotaService.pairs`), so concurrent ones cannot deadlock."""
+    return f"balance\0{pair[0].name}\0{pair[1]}"
+
+_COLUMNS = "available, anchor, periods, period, next_refill"
+
+
+@dataclass(frozen=True)
+class Held:
+    """A balance as a reader sees it: up to date, and what live reservations hold."""
+
+    limiter: QuotaLimiterConfig
+    subject: str
+    state: BalanceState
+    reserved: int
+
+    @property
+    def room(self) -> int:
+        return self.state.available - self.reserved
+
+
+def _state(row: Any) -> BalanceState:
+    return BalanceState(int(row["available"]), parse_iso(row["anchor"]), int(row["periods"]), row["period"],
+                        parse_iso(row["next_refill"]))
+
+
+class QuotaStore:
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def reserve(self, reservation_id: str, pairs: Sequence[Pair], tokens: int, now: datetime,
+                      expires: datetime) -> bool:
+        """Admission (PostgreSQL): True when every pair reserved `tokens`, False when
+        none did (a row missing or due a top-up, or no room)."""
+        params: dict[str, Any] = {"id": reservation_id, "t": tokens, "now": iso(now), "exp": iso(expires),
+                                  "n": len(pairs)}
+        wanted = _pairs_sql(pairs, params, "b")
+        inserted = await self.db.execute(
+            "WITH locked AS (SELECT b.limiter, b.subject, b.available, b.reserved, b.next_refill "
+            f"FROM gateway_quota_balances b WHERE {wanted} "
+            # Byte order, as Python sorts `balance_key`: the lock order of every transaction.
+            'ORDER BY b.limiter COLLATE "C", b.subject COLLATE "C" FOR UPDATE), '
+            "fine AS (SELECT COUNT(*) = :n AS ok FROM locked WHERE next_refill > :now "
+            "AND available - reserved >= CAST(:t AS BIGINT)), "
+            "taken AS (UPDATE gateway_quota_balances b SET reserved = b.reserved + CAST(:t AS BIGINT) "
+            f"FROM fine WHERE fine.ok AND {wanted} RETURNING b.limiter, b.subject) "
+            "INSERT INTO gateway_quota_reservations (id, limiter, subject, tokens, expires_at) "
+            "SELECT :id, limiter, subject, CAST(:t AS BIGINT), :exp FROM taken", params)
+        return inserted == len(pairs)
+
+    async def bring_up_to_date(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
+        """Create missing balance rows and apply elapsed periods (each once), in one
+        transaction; what each balance holds afterwards."""
+        async with self.db.transaction() as tx:
+            return [await self._up_to_date(tx, limiter, subject, now) for limiter, subject in pairs]
+
+    async def _up_to_date(self, tx: Transaction, limiter: QuotaLimiterConfig, subject: str,
+                          now: datetime) -> Held:
+        fresh = BalanceState.new(limiter, now)
+        key = {"l": limiter.name, "s": subject, "now": iso(now)}
+        await tx.execute(
+            f"INSERT INTO gateway_quota_balances (limiter, subject, {_COLUMNS}, updated_at) "
+            "VALUES (:l, :s, :a, :anchor, 0, :p, :next, :now) ON CONFLICT (limiter, subject) DO NOTHING",
+            {**key, "a": fresh.available, "anchor": iso(fresh.anchor), "p": fresh.period,
+             "next": iso(fresh.next_refill)})
+        # Locks the row (PostgreSQL) until the transaction ends: no top-up is applied twice.
+        await tx.execute("UPDATE gateway_quota_balances SET available = available "
+                         "WHERE limiter = :l AND subject = :s", key)
+        row = await tx.fetchone(f"SELECT {_COLUMNS}, reserved FROM gateway_quota_balances "
+                                "WHERE limiter = :l AND subject = :s", key)
+        assert row is not None
+        before = _state(row)
+        after = brought_up_to_date(before, limiter, now)
+        if after != before:
+            await tx.execute("UPDATE gateway_quota_balances SET available = :a, anchor = :anchor, periods = :n, "
+                             "period = :p, next_refill = :next, updated_at = :now WHERE limiter = :l AND subject = :s",
+                             {**key, "a": after.available, "anchor": iso(after.anchor), "n": after.periods,
+                              "p": after.period, "next": iso(after.next_refill)})
+        return Held(limiter, subject, after, int(row["reserved"]))
+
+    async def read(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
+        """The balances as of `now` without writing, in one query (a due top-up is shown
+        applied; it is stored by the next admission). A subject never seen has
+        `initial_quota`."""
+        params: dict[str, Any] = {}
+        rows = await self.db.fetchall(f"SELECT b.limiter, b.subject, b.reserved, "
+                                      f"{', '.join('b.' + c for c in _COLUMNS.split(', '))} "
+                                      f"FROM gateway_quota_balances b WHERE {_pairs_sql(pairs, params, 'b')}", params)
+        found = {(row["limiter"], row["subject"]): row for row in rows}
+        held = []
+        for limiter, subject in pairs:
+            row = found.get((limiter.name, subject))
+            state = _state(row) if row is not None else BalanceState.new(limiter, now)
+            held.append(Held(limiter, subject, brought_up_to_date(state, limiter, now),
+                             int(row["reserved"]) if row is not None else 0))
+        return held
+
+    @staticmethod
+    def charge_statements(reservation_id: str, pairs: Sequence[Pair], tokens: int, now: datetime,
+                          history: tuple[str, str, str, int, int] | None,
+                          reserved: bool = True) -> list[Keyed]:
+        """Charge `tokens` to every pair and release the reservation (`reserved`: it has
+        rows); `history` is (user, provider, model, input, output) to add to today's
+        (UTC) usage row. Keyed by lock order (`storage.writer.Keyed`)."""
+        stamp = iso(now)
+        # With reservation rows (PostgreSQL), the statement deletes this pair's row and
+        # takes what it held off `reserved`: nothing if the expiry sweep got there first.
+        release = ("WITH gone AS (DELETE FROM gateway_quota_reservations WHERE id = :id AND limiter = :l "
+                   "RETURNING tokens) " if reserved else "")
+        held = ", reserved = reserved - COALESCE((SELECT SUM(tokens) FROM gone), 0)" if reserved else ""
+        statements: list[Keyed] = [
+            (balance_key((limiter, subject)),
+             f"{release}UPDATE gateway_quota_balances SET available = available - :t{held}, updated_at = :now "
+             "WHERE limiter = :l AND subject = :s",
+             {"t": tokens, "now": stamp, "l": limiter.name, "s": subject, **({"id": reservation_id} if reserved else {})})
+            for limiter, subject in pairs]
+        if history is not None:
+            user, provider, model, input_tokens, output_tokens = history
+            statements.append((
+                f"usage\0{user}\0{provider}\0{model}\0{stamp[:10]}",
+                "INSERT INTO gateway_token_usage AS u (user_id, provider, model, day, input_tokens, output_tokens) "
+                "VALUES (:u, :p, :m, :d, :i, :o) ON CONFLICT (user_id, provider, model, day) DO UPDATE SET "
+                "input_tokens = u.input_tokens + excluded.input_tokens, "
+                "output_tokens = u.output_tokens + excluded.output_tokens",
+                {"u": user, "p": provider, "m": model, "d": stamp[:10], "i": input_tokens, "o": output_tokens}))
+        return statements
+
+    async def sweep(self, now: datetime) -> int:
+        """Release reservations past their expiry (PostgreSQL): each row deleted once,
+        its tokens taken off `reserved`."""
+        return await self.db.execute(
+            "WITH gone AS (DELETE FROM gateway_quota_reservations WHERE expires_at <= :now "
+            "RETURNING limiter, subject, tokens), "
+            "sums AS (SELECT limiter, subject, SUM(tokens) AS tokens FROM gone GROUP BY limiter, subject) "
+            "UPDATE gateway_quota_balances b SET reserved = b.reserved - sums.tokens FROM sums "
+            "WHERE b.limiter = sums.limiter AND b.subject = sums.subject", {"now": iso(now)})
+
+    async def change(self, pairs: Sequence[tuple[Pair, int]], now: datetime, *, add: bool,
+                     idempotency: tuple[str, str, str, str] | None = None) -> bool:
+        """Set (or add to) balances, after bringing them up to date, in one transaction.
+        `idempotency` = (key, subject, admin, what): a key seen before for that subject
+        changes nothing and returns False."""
+        async with self.db.transaction() as tx:
+            if idempotency is not None:
+                key, subject, admin, what = idempotency
+                if not await tx.execute(
+                        "INSERT INTO gateway_quota_increments (idempotency_key, subject, admin, tokens, applied_at) "
+                        "VALUES (:k, :s, :a, :t, :now) ON CONFLICT (idempotency_key, subject) DO NOTHING",
+                        {"k": key, "s": subject, "a": admin, "t": what, "now": iso(now)}):
+                    return False
+            for (limiter, subject), value in sorted(pairs, key=lambda entry: balance_key(entry[0])):
+                await self._up_to_date(tx, limiter, subject, now)
+                await tx.execute(f"UPDATE gateway_quota_balances SET available = {'available + ' if add else ''}:v, "
+                                 "updated_at = :now WHERE limiter = :l AND subject = :s",
+                                 {"v": value, "now": iso(now), "l": limiter.name, "s": subject})
+        return True
+
+    async def usage(self, start: str, end: str, user_id: str | None) -> list[dict[str, Any]]:
+        """Token history summed per user, provider and model over UTC days start..end."""
+        where = "day >= :start AND day <= :end" + (" AND user_id = :u" if user_id is not None else "")
+        rows = await self.db.fetchall(
+            "SELECT user_id, provider, model, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
+            f"MIN(day) AS first_day, MAX(day) AS last_day FROM gateway_token_usage WHERE {where} "
+            "GROUP BY user_id, provider, model ORDER BY user_id, provider, model",
+            {"start": start, "end": end, "u": user_id} if user_id is not None else {"start": start, "end": end})
+        return [{**row, "input_tokens": int(row["input_tokens"]), "output_tokens": int(row["output_tokens"])}
+                for row in rows]
+
+
+def _pairs_sql(pairs: Sequence[Pair], params: dict[str, Any], alias: str) -> str:
+    """`(alias.limiter = … AND alias.subject = …) OR …` for the pairs, adding their params."""
+    wanted = []
+    for index, (limiter, subject) in enumerate(pairs):
+        params[f"l{index}"], params[f"s{index}"] = limiter.name, subject
+        wanted.append(f"({alias}.limiter = :l{index} AND {alias}.subject = :s{index})")
+    return "(" + " OR ".join(wanted) + ")"
