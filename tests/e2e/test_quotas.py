@@ -321,3 +321,18 @@ def test_a_client_that_leaves_after_completion_is_charged_the_usage(quota_gatewa
         _wait_for(lambda: quotas.quotas("kim") != {"daily": 10000})
     assert quotas.quotas("kim") == {"daily": 10000 - usage}
     assert quotas.sql("SELECT COUNT(*) FROM gateway_quota_reservations") == [[0]]
+
+
+def test_a_cancelled_background_turn_is_charged_its_reservation(quota_gateway):
+    """Cancelling is no way around a quota: a background turn cancelled before the
+    upstream reported usage is charged what it reserved, as an abandoned stream is."""
+    quotas = quota_gateway(limiters=[DAILY])
+    gateway = quotas.gateway
+    created = gateway.post("/v1/responses?user_id=eve", {"input": "stall-stream please", "max_output_tokens": 99,
+                                                         "background": True}).ok()
+    assert created["status"] == "in_progress"
+    cancelled = gateway.post(f"/v1/responses/{created['id']}/cancel?user_id=eve").ok()
+    assert cancelled["status"] == "cancelled"
+    reserved = 6 + 99   # as in test_abandoned_and_failed_turns: the same input and output cap
+    _wait_for(lambda: quotas.quotas("eve") != {"daily": 10000})
+    assert quotas.quotas("eve") == {"daily": 10000 - reserved}
