@@ -34,6 +34,7 @@ import orjson
 from gateway.config_quota import QuotaHandlersConfig, QuotaLimiterConfig, same_database
 from gateway.config_database import DatabaseConfig
 from gateway.identity import Identity
+from gateway.quota.admission import Admissions
 from gateway.quota.balances import seconds_until
 from gateway.quota.ledger import Ledger
 from gateway.quota.store import Held, Pair, QuotaStore
@@ -80,6 +81,9 @@ class QuotaService:
         self.store = QuotaStore(db) if db is not None else None
         # One writer process (SQLite): admission in memory, written through (ledger.py).
         self._ledger = Ledger(self.store) if self.store is not None and not db.shared else None
+        # Several replicas (PostgreSQL): admission is a statement, shared by concurrent turns.
+        self._admissions = Admissions(self.store, self.now, config.reservation_seconds, self.release) \
+            if self.store is not None and self._ledger is None and config is not None else None
         self.shares_turn_database = shares_turn_database
         self._owns_db = owns_db
         self._offset = 0.0        # database clock minus process clock (seconds)
@@ -139,10 +143,15 @@ class QuotaService:
         try:
             if self._ledger is not None:
                 return await self._reserve_locally(reservation)
+            assert self._admissions is not None
+            admitted = await self._admissions.admit(reservation)   # with the turns asking meanwhile
+            if admitted:
+                return reservation
             now = await self.now()
-            expires = now + timedelta(seconds=self.config.reservation_seconds)
-            for _ in range(_ATTEMPTS):
-                if await self.store.reserve(reservation.id, reservation.pairs, need, now, expires):
+            for attempt in range(_ATTEMPTS):
+                if (attempt or admitted is None) and await self.store.reserve(
+                        [(reservation.id, reservation.pairs, need)], now,
+                        now + timedelta(seconds=self.config.reservation_seconds)):
                     return reservation
                 # A balance is missing, due a top-up, or short: which one?
                 for held in await self.store.bring_up_to_date(reservation.pairs, now):

@@ -63,25 +63,36 @@ class QuotaStore:
     def __init__(self, db: Database):
         self.db = db
 
-    async def reserve(self, reservation_id: str, pairs: Sequence[Pair], tokens: int, now: datetime,
+    async def reserve(self, entries: Sequence[tuple[str, Sequence[Pair], int]], now: datetime,
                       expires: datetime) -> bool:
-        """Admission (PostgreSQL): True when every pair reserved `tokens`, False when
-        none did (a row missing or due a top-up, or no room)."""
-        params: dict[str, Any] = {"id": reservation_id, "t": tokens, "now": iso(now), "exp": iso(expires),
-                                  "n": len(pairs)}
-        wanted = _pairs_sql(pairs, params, "b")
+        """Admission (PostgreSQL) of a batch of turns, each (reservation id, pairs,
+        tokens), in one statement: True when every turn reserved its tokens on every one
+        of its pairs, False when none did (a row missing or due a top-up, or not room for
+        the batch's sum on a balance: its turns then try alone, `admission.py`)."""
+        ids, limiters, subjects, tokens = [], [], [], []
+        for reservation_id, pairs, need in entries:
+            for limiter, subject in pairs:
+                ids.append(reservation_id)
+                limiters.append(limiter.name)
+                subjects.append(subject)
+                tokens.append(need)
         inserted = await self.db.execute(
-            "WITH locked AS (SELECT b.limiter, b.subject, b.available, b.reserved, b.next_refill "
-            f"FROM gateway_quota_balances b WHERE {wanted} "
+            "WITH wanted AS (SELECT * FROM unnest(CAST(:ids AS TEXT[]), CAST(:ls AS TEXT[]), CAST(:ss AS TEXT[]), "
+            "CAST(:ts AS BIGINT[])) AS w(id, limiter, subject, tokens)), "
+            "sums AS (SELECT limiter, subject, SUM(tokens) AS tokens FROM wanted GROUP BY limiter, subject), "
+            "locked AS (SELECT b.limiter, b.subject, b.available, b.reserved, b.next_refill "
+            "FROM gateway_quota_balances b WHERE (b.limiter, b.subject) IN (SELECT limiter, subject FROM sums) "
             # Byte order, as Python sorts `balance_key`: the lock order of every transaction.
             'ORDER BY b.limiter COLLATE "C", b.subject COLLATE "C" FOR UPDATE), '
-            "fine AS (SELECT COUNT(*) = :n AS ok FROM locked WHERE next_refill > :now "
-            "AND available - reserved >= CAST(:t AS BIGINT)), "
-            "taken AS (UPDATE gateway_quota_balances b SET reserved = b.reserved + CAST(:t AS BIGINT) "
-            f"FROM fine WHERE fine.ok AND {wanted} RETURNING b.limiter, b.subject) "
+            "fine AS (SELECT COUNT(*) = (SELECT COUNT(*) FROM sums) AS ok FROM locked JOIN sums "
+            "USING (limiter, subject) WHERE locked.next_refill > :now "
+            "AND locked.available - locked.reserved >= sums.tokens), "
+            "taken AS (UPDATE gateway_quota_balances b SET reserved = b.reserved + sums.tokens FROM sums, fine "
+            "WHERE fine.ok AND b.limiter = sums.limiter AND b.subject = sums.subject RETURNING 1) "
             "INSERT INTO gateway_quota_reservations (id, limiter, subject, tokens, expires_at) "
-            "SELECT :id, limiter, subject, CAST(:t AS BIGINT), :exp FROM taken", params)
-        return inserted == len(pairs)
+            "SELECT id, limiter, subject, tokens, :exp FROM wanted, fine WHERE fine.ok",
+            {"ids": ids, "ls": limiters, "ss": subjects, "ts": tokens, "now": iso(now), "exp": iso(expires)})
+        return inserted == len(ids)
 
     async def bring_up_to_date(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
         """Create missing balance rows and apply elapsed periods (each once), in one

@@ -1,0 +1,54 @@
+"""Group admission on PostgreSQL (`quota/admission.py`): the turns that ask together
+are one statement, and each is still reserved on all its limiters or on none."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.schema.errors import ApiError
+from tests.quota.test_service import LIMITERS, REQUEST, open_service, who
+from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
+
+
+async def rows(db) -> dict[str, int]:
+    """What reservations hold, per limiter (over its subjects)."""
+    found = await db.fetchall("SELECT limiter, SUM(reserved) AS reserved FROM gateway_quota_balances GROUP BY limiter")
+    return {row["limiter"]: int(row["reserved"]) for row in found}
+
+
+async def test_concurrent_admissions_are_one_statement_each_all_or_none(database_config):
+    if database_config.postgres is None:
+        pytest.skip("admission is in memory on SQLite (ledger.py)")
+    limiters = [LIMITERS[0] | {"initial_quota": 1000}, LIMITERS[2] | {"initial_quota": 1500}]
+    quota, db = await open_service(database_config, limiters)
+    try:
+        await quota.release(await quota.reserve(who("ann"), REQUEST))   # creates ann's and the cluster's rows
+        admissions = quota._admissions
+        before = admissions.statements
+        batch = await asyncio.gather(*(quota.reserve(who("ann"), REQUEST) for _ in range(8)))
+        assert admissions.statements == before + 1          # eight turns, one statement
+        assert await rows(db) == {"cluster": 800, "daily": 800}
+        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 16
+        # Five more do not fit together (200 left for ann): nothing of that batch is
+        # reserved, then each tries alone; two get in, on both limiters, three are refused.
+        results = await asyncio.gather(*(quota.reserve(who("ann"), REQUEST) for _ in range(5)),
+                                       return_exceptions=True)
+        admitted = [r for r in results if not isinstance(r, BaseException)]
+        assert len(admitted) == 2 and all(isinstance(r, ApiError) and r.status == 429
+                                          for r in results if r not in admitted)
+        assert await rows(db) == {"cluster": 1000, "daily": 1000}
+        for reservation in batch + admitted:
+            await quota.write(await quota.charge_statements(reservation, 30, 7, "m", "p"))
+        assert await rows(db) == {"cluster": 0, "daily": 0}
+        assert await quota.available("ann") == {"daily": 1000 - 10 * 37, "cluster": 1500 - 10 * 37}
+        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 0
+        # A batch of users some of whom have no row yet: the batch fails, each goes alone.
+        mixed = await asyncio.gather(*(quota.reserve(who(name), REQUEST) for name in ("ann", "bo", "cy")))
+        assert await rows(db) == {"cluster": 300, "daily": 300}
+        for reservation in mixed:
+            await quota.release(reservation)
+    finally:
+        await quota.close()
+        await db.close()
