@@ -255,13 +255,13 @@ class QuotaService:
     async def after_commit(self, statements: Sequence[Keyed]) -> None:
         """After a writer batch: read the balances its charges changed, in one query."""
         assert self.store is not None
-        pairs = []
+        pairs: dict[tuple[str, str], Pair] = {}   # by (name, subject): a limiter's config is not hashable
         for key, _, _ in statements:
             kind, name, subject = key.split("\0", 2) if key.count("\0") >= 2 else (key, "", "")
             if kind == "balance" and name in self._named:
-                pairs.append((self._named[name], subject))
+                pairs[(name, subject)] = (self._named[name], subject)
         if pairs:
-            read = await self.store.read(list(dict.fromkeys(pairs)), await self.now())
+            read = await self.store.read(list(pairs.values()), await self.now())
             self._after_batch = {(held.limiter.name, held.subject): held.state.available for held in read}
 
     async def available_after_batch(self, user_id: str) -> dict[str, int]:

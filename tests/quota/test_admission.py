@@ -52,3 +52,33 @@ async def test_concurrent_admissions_are_one_statement_each_all_or_none(database
     finally:
         await quota.close()
         await db.close()
+
+
+async def test_balances_read_after_a_writer_batch_serve_its_turns(database_config):
+    """`after_commit` reads the balances a batch charged in one query; the batch's turns
+    answer `available_quotas` from it without reading again."""
+    if database_config.postgres is None:
+        pytest.skip("the ledger answers from memory on SQLite")
+    quota, db = await open_service(database_config, [LIMITERS[0], LIMITERS[2]])
+    try:
+        turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "bo")]
+        charges = [await quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
+        await quota.write([statement for charge in charges for statement in charge])
+        await quota.after_commit([statement for charge in charges for statement in charge])
+        reads = 0
+        fetchall = db.fetchall
+
+        async def counted(*args, **kwargs):
+            nonlocal reads
+            reads += 1
+            return await fetchall(*args, **kwargs)
+
+        db.fetchall = counted
+        assert await quota.available_after_batch("ann") == {"daily": 963, "cluster": 100000 - 2 * 37}
+        assert await quota.available_after_batch("bo") == {"daily": 963, "cluster": 100000 - 2 * 37}
+        assert reads == 0
+        assert await quota.available_after_batch("cy") == {"daily": 1000, "cluster": 100000 - 2 * 37}
+        assert reads == 1
+    finally:
+        await quota.close()
+        await db.close()
