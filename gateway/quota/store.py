@@ -59,6 +59,23 @@ def _state(row: Any) -> BalanceState:
                         parse_iso(row["next_refill"]))
 
 
+# The charge (`charge_statements`). With reservation rows (PostgreSQL) it deletes the
+# turns' rows on this limiter and takes what they held off `reserved`: nothing for one
+# the expiry sweep got to first.
+_CHARGE = ("UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
+           "WHERE limiter = :l AND subject = :s")
+_CHARGE_RESERVED = (
+    "WITH gone AS (DELETE FROM gateway_quota_reservations WHERE id = ANY(CAST(:ids AS TEXT[])) AND limiter = :l "
+    "RETURNING tokens) UPDATE gateway_quota_balances SET available = available - :t, "
+    "reserved = reserved - COALESCE((SELECT SUM(tokens) FROM gone), 0), updated_at = :now "
+    "WHERE limiter = :l AND subject = :s")
+_USAGE = ("INSERT INTO gateway_token_usage AS u (user_id, provider, model, day, input_tokens, output_tokens) "
+          "VALUES (:u, :p, :m, :d, :i, :o) ON CONFLICT (user_id, provider, model, day) DO UPDATE SET "
+          "input_tokens = u.input_tokens + excluded.input_tokens, "
+          "output_tokens = u.output_tokens + excluded.output_tokens")
+_SUMMED = {_CHARGE: ("t",), _CHARGE_RESERVED: ("t", "ids"), _USAGE: ("i", "o")}
+
+
 class QuotaStore:
     def __init__(self, db: Database):
         self.db = db
@@ -147,29 +164,42 @@ class QuotaStore:
                           reserved: bool = True) -> list[Keyed]:
         """Charge `tokens` to every pair and release the reservation (`reserved`: it has
         rows); `history` is (user, provider, model, input, output) to add to today's
-        (UTC) usage row. Keyed by lock order (`storage.writer.Keyed`)."""
+        (UTC) usage row. Keyed by lock order (`storage.writer.Keyed`); `combine` adds up
+        a batch's statements on one row."""
         stamp = iso(now)
-        # With reservation rows (PostgreSQL), the statement deletes this pair's row and
-        # takes what it held off `reserved`: nothing if the expiry sweep got there first.
-        release = ("WITH gone AS (DELETE FROM gateway_quota_reservations WHERE id = :id AND limiter = :l "
-                   "RETURNING tokens) " if reserved else "")
-        held = ", reserved = reserved - COALESCE((SELECT SUM(tokens) FROM gone), 0)" if reserved else ""
+        ids = {"ids": [reservation_id]} if reserved else {}
         statements: list[Keyed] = [
-            (balance_key((limiter, subject)),
-             f"{release}UPDATE gateway_quota_balances SET available = available - :t{held}, updated_at = :now "
-             "WHERE limiter = :l AND subject = :s",
-             {"t": tokens, "now": stamp, "l": limiter.name, "s": subject, **({"id": reservation_id} if reserved else {})})
+            (balance_key((limiter, subject)), _CHARGE_RESERVED if reserved else _CHARGE,
+             {"t": tokens, "now": stamp, "l": limiter.name, "s": subject, **ids})
             for limiter, subject in pairs]
         if history is not None:
             user, provider, model, input_tokens, output_tokens = history
-            statements.append((
-                f"usage\0{user}\0{provider}\0{model}\0{stamp[:10]}",
-                "INSERT INTO gateway_token_usage AS u (user_id, provider, model, day, input_tokens, output_tokens) "
-                "VALUES (:u, :p, :m, :d, :i, :o) ON CONFLICT (user_id, provider, model, day) DO UPDATE SET "
-                "input_tokens = u.input_tokens + excluded.input_tokens, "
-                "output_tokens = u.output_tokens + excluded.output_tokens",
-                {"u": user, "p": provider, "m": model, "d": stamp[:10], "i": input_tokens, "o": output_tokens}))
+            statements.append((f"usage\0{user}\0{provider}\0{model}\0{stamp[:10]}", _USAGE,
+                               {"u": user, "p": provider, "m": model, "d": stamp[:10], "i": input_tokens,
+                                "o": output_tokens}))
         return statements
+
+    @staticmethod
+    def combine(statements: Sequence[Keyed]) -> list[Keyed]:
+        """A batch's statements with the charges of one balance row (and the history of
+        one usage row) added up into one: one statement per row instead of one per turn.
+        Anything else is kept as it is."""
+        combined: dict[Any, Keyed] = {}
+        for index, (key, sql, params) in enumerate(statements):
+            if sql not in _SUMMED:
+                combined[index] = (key, sql, params)
+                continue
+            found = combined.get((key, sql))
+            if found is None:
+                combined[(key, sql)] = (key, sql, params)
+                continue
+            total = dict(found[2])
+            for name in _SUMMED[sql]:
+                total[name] = total[name] + params[name]   # a new list: the turn keeps its own
+            if "now" in params:
+                total["now"] = max(total["now"], params["now"])
+            combined[(key, sql)] = (key, sql, total)
+        return list(combined.values())
 
     async def sweep(self, now: datetime) -> int:
         """Release reservations past their expiry (PostgreSQL): each row deleted once,

@@ -46,6 +46,8 @@ class TurnWriter:
         # Called with a committed batch's extra statements before its clients are told
         # (the quota service reads the balances they charged, once per batch).
         self.after_commit: Callable[[list[Keyed]], Awaitable[None]] | None = None
+        # Merges a batch's extra statements on one row into one (`QuotaStore.combine`).
+        self.combine: Callable[[list[Keyed]], list[Keyed]] | None = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -97,8 +99,9 @@ class TurnWriter:
 
     async def _write(self, batch: list[tuple[Entry, Statements, asyncio.Future]]) -> None:
         try:
+            extras = [statement for _, extra, _ in batch for statement in extra]
             await self._repository.save_many([entry for entry, _, _ in batch],
-                                             in_lock_order(statement for _, extra, _ in batch for statement in extra))
+                                             in_lock_order(self.combine(extras) if self.combine else extras))
             results: list[BaseException | None] = [None] * len(batch)
         except Exception:
             # One bad entry must not lose the others: retry them one by one.

@@ -1,5 +1,6 @@
-"""Group admission on PostgreSQL (`quota/admission.py`): the turns that ask together
-are one statement, and each is still reserved on all its limiters or on none."""
+"""Quota work done once per batch of turns: group admission on PostgreSQL
+(`quota/admission.py`), one charge statement per balance row, one balance read per
+writer batch; each turn still reserved on all its limiters or on none."""
 
 from __future__ import annotations
 
@@ -79,6 +80,30 @@ async def test_balances_read_after_a_writer_batch_serve_its_turns(database_confi
         assert reads == 0
         assert await quota.available_after_batch("cy") == {"daily": 1000, "cluster": 100000 - 2 * 37}
         assert reads == 1
+    finally:
+        await quota.close()
+        await db.close()
+
+
+async def test_a_batch_of_charges_is_one_statement_per_row(database_config):
+    quota, db = await open_service(database_config, [LIMITERS[0], LIMITERS[2]], enable_token_history=True)
+    try:
+        turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "ann", "bo")]
+        charges = [await quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
+        each = [statement for charge in charges for statement in charge]
+        combined = quota.store.combine(each)
+        # ann's daily and usage rows, bo's, and the cluster's: five rows, five statements.
+        assert len(each) == 9 and len(combined) == 5
+        await quota.write(combined)
+        assert await quota.available("ann") == {"daily": 1000 - 2 * 37, "cluster": 100000 - 3 * 37}
+        assert await quota.available("bo") == {"daily": 963, "cluster": 100000 - 3 * 37}
+        assert await rows(db) == {"cluster": 0, "daily": 0}
+        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 0
+        usage = await quota.store.usage("2000-01-01", "2999-12-31", "ann")
+        assert [(row["input_tokens"], row["output_tokens"]) for row in usage] == [(60, 14)]
+        # Each turn keeps its own statements (a batch that fails is retried turn by turn).
+        assert [params.get("ids", ["-"])[:2] for _, _, params in charges[0][:1]] == \
+            [[turns[0].id] if db.shared else ["-"]]
     finally:
         await quota.close()
         await db.close()
