@@ -30,8 +30,8 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-@dataclass(frozen=True)
-class BalanceState:
+@dataclass(slots=True)
+class BalanceState:   # not frozen: the SQLite ledger adds charges to its own in place (ledger.shift)
     available: int
     anchor: datetime
     periods: int

@@ -77,6 +77,9 @@ class QuotaService:
         self.enabled = bool(self.limiters)
         self._by_name = sorted(self.limiters, key=lambda limiter: limiter.name)
         self._named = {limiter.name: limiter for limiter in self.limiters}
+        self._names = [limiter.name for limiter in self.limiters]
+        self._by_name_names = [limiter.name for limiter in self._by_name]
+        self._pairs: dict[str, tuple[Pair, ...]] = {}   # by user id (bounded: cleared when large)
         self._after_batch: dict[tuple[str, str], int] = {}   # balances read after the last writer batch
         self.store = QuotaStore(db) if db is not None else None
         # One writer process (SQLite): admission in memory, written through (ledger.py).
@@ -120,7 +123,13 @@ class QuotaService:
     def pairs(self, user_id: str) -> tuple[Pair, ...]:
         """The balances a user's turn reserves on, in lock order (`store.balance_key`:
         limiter names are unique, so by name)."""
-        return tuple((limiter, user_id if limiter.type == "user_limiter" else CLUSTER) for limiter in self._by_name)
+        found = self._pairs.get(user_id)
+        if found is None:
+            if len(self._pairs) >= 10000:
+                self._pairs.clear()
+            found = self._pairs[user_id] = tuple((limiter, user_id if limiter.type == "user_limiter" else CLUSTER)
+                                                 for limiter in self._by_name)
+        return found
 
     async def now(self) -> datetime:
         """The database's clock: the process clock plus an offset measured with
@@ -242,8 +251,14 @@ class QuotaService:
         """`available_quotas`: each applicable limiter's balance, by limiter name."""
         if not self.enabled:
             return {}
-        balances = {held.limiter.name: held.state.available for held in await self.held(self.pairs(user_id))}
-        return {limiter.name: balances[limiter.name] for limiter in self.limiters}  # in configuration order
+        pairs = self.pairs(user_id)
+        if self._ledger is not None:   # every turn's answer on SQLite: from memory, no Held objects
+            now = await self.now()
+            await self._ledger.load(pairs, now)
+            balances = dict(zip(self._by_name_names, self._ledger.available(pairs, now)))
+        else:
+            balances = {held.limiter.name: held.state.available for held in await self.held(pairs)}
+        return {name: balances[name] for name in self._names}  # in configuration order
 
     @property
     def reads_after_batches(self) -> bool:
