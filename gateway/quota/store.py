@@ -69,6 +69,22 @@ _CHARGE_RESERVED = (
     "RETURNING tokens) UPDATE gateway_quota_balances SET available = available - :t, "
     "reserved = reserved - COALESCE((SELECT SUM(tokens) FROM gone), 0), updated_at = :now "
     "WHERE limiter = :l AND subject = :s")
+# A batch's charges as one statement (PostgreSQL): the balance rows locked in lock order
+# first (the scalar subquery runs before any row is updated), then each charged its sum
+# and released of what the turns' deleted reservation rows held.
+_CHARGE_BATCH = (
+    "WITH charges AS (SELECT * FROM unnest(CAST(:ls AS TEXT[]), CAST(:ss AS TEXT[]), CAST(:ts AS BIGINT[])) "
+    "AS c(limiter, subject, tokens)), "
+    "locked AS (SELECT b.limiter FROM gateway_quota_balances b JOIN charges c "
+    "ON b.limiter = c.limiter AND b.subject = c.subject "
+    'ORDER BY b.limiter COLLATE "C", b.subject COLLATE "C" FOR UPDATE OF b), '
+    "gone AS (DELETE FROM gateway_quota_reservations r USING unnest(CAST(:ids AS TEXT[]), CAST(:rl AS TEXT[])) "
+    "AS g(id, limiter) WHERE r.id = g.id AND r.limiter = g.limiter RETURNING r.limiter, r.subject, r.tokens), "
+    "held AS (SELECT limiter, subject, SUM(tokens) AS tokens FROM gone GROUP BY limiter, subject) "
+    "UPDATE gateway_quota_balances b SET available = b.available - c.tokens, "
+    "reserved = b.reserved - COALESCE(h.tokens, 0), updated_at = :now "
+    "FROM charges c LEFT JOIN held h ON h.limiter = c.limiter AND h.subject = c.subject "
+    "WHERE b.limiter = c.limiter AND b.subject = c.subject AND (SELECT COUNT(*) FROM locked) >= 0")
 _USAGE = ("INSERT INTO gateway_token_usage AS u (user_id, provider, model, day, input_tokens, output_tokens) "
           "VALUES (:u, :p, :m, :d, :i, :o) ON CONFLICT (user_id, provider, model, day) DO UPDATE SET "
           "input_tokens = u.input_tokens + excluded.input_tokens, "
@@ -179,11 +195,12 @@ class QuotaStore:
                                 "o": output_tokens}))
         return statements
 
-    @staticmethod
-    def combine(statements: Sequence[Keyed]) -> list[Keyed]:
+    def combine(self, statements: Sequence[Keyed]) -> list[Keyed]:
         """A batch's statements with the charges of one balance row (and the history of
-        one usage row) added up into one: one statement per row instead of one per turn.
-        Anything else is kept as it is."""
+        one usage row) added up into one; on PostgreSQL the batch's charges are then one
+        statement altogether (`_CHARGE_BATCH`: a round trip, where a statement per row
+        cost ~45 µs of the gateway's CPU per row as an `executemany`). Anything else is
+        kept as it is."""
         combined: dict[Any, Keyed] = {}
         for index, (key, sql, params) in enumerate(statements):
             if sql not in _SUMMED:
@@ -199,7 +216,18 @@ class QuotaStore:
             if "now" in params:
                 total["now"] = max(total["now"], params["now"])
             combined[(key, sql)] = (key, sql, total)
-        return list(combined.values())
+        result = list(combined.values())
+        charges = [params for _, sql, params in result if sql == _CHARGE_RESERVED]
+        if len(charges) < 2:
+            return result
+        pairs = [(params["l"], params["s"], params["t"]) for params in charges]
+        ids = [(id_, params["l"]) for params in charges for id_ in params["ids"]]
+        batch = {"ls": [l for l, _, _ in pairs], "ss": [s for _, s, _ in pairs], "ts": [t for _, _, t in pairs],
+                 "ids": [id_ for id_, _ in ids], "rl": [l for _, l in ids],
+                 "now": max(params["now"] for params in charges)}
+        first = min(key for key, sql, _ in result if sql == _CHARGE_RESERVED)
+        return [(key, sql, params) for key, sql, params in result if sql != _CHARGE_RESERVED] + \
+            [(first, _CHARGE_BATCH, batch)]
 
     async def sweep(self, now: datetime) -> int:
         """Release reservations past their expiry (PostgreSQL): each row deleted once,
