@@ -47,6 +47,7 @@ log = logging.getLogger("gateway.quota")
 CLUSTER = ""   # the cluster limiter's one subject, as in LCORE
 _UNREACHABLE = (DatabaseUnavailable, sqlite3.OperationalError, OSError, asyncio.TimeoutError)
 _ATTEMPTS = 3  # admission tries (a top-up can fall due between two)
+_TICK = 0.001  # now()'s resolution in seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,7 @@ class QuotaService:
         self._owns_db = owns_db
         self._offset = 0.0        # database clock minus process clock (seconds)
         self._synced = -math.inf  # time.monotonic() of the last sync
+        self._last: tuple[float, datetime] = (-math.inf, datetime.min)   # the last now() made
         self._task: asyncio.Task | None = None
 
     @classmethod
@@ -138,7 +140,11 @@ class QuotaService:
         if time.monotonic() - self._synced > self.config.scheduler.period:
             self._synced = time.monotonic()
             self._offset = (await self.store.db.now()).timestamp() - time.time()
-        return datetime.fromtimestamp(time.time() + self._offset, timezone.utc)
+            self._last = (-math.inf, self._last[1])
+        moment = time.time() + self._offset
+        if moment - self._last[0] >= _TICK:   # several turns a millisecond share one datetime
+            self._last = (moment, datetime.fromtimestamp(moment, timezone.utc))
+        return self._last[1]
 
     async def reserve(self, identity: Identity, raw: Any) -> Reservation | None:
         """Admit a turn or raise 429 (503 when the storage cannot be reached)."""
