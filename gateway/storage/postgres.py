@@ -101,6 +101,9 @@ class PostgresDatabase(database.Database):
 
     def __init__(self, pool: asyncpg.Pool, config: PostgresConfig):
         self._pool = pool
+        # Connections kept checked out of the pool between statements (see `_connection`).
+        self._idle: list[asyncpg.Connection] = []
+        self._waiting = 0   # callers waiting in the pool's acquire()
         self._config = config
 
     @classmethod
@@ -129,6 +132,8 @@ class PostgresDatabase(database.Database):
         return db
 
     async def close(self) -> None:
+        while self._idle:
+            await self._pool.release(self._idle.pop())
         await self._pool.close()
 
     async def _lock_migrations(self, tx: database.Transaction) -> None:
@@ -186,8 +191,31 @@ class PostgresDatabase(database.Database):
         """A pooled connection; losing the server (refused, reset, timed out) is
         `DatabaseUnavailable`, which callers answer with LCORE's database error."""
         try:
-            async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as conn:
+            # A connection that ended its last use cleanly is reused without going back
+            # through asyncpg's pool, whose acquire and release cost ~35 µs of CPU a
+            # statement (a proxy object, a shielded release task, wait_for's task). The
+            # pool still opens them (at most POOL_SIZE) and gets back any that failed.
+            conn = None
+            while self._idle and conn is None:
+                conn = self._idle.pop()
+                if conn.is_closed():
+                    await self._pool.release(conn)
+                    conn = None
+            if conn is None:
+                self._waiting += 1
+                try:
+                    conn = await self._pool.acquire(timeout=CONNECT_TIMEOUT)
+                finally:
+                    self._waiting -= 1
+            clean = False
+            try:
                 yield conn
+                clean = not conn.is_closed() and not conn.is_in_transaction()
+            finally:
+                if clean and not self._waiting:   # else to the pool, where others wait for one
+                    self._idle.append(conn)
+                else:
+                    await self._pool.release(conn)
         except _CONNECTION_LOST as exc:
             raise DatabaseUnavailable(f"PostgreSQL at {self._config.host}:{self._config.port}: "
                                       f"{type(exc).__name__}: {exc}") from None
