@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
+import orjson
+
 from gateway.config_quota import QuotaLimiterConfig
 from gateway.quota.balances import BalanceState, brought_up_to_date, iso, parse_iso
 from gateway.storage.database import Database, Transaction
@@ -102,16 +104,12 @@ class QuotaStore:
         tokens), in one statement: True when every turn reserved its tokens on every one
         of its pairs, False when none did (a row missing or due a top-up, or not room for
         the batch's sum on a balance: its turns then try alone, `admission.py`)."""
-        ids, limiters, subjects, tokens = [], [], [], []
-        for reservation_id, pairs, need in entries:
-            for limiter, subject in pairs:
-                ids.append(reservation_id)
-                limiters.append(limiter.name)
-                subjects.append(subject)
-                tokens.append(need)
+        wanted = orjson.dumps([[reservation_id, limiter.name, subject, need] for reservation_id, pairs, need in entries
+                               for limiter, subject in pairs]).decode()
         inserted = await self.db.execute(
-            "WITH wanted AS (SELECT * FROM unnest(CAST(:ids AS TEXT[]), CAST(:ls AS TEXT[]), CAST(:ss AS TEXT[]), "
-            "CAST(:ts AS BIGINT[])) AS w(id, limiter, subject, tokens)), "
+            # One JSON text, not four arrays: asyncpg encodes an array element by element (~0.5 µs each).
+            "WITH wanted AS (SELECT w->>0 AS id, w->>1 AS limiter, w->>2 AS subject, CAST(w->>3 AS BIGINT) AS tokens "
+            "FROM json_array_elements(CAST(:w AS JSON)) AS w), "
             "sums AS (SELECT limiter, subject, SUM(tokens) AS tokens FROM wanted GROUP BY limiter, subject), "
             "locked AS (SELECT b.limiter, b.subject, b.available, b.reserved, b.next_refill "
             "FROM gateway_quota_balances b WHERE (b.limiter, b.subject) IN (SELECT limiter, subject FROM sums) "
@@ -124,8 +122,8 @@ class QuotaStore:
             "WHERE fine.ok AND b.limiter = sums.limiter AND b.subject = sums.subject RETURNING 1) "
             "INSERT INTO gateway_quota_reservations (id, limiter, subject, tokens, expires_at) "
             "SELECT id, limiter, subject, tokens, :exp FROM wanted, fine WHERE fine.ok",
-            {"ids": ids, "ls": limiters, "ss": subjects, "ts": tokens, "now": iso(now), "exp": iso(expires)})
-        return inserted == len(ids)
+            {"w": wanted, "now": iso(now), "exp": iso(expires)})
+        return inserted == sum(len(pairs) for _, pairs, _ in entries)
 
     async def bring_up_to_date(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
         """Create missing balance rows and apply elapsed periods (each once), in one
