@@ -273,9 +273,14 @@ class QuotaService:
         serves every turn in it instead of one read per turn."""
         return self.shares_turn_database and self._ledger is None and self.enabled
 
-    async def after_commit(self, statements: Sequence[Keyed]) -> None:
-        """After a writer batch: read the balances its charges changed, in one query."""
+    async def after_commit(self, statements: Sequence[Keyed], rows: Sequence[Any] = ()) -> None:
+        """After a writer batch: the balances its charges changed, as the batch's charge
+        statement returned them (`rows`), else read in one query."""
         assert self.store is not None
+        returned = self.store.held_from(rows, self._named, await self.now())
+        if returned:
+            self._after_batch = {(held.limiter.name, held.subject): held.state.available for held in returned}
+            return
         pairs: dict[tuple[str, str], Pair] = {}   # by (name, subject): a limiter's config is not hashable
         for key, _, _ in statements:
             kind, name, subject = key.split("\0", 2) if key.count("\0") >= 2 else (key, "", "")

@@ -73,7 +73,8 @@ _CHARGE_RESERVED = (
     "WHERE limiter = :l AND subject = :s")
 # A batch's charges as one statement (PostgreSQL): the balance rows locked in lock order
 # first (the scalar subquery runs before any row is updated), then each charged its sum
-# and released of what the turns' deleted reservation rows held.
+# and released of what the turns' deleted reservation rows held; it returns the balance
+# rows as they are then (`QuotaService.after_commit` keeps them: no read after the batch).
 _CHARGE_BATCH = (
     "WITH charges AS (SELECT * FROM unnest(CAST(:ls AS TEXT[]), CAST(:ss AS TEXT[]), CAST(:ts AS BIGINT[])) "
     "AS c(limiter, subject, tokens)), "
@@ -86,7 +87,8 @@ _CHARGE_BATCH = (
     "UPDATE gateway_quota_balances b SET available = b.available - c.tokens, "
     "reserved = b.reserved - COALESCE(h.tokens, 0), updated_at = :now "
     "FROM charges c LEFT JOIN held h ON h.limiter = c.limiter AND h.subject = c.subject "
-    "WHERE b.limiter = c.limiter AND b.subject = c.subject AND (SELECT COUNT(*) FROM locked) >= 0")
+    "WHERE b.limiter = c.limiter AND b.subject = c.subject AND (SELECT COUNT(*) FROM locked) >= 0 "
+    f"RETURNING b.limiter, b.subject, b.reserved, {', '.join('b.' + c for c in _COLUMNS.split(', '))}")
 _USAGE = ("INSERT INTO gateway_token_usage AS u (user_id, provider, model, day, input_tokens, output_tokens) "
           "VALUES (:u, :p, :m, :d, :i, :o) ON CONFLICT (user_id, provider, model, day) DO UPDATE SET "
           "input_tokens = u.input_tokens + excluded.input_tokens, "
@@ -155,6 +157,12 @@ class QuotaStore:
                               "p": after.period, "next": iso(after.next_refill)})
         return Held(limiter, subject, after, int(row["reserved"]))
 
+    @staticmethod
+    def held_from(rows: Sequence[Any], named: dict[str, QuotaLimiterConfig], now: datetime) -> list[Held]:
+        """Balance rows (with `reserved`) as `read()` gives them, for configured limiters."""
+        return [Held(named[row["limiter"]], row["subject"], brought_up_to_date(_state(row), named[row["limiter"]], now),
+                     int(row["reserved"])) for row in rows if row.get("limiter") in named and "next_refill" in row]
+
     async def read(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
         """The balances as of `now` without writing, in one query (a due top-up is shown
         applied; it is stored by the next admission). A subject never seen has
@@ -216,7 +224,7 @@ class QuotaStore:
             combined[(key, sql)] = (key, sql, total)
         result = list(combined.values())
         charges = [params for _, sql, params in result if sql == _CHARGE_RESERVED]
-        if len(charges) < 2:
+        if not charges:
             return result
         pairs = [(params["l"], params["s"], params["t"]) for params in charges]
         ids = [(id_, params["l"]) for params in charges for id_ in params["ids"]]

@@ -161,9 +161,11 @@ class PostgresDatabase(database.Database):
         async with self._connection() as conn:
             return [dict(row) for row in await conn.fetch(query, *args)]
 
-    async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
-        """One transaction; a run of statements with the same text (the quota charges of
-        a batch of turns) goes as one `executemany`, one round trip instead of one each."""
+    async def write(self, statements: Sequence[tuple[str, Params]]) -> list[Row]:
+        """One transaction; a run of statements with the same text goes as one
+        `executemany`, one round trip instead of one each. Returns the rows the other
+        statements' RETURNING clauses gave (a batch's quota charge: the balances after it)."""
+        rows: list[Row] = []
         async with self._connection() as conn, conn.transaction():
             start = 0
             while start < len(statements):
@@ -171,11 +173,12 @@ class PostgresDatabase(database.Database):
                 while end < len(statements) and statements[end][0] == statements[start][0]:
                     end += 1
                 if end - start == 1:
-                    await conn.execute(*_flat(*statements[start]))
+                    rows.extend(dict(row) for row in await conn.fetch(*_flat(*statements[start])))
                 else:
                     query = _numbered(statements[start][0])[0]
                     await conn.executemany(query, [_statement(sql, params)[1] for sql, params in statements[start:end]])
                 start = end
+        return rows
 
     async def now(self) -> datetime:
         async with self._connection() as conn:

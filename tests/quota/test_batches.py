@@ -10,6 +10,7 @@ import pytest
 
 from gateway.quota.balances import iso
 from gateway.schema.errors import ApiError
+from gateway.storage.writer import in_lock_order
 from tests.quota.test_service import LIMITERS, REQUEST, open_service, who
 from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
@@ -80,6 +81,14 @@ async def test_balances_read_after_a_writer_batch_serve_its_turns(database_confi
         assert await quota.available_after_batch("bo") == {"daily": 963, "cluster": 100000 - 2 * 37}
         assert reads == 0
         assert await quota.available_after_batch("cy") == {"daily": 1000, "cluster": 100000 - 2 * 37}
+        assert reads == 1
+        # A writer batch's combined charge returns the balances after it: no read at all.
+        turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "cy")]
+        charges = [statement for turn in turns for statement in await quota.charge_statements(turn, 30, 7, "m", "p")]
+        returned = await db.write(in_lock_order(quota.store.combine(charges)))
+        await quota.after_commit(charges, returned)
+        assert await quota.available_after_batch("ann") == {"daily": 926, "cluster": 100000 - 4 * 37}
+        assert await quota.available_after_batch("cy") == {"daily": 963, "cluster": 100000 - 4 * 37}
         assert reads == 1
     finally:
         await quota.close()
