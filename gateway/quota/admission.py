@@ -38,6 +38,7 @@ class Admissions:
         self._orphan = orphan              # releases a reservation whose caller left
         self._queue: list[tuple[Reservation, asyncio.Future]] = []
         self._task: asyncio.Task | None = None
+        self._releasing: set[asyncio.Future] = set()
         self.statements = 0                # sent so far (tests count them)
 
     async def admit(self, reservation: "Reservation") -> bool | None:
@@ -70,4 +71,6 @@ class Admissions:
                 if not done.done():
                     done.set_result(result)
                 elif admitted:  # its request was cancelled meanwhile: give the tokens back
-                    asyncio.ensure_future(self._orphan(reservation))
+                    released = asyncio.ensure_future(self._orphan(reservation))
+                    self._releasing.add(released)   # a task the loop only holds weakly
+                    released.add_done_callback(self._releasing.discard)

@@ -123,3 +123,25 @@ async def test_a_batch_of_charges_is_one_statement_per_row(database_config):
     finally:
         await quota.close()
         await db.close()
+
+
+async def test_a_turn_cancelled_while_its_batch_is_admitted_gives_its_tokens_back(database_config):
+    if database_config.postgres is None:
+        pytest.skip("admission is in memory on SQLite (ledger.py)")
+    quota, db = await open_service(database_config, [LIMITERS[0]])
+    try:
+        await quota.release(await quota.reserve(who("ann"), REQUEST))
+        kept = asyncio.ensure_future(quota.reserve(who("ann"), REQUEST))
+        left = asyncio.ensure_future(quota.reserve(who("ann"), REQUEST))
+        await asyncio.sleep(0)   # both queued, their statement sent
+        left.cancel()
+        reservation = await kept
+        for _ in range(100):
+            if await rows(db) == {"daily": 100}:
+                break
+            await asyncio.sleep(0.01)
+        assert await rows(db) == {"daily": 100}
+        await quota.release(reservation)
+    finally:
+        await quota.close()
+        await db.close()
