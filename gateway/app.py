@@ -53,6 +53,8 @@ async def build_services(config: Configuration) -> Services:
     quota.start()
     if quota.reads_after_batches:
         writer.after_commit = quota.after_commit
+    if quota.shares_turn_database and quota.store is not None:
+        writer.combine = quota.store.combine
     tools = ConfiguredTools(config)
     executors: list[ToolExecutor] = [McpExecutor(), FileSearchExecutor(upstream, config.byok_rag)]
     if config.web_search is not None:

@@ -21,17 +21,24 @@ from datetime import datetime, timezone
 from gateway.config_quota import QuotaLimiterConfig
 
 
+_last_iso: tuple[datetime | None, str] = (None, "")
+
+
 def iso(moment: datetime) -> str:
-    """The one text form of stored quota times: UTC, microseconds (sorts as time)."""
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    """The one text form of stored quota times: UTC, microseconds (sorts as time). The
+    last one is kept: the turns of a millisecond share one `now()`."""
+    global _last_iso
+    if moment is not _last_iso[0]:
+        _last_iso = (moment, moment.astimezone(timezone.utc).isoformat(timespec="microseconds"))
+    return _last_iso[1]
 
 
 def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-@dataclass(frozen=True)
-class BalanceState:
+@dataclass(slots=True)
+class BalanceState:   # not frozen: the SQLite ledger adds charges to its own in place (ledger.shift)
     available: int
     anchor: datetime
     periods: int

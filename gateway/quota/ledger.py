@@ -15,6 +15,7 @@ replicas share the balances, and admission goes to the database (`QuotaStore.res
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import replace
 from datetime import datetime
 from typing import Sequence
 
@@ -61,54 +62,61 @@ class Ledger:
         """Reserve `tokens` on every pair, or on none: (the first pair without room,
         or None; the statements that persist top-ups applied on the way). No await."""
         statements: list[Keyed] = []
-        held = [self._current(limiter, subject, now, statements) for limiter, subject in pairs]
-        for entry in held:
-            if entry.room < tokens:
-                return entry, statements
+        states = [self._current(limiter, subject, now, statements) for limiter, subject in pairs]
+        reserved = self._reserved
+        for (limiter, subject), state in zip(pairs, states):
+            if state.available - reserved.get((limiter.name, subject), 0) < tokens:
+                return Held(limiter, subject, state, reserved.get((limiter.name, subject), 0)), statements
         for limiter, subject in pairs:
             key = (limiter.name, subject)
-            self._reserved[key] = self._reserved.get(key, 0) + tokens
+            reserved[key] = reserved.get(key, 0) + tokens
         return None, statements
 
     def settle(self, pairs: Sequence[Pair], reserved: int, charge: int) -> None:
         """End a reservation of `reserved` tokens, charging `charge` (written by the caller)."""
         for limiter, subject in pairs:
             key = (limiter.name, subject)
-            self._reserved[key] = self._reserved.get(key, 0) - reserved
-            if not self._reserved[key]:
-                del self._reserved[key]
+            left = self._reserved.get(key, 0) - reserved
+            if left:
+                self._reserved[key] = left
+            else:
+                self._reserved.pop(key, None)
             self.shift((limiter, subject), -charge)
 
     def shift(self, pair: Pair, delta: int) -> None:
-        """Add `delta` to a cached balance (what a relative update wrote)."""
-        key = (pair[0].name, pair[1])
-        state = self._balances.get(key)
+        """Add `delta` to a cached balance (what a relative update wrote). In place: the
+        ledger's states are its own (`read` and `available` hand out copies or numbers)."""
+        state = self._balances.get((pair[0].name, pair[1]))
         if state is not None:
-            self._balances[key] = BalanceState(state.available + delta, state.anchor, state.periods, state.period,
-                                               state.next_refill)
+            state.available += delta
 
     def delta(self, pair: Pair, now: datetime, value: int, add: bool, statements: list[Keyed]) -> int:
         """What an admin change adds to a balance, after any due top-up (persisted by
         `statements`); applied with `shift` once written."""
-        state = self._current(pair[0], pair[1], now, statements).state
+        state = self._current(pair[0], pair[1], now, statements)
         return value if add else value - state.available
 
     def read(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
         """The balances as of `now` (a due top-up shown applied), without changing them."""
-        return [Held(limiter, subject, brought_up_to_date(self._balances[(limiter.name, subject)], limiter, now),
+        return [Held(limiter, subject, replace(brought_up_to_date(self._balances[(limiter.name, subject)], limiter, now)),
                      self._reserved.get((limiter.name, subject), 0)) for limiter, subject in pairs]
+
+    def available(self, pairs: Sequence[Pair], now: datetime) -> list[int]:
+        """`read()`'s available tokens alone (`available_quotas` after every turn)."""
+        return [brought_up_to_date(self._balances[(limiter.name, subject)], limiter, now).available
+                for limiter, subject in pairs]
 
     def forget(self, pairs: Sequence[Pair]) -> None:
         """Drop cached balances (a write failed): the next use reads the database again."""
         for limiter, subject in pairs:
             self._balances.pop((limiter.name, subject), None)
 
-    def _current(self, limiter, subject: str, now: datetime, statements: list[Keyed]) -> Held:
+    def _current(self, limiter, subject: str, now: datetime, statements: list[Keyed]) -> BalanceState:
         key = (limiter.name, subject)
         before = self._balances[key]
         self._balances.move_to_end(key)
         after = brought_up_to_date(before, limiter, now)
-        if after != before:
+        if after is not before and after != before:
             self._balances[key] = after
             statements.append((
                 balance_key((limiter, subject)),
@@ -117,4 +125,4 @@ class Ledger:
                 {"delta": after.available - before.available, "anchor": iso(after.anchor), "n": after.periods,
                  "p": after.period, "next": iso(after.next_refill), "now": iso(now), "l": limiter.name,
                  "s": subject}))
-        return Held(limiter, subject, after, self._reserved.get(key, 0))
+        return after

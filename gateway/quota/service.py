@@ -34,6 +34,7 @@ import orjson
 from gateway.config_quota import QuotaHandlersConfig, QuotaLimiterConfig, same_database
 from gateway.config_database import DatabaseConfig
 from gateway.identity import Identity
+from gateway.quota.admission import Admissions
 from gateway.quota.balances import seconds_until
 from gateway.quota.ledger import Ledger
 from gateway.quota.store import Held, Pair, QuotaStore
@@ -46,6 +47,7 @@ log = logging.getLogger("gateway.quota")
 CLUSTER = ""   # the cluster limiter's one subject, as in LCORE
 _UNREACHABLE = (DatabaseUnavailable, sqlite3.OperationalError, OSError, asyncio.TimeoutError)
 _ATTEMPTS = 3  # admission tries (a top-up can fall due between two)
+_TICK = 0.001  # now()'s resolution in seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +78,21 @@ class QuotaService:
         self.enabled = bool(self.limiters)
         self._by_name = sorted(self.limiters, key=lambda limiter: limiter.name)
         self._named = {limiter.name: limiter for limiter in self.limiters}
+        self._names = [limiter.name for limiter in self.limiters]
+        self._by_name_names = [limiter.name for limiter in self._by_name]
+        self._pairs: dict[str, tuple[Pair, ...]] = {}   # by user id (bounded: cleared when large)
         self._after_batch: dict[tuple[str, str], int] = {}   # balances read after the last writer batch
         self.store = QuotaStore(db) if db is not None else None
         # One writer process (SQLite): admission in memory, written through (ledger.py).
         self._ledger = Ledger(self.store) if self.store is not None and not db.shared else None
+        # Several replicas (PostgreSQL): admission is a statement, shared by concurrent turns.
+        self._admissions = Admissions(self.store, self.now, config.reservation_seconds, self.release) \
+            if self.store is not None and self._ledger is None and config is not None else None
         self.shares_turn_database = shares_turn_database
         self._owns_db = owns_db
         self._offset = 0.0        # database clock minus process clock (seconds)
         self._synced = -math.inf  # time.monotonic() of the last sync
+        self._last: tuple[float, datetime] = (-math.inf, datetime.min)   # the last now() made
         self._task: asyncio.Task | None = None
 
     @classmethod
@@ -116,7 +125,13 @@ class QuotaService:
     def pairs(self, user_id: str) -> tuple[Pair, ...]:
         """The balances a user's turn reserves on, in lock order (`store.balance_key`:
         limiter names are unique, so by name)."""
-        return tuple((limiter, user_id if limiter.type == "user_limiter" else CLUSTER) for limiter in self._by_name)
+        found = self._pairs.get(user_id)
+        if found is None:
+            if len(self._pairs) >= 10000:
+                self._pairs.clear()
+            found = self._pairs[user_id] = tuple((limiter, user_id if limiter.type == "user_limiter" else CLUSTER)
+                                                 for limiter in self._by_name)
+        return found
 
     async def now(self) -> datetime:
         """The database's clock: the process clock plus an offset measured with
@@ -125,7 +140,11 @@ class QuotaService:
         if time.monotonic() - self._synced > self.config.scheduler.period:
             self._synced = time.monotonic()
             self._offset = (await self.store.db.now()).timestamp() - time.time()
-        return datetime.fromtimestamp(time.time() + self._offset, timezone.utc)
+            self._last = (-math.inf, self._last[1])
+        moment = time.time() + self._offset
+        if moment - self._last[0] >= _TICK:   # several turns a millisecond share one datetime
+            self._last = (moment, datetime.fromtimestamp(moment, timezone.utc))
+        return self._last[1]
 
     async def reserve(self, identity: Identity, raw: Any) -> Reservation | None:
         """Admit a turn or raise 429 (503 when the storage cannot be reached)."""
@@ -139,10 +158,15 @@ class QuotaService:
         try:
             if self._ledger is not None:
                 return await self._reserve_locally(reservation)
+            assert self._admissions is not None
+            admitted = await self._admissions.admit(reservation)   # with the turns asking meanwhile
+            if admitted:
+                return reservation
             now = await self.now()
-            expires = now + timedelta(seconds=self.config.reservation_seconds)
-            for _ in range(_ATTEMPTS):
-                if await self.store.reserve(reservation.id, reservation.pairs, need, now, expires):
+            for attempt in range(_ATTEMPTS):
+                if (attempt or admitted is None) and await self.store.reserve(
+                        [(reservation.id, reservation.pairs, need)], now,
+                        now + timedelta(seconds=self.config.reservation_seconds)):
                     return reservation
                 # A balance is missing, due a top-up, or short: which one?
                 for held in await self.store.bring_up_to_date(reservation.pairs, now):
@@ -233,8 +257,14 @@ class QuotaService:
         """`available_quotas`: each applicable limiter's balance, by limiter name."""
         if not self.enabled:
             return {}
-        balances = {held.limiter.name: held.state.available for held in await self.held(self.pairs(user_id))}
-        return {limiter.name: balances[limiter.name] for limiter in self.limiters}  # in configuration order
+        pairs = self.pairs(user_id)
+        if self._ledger is not None:   # every turn's answer on SQLite: from memory, no Held objects
+            now = await self.now()
+            await self._ledger.load(pairs, now)
+            balances = dict(zip(self._by_name_names, self._ledger.available(pairs, now)))
+        else:
+            balances = {held.limiter.name: held.state.available for held in await self.held(pairs)}
+        return {name: balances[name] for name in self._names}  # in configuration order
 
     @property
     def reads_after_batches(self) -> bool:
@@ -243,16 +273,21 @@ class QuotaService:
         serves every turn in it instead of one read per turn."""
         return self.shares_turn_database and self._ledger is None and self.enabled
 
-    async def after_commit(self, statements: Sequence[Keyed]) -> None:
-        """After a writer batch: read the balances its charges changed, in one query."""
+    async def after_commit(self, statements: Sequence[Keyed], rows: Sequence[Any] = ()) -> None:
+        """After a writer batch: the balances its charges changed, as the batch's charge
+        statement returned them (`rows`), else read in one query."""
         assert self.store is not None
-        pairs = []
+        returned = self.store.held_from(rows, self._named, await self.now())
+        if returned:
+            self._after_batch = {(held.limiter.name, held.subject): held.state.available for held in returned}
+            return
+        pairs: dict[tuple[str, str], Pair] = {}   # by (name, subject): a limiter's config is not hashable
         for key, _, _ in statements:
             kind, name, subject = key.split("\0", 2) if key.count("\0") >= 2 else (key, "", "")
             if kind == "balance" and name in self._named:
-                pairs.append((self._named[name], subject))
+                pairs[(name, subject)] = (self._named[name], subject)
         if pairs:
-            read = await self.store.read(list(dict.fromkeys(pairs)), await self.now())
+            read = await self.store.read(list(pairs.values()), await self.now())
             self._after_batch = {(held.limiter.name, held.subject): held.state.available for held in read}
 
     async def available_after_batch(self, user_id: str) -> dict[str, int]:

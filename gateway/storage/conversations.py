@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Sequence
 
-from gateway.storage.database import Database, Params
+from gateway.storage.database import Database, Params, Row
 
 # Records kept in memory, of each kind: about half a kilobyte each, so a few MiB in all
 # (what the cache holds stays resident after a load).
@@ -121,11 +121,11 @@ class ConversationRepository:
         await self.save_many([(conversation, turn)])
 
     async def save_many(self, entries: list[tuple[ConversationRecord, TurnRecord | None]],
-                        extra: Sequence[tuple[str, Params]] = ()) -> None:
+                        extra: Sequence[tuple[str, Params]] = ()) -> list[Row]:
         """Create new conversations and append turns for a whole batch in one transaction
         (group commit), with one multi-row statement per table and round, all run in one
         trip to the database's thread; `extra` statements (the turns' quota charges)
-        commit in the same transaction."""
+        commit in the same transaction; returns the rows their RETURNING clauses gave."""
         statements: list[tuple[str, Params]] = []
         if self._db.shared:
             # Other replicas append to these conversations too: lock their rows first
@@ -173,8 +173,9 @@ class ConversationRepository:
                 "turns_recorded = c.turns_recorded + 1 WHERE excluded.message_count > 0",
                 [v for row in counted for v in row]))
         statements.extend(extra)
-        await self._db.write(statements)
+        rows = await self._db.write(statements)
         self._committed(entries)
+        return rows
 
     def _committed(self, entries: list[tuple[ConversationRecord, TurnRecord | None]]) -> None:
         """Bring cached records to what the batch just committed (in its order, as the

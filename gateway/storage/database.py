@@ -78,8 +78,9 @@ class Database(ABC):
         return rows[0] if rows else None
 
     @abstractmethod
-    async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
-        """Run the statements as one write transaction (in one trip where the engine can)."""
+    async def write(self, statements: Sequence[tuple[str, Params]]) -> list[Row]:
+        """Run the statements as one write transaction (in one trip where the engine can);
+        the rows their RETURNING clauses gave (PostgreSQL; SQLite's statements have none)."""
 
     @abstractmethod
     async def now(self) -> datetime:

@@ -80,10 +80,11 @@ class SQLiteDatabase(database.Database):
         async with self._lock:
             return await self._run(_fetchall, self._conn, sql, params)
 
-    async def write(self, statements: Sequence[tuple[str, Params]]) -> None:
+    async def write(self, statements: Sequence[tuple[str, Params]]) -> list[Row]:
         """Run the statements as one write transaction, in one trip to the worker."""
         async with self._lock:
             await self._run(_write, self._conn, statements)
+        return []
 
     async def now(self) -> datetime:
         return datetime.now(timezone.utc)

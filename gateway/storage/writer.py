@@ -17,7 +17,7 @@ import logging
 from typing import Awaitable, Callable, Iterable, Sequence
 
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
-from gateway.storage.database import Params, committed
+from gateway.storage.database import Params, Row, committed
 
 log = logging.getLogger("gateway.storage")
 
@@ -45,7 +45,9 @@ class TurnWriter:
         self._concurrent = False  # the last batch held more than one turn
         # Called with a committed batch's extra statements before its clients are told
         # (the quota service reads the balances they charged, once per batch).
-        self.after_commit: Callable[[list[Keyed]], Awaitable[None]] | None = None
+        self.after_commit: Callable[[list[Keyed], list[Row]], Awaitable[None]] | None = None
+        # Merges a batch's extra statements on one row into one (`QuotaStore.combine`).
+        self.combine: Callable[[list[Keyed]], list[Keyed]] | None = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -97,13 +99,14 @@ class TurnWriter:
 
     async def _write(self, batch: list[tuple[Entry, Statements, asyncio.Future]]) -> None:
         try:
-            await self._repository.save_many([entry for entry, _, _ in batch],
-                                             in_lock_order(statement for _, extra, _ in batch for statement in extra))
+            extras = [statement for _, extra, _ in batch for statement in extra]
+            returned = await self._repository.save_many(
+                [entry for entry, _, _ in batch], in_lock_order(self.combine(extras) if self.combine else extras))
             results: list[BaseException | None] = [None] * len(batch)
         except Exception:
             # One bad entry must not lose the others: retry them one by one.
             log.exception("writing %d turns failed; retrying one by one", len(batch))
-            results = []
+            results, returned = [], []
             for entry, extra, _ in batch:
                 try:
                     await self._repository.save_many([entry], in_lock_order(extra))
@@ -115,7 +118,7 @@ class TurnWriter:
             extras = [statement for (_, extra, _), error in zip(batch, results) if error is None for statement in extra]
             if extras:
                 try:
-                    await self.after_commit(extras)
+                    await self.after_commit(extras, returned)
                 except Exception as exc:  # its reader falls back to reading for itself
                     log.warning("after a batch of turns: %s", exc)
         for (_, _, done), error in zip(batch, results):

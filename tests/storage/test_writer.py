@@ -133,7 +133,7 @@ async def test_extra_statements_commit_with_the_batch_in_lock_order_then_after_c
     seen: list = []
     order: list = []
 
-    async def after(statements):
+    async def after(statements, rows):
         seen.append([key for key, _, _ in statements])
         order.append("after")
 

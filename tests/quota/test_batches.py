@@ -1,0 +1,147 @@
+"""Quota work done once per batch of turns: group admission on PostgreSQL
+(`quota/admission.py`), one charge statement per balance row, one balance read per
+writer batch; each turn still reserved on all its limiters or on none."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.quota.balances import iso
+from gateway.schema.errors import ApiError
+from gateway.storage.writer import in_lock_order
+from tests.quota.test_service import LIMITERS, REQUEST, open_service, who
+from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
+
+
+async def rows(db) -> dict[str, int]:
+    """What reservations hold, per limiter (over its subjects)."""
+    found = await db.fetchall("SELECT limiter, SUM(reserved) AS reserved FROM gateway_quota_balances GROUP BY limiter")
+    return {row["limiter"]: int(row["reserved"]) for row in found}
+
+
+async def test_concurrent_admissions_are_one_statement_each_all_or_none(database_config):
+    if database_config.postgres is None:
+        pytest.skip("admission is in memory on SQLite (ledger.py)")
+    limiters = [LIMITERS[0] | {"initial_quota": 1000}, LIMITERS[2] | {"initial_quota": 1500}]
+    quota, db = await open_service(database_config, limiters)
+    try:
+        await quota.release(await quota.reserve(who("ann"), REQUEST))   # creates ann's and the cluster's rows
+        admissions = quota._admissions
+        before = admissions.statements
+        batch = await asyncio.gather(*(quota.reserve(who("ann"), REQUEST) for _ in range(8)))
+        assert admissions.statements == before + 1          # eight turns, one statement
+        assert await rows(db) == {"cluster": 800, "daily": 800}
+        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 16
+        # Five more do not fit together (200 left for ann): nothing of that batch is
+        # reserved, then each tries alone; two get in, on both limiters, three are refused.
+        results = await asyncio.gather(*(quota.reserve(who("ann"), REQUEST) for _ in range(5)),
+                                       return_exceptions=True)
+        admitted = [r for r in results if not isinstance(r, BaseException)]
+        assert len(admitted) == 2 and all(isinstance(r, ApiError) and r.status == 429
+                                          for r in results if r not in admitted)
+        assert await rows(db) == {"cluster": 1000, "daily": 1000}
+        for reservation in batch + admitted:
+            await quota.write(await quota.charge_statements(reservation, 30, 7, "m", "p"))
+        assert await rows(db) == {"cluster": 0, "daily": 0}
+        assert await quota.available("ann") == {"daily": 1000 - 10 * 37, "cluster": 1500 - 10 * 37}
+        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 0
+        # A batch of users some of whom have no row yet: the batch fails, each goes alone.
+        mixed = await asyncio.gather(*(quota.reserve(who(name), REQUEST) for name in ("ann", "bo", "cy")))
+        assert await rows(db) == {"cluster": 300, "daily": 300}
+        for reservation in mixed:
+            await quota.release(reservation)
+    finally:
+        await quota.close()
+        await db.close()
+
+
+async def test_balances_read_after_a_writer_batch_serve_its_turns(database_config):
+    """`after_commit` reads the balances a batch charged in one query; the batch's turns
+    answer `available_quotas` from it without reading again."""
+    if database_config.postgres is None:
+        pytest.skip("the ledger answers from memory on SQLite")
+    quota, db = await open_service(database_config, [LIMITERS[0], LIMITERS[2]])
+    try:
+        turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "bo")]
+        charges = [await quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
+        await quota.write([statement for charge in charges for statement in charge])
+        await quota.after_commit([statement for charge in charges for statement in charge])
+        reads = 0
+        fetchall = db.fetchall
+
+        async def counted(*args, **kwargs):
+            nonlocal reads
+            reads += 1
+            return await fetchall(*args, **kwargs)
+
+        db.fetchall = counted
+        assert await quota.available_after_batch("ann") == {"daily": 963, "cluster": 100000 - 2 * 37}
+        assert await quota.available_after_batch("bo") == {"daily": 963, "cluster": 100000 - 2 * 37}
+        assert reads == 0
+        assert await quota.available_after_batch("cy") == {"daily": 1000, "cluster": 100000 - 2 * 37}
+        assert reads == 1
+        # A writer batch's combined charge returns the balances after it: no read at all.
+        turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "cy")]
+        charges = [statement for turn in turns for statement in await quota.charge_statements(turn, 30, 7, "m", "p")]
+        returned = await db.write(in_lock_order(quota.store.combine(charges)))
+        await quota.after_commit(charges, returned)
+        assert await quota.available_after_batch("ann") == {"daily": 926, "cluster": 100000 - 4 * 37}
+        assert await quota.available_after_batch("cy") == {"daily": 963, "cluster": 100000 - 4 * 37}
+        assert reads == 1
+    finally:
+        await quota.close()
+        await db.close()
+
+
+async def test_a_batch_of_charges_is_one_statement_per_row(database_config):
+    quota, db = await open_service(database_config, [LIMITERS[0], LIMITERS[2]], enable_token_history=True)
+    try:
+        turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "ann", "bo")]
+        charges = [await quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
+        each = [statement for charge in charges for statement in charge]
+        combined = quota.store.combine(each)
+        # ann's daily and usage rows, bo's, and the cluster's: five rows, five statements
+        # (on PostgreSQL the three balance rows' charges then go as one).
+        assert len(each) == 9 and len(combined) == (3 if db.shared else 5)
+        if db.shared:
+            # bo's reservation expired and was swept first: it is released once, not twice.
+            await db.execute("UPDATE gateway_quota_reservations SET expires_at = :t WHERE id = :id",
+                             {"t": iso(await quota.now()), "id": turns[2].id})
+            assert await quota.store.sweep(await quota.now()) == 2
+        await quota.write(combined)
+        assert await quota.available("ann") == {"daily": 1000 - 2 * 37, "cluster": 100000 - 3 * 37}
+        assert await quota.available("bo") == {"daily": 963, "cluster": 100000 - 3 * 37}
+        assert await rows(db) == {"cluster": 0, "daily": 0}
+        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 0
+        usage = await quota.store.usage("2000-01-01", "2999-12-31", "ann")
+        assert [(row["input_tokens"], row["output_tokens"]) for row in usage] == [(60, 14)]
+        # Each turn keeps its own statements (a batch that fails is retried turn by turn).
+        assert [params.get("ids", ["-"])[:2] for _, _, params in charges[0][:1]] == \
+            [[turns[0].id] if db.shared else ["-"]]
+    finally:
+        await quota.close()
+        await db.close()
+
+
+async def test_a_turn_cancelled_while_its_batch_is_admitted_gives_its_tokens_back(database_config):
+    if database_config.postgres is None:
+        pytest.skip("admission is in memory on SQLite (ledger.py)")
+    quota, db = await open_service(database_config, [LIMITERS[0]])
+    try:
+        await quota.release(await quota.reserve(who("ann"), REQUEST))
+        kept = asyncio.ensure_future(quota.reserve(who("ann"), REQUEST))
+        left = asyncio.ensure_future(quota.reserve(who("ann"), REQUEST))
+        await asyncio.sleep(0)   # both queued, their statement sent
+        left.cancel()
+        reservation = await kept
+        for _ in range(100):
+            if await rows(db) == {"daily": 100}:
+                break
+            await asyncio.sleep(0.01)
+        assert await rows(db) == {"daily": 100}
+        await quota.release(reservation)
+    finally:
+        await quota.close()
+        await db.close()
