@@ -40,6 +40,12 @@ def upstream_with(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
 
 
 @pytest.fixture(scope="session")
+def chat_upstream(upstream_with: Callable[..., Upstream]) -> Upstream:
+    """The scripted upstream without its Responses API: what engine mode runs over."""
+    return upstream_with("--no-responses")
+
+
+@pytest.fixture(scope="session")
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pg.PostgresServer]:
     """A private PostgreSQL server for the session (see tests/support/postgres.py), plain
     and TLS (`postgres.tls`: the CA that signed its certificate). Without

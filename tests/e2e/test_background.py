@@ -24,11 +24,6 @@ VERY_SLOW = {"scripted_delay_ms": "100", "scripted_deltas": "300"}  # ~30 s: can
 SEQUENCE = re.compile(rb'"sequence_number":(\d+)')
 
 
-@pytest.fixture(scope="module")
-def chat_upstream(upstream_with):
-    return upstream_with("--no-responses")
-
-
 def _engine_keys(url: str) -> dict:
     return {"llama_stack": {"url": url, "max_retries": 0, "api": "chat_completions"}}
 

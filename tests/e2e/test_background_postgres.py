@@ -15,11 +15,6 @@ from tests.support.openai_shapes import validate_response
 from tests.support.raw_client import wait_until
 
 
-@pytest.fixture(scope="module")
-def chat_upstream(upstream_with):
-    return upstream_with("--no-responses")
-
-
 @pytest.fixture(scope="module", params=["forward", "engine"])
 def replicas(request, gateway_factory, upstream, chat_upstream, postgres):
     keys = postgres.new_database(namespace="lightspeed-stack")

@@ -21,11 +21,6 @@ ALLOWED = {"allow_unconfigured_mcp_servers": True}
 
 
 @pytest.fixture(scope="module")
-def chat_upstream(upstream_with):
-    return upstream_with("--no-responses")
-
-
-@pytest.fixture(scope="module")
 def mcp(tmp_path_factory):
     yield from running_mcp_server(tmp_path_factory, "mcp-client-servers")
 

@@ -17,11 +17,6 @@ OPTIONS = {"stream": True, "stream_options": {"include_usage": True}}
 
 
 @pytest.fixture(scope="module")
-def chat_upstream(upstream_with):
-    return upstream_with("--no-responses")
-
-
-@pytest.fixture(scope="module")
 def engine(gateway_factory, chat_upstream):
     return gateway_factory(chat_upstream.url, llama_stack={"url": chat_upstream.url, "max_retries": 0,
                                                            "api": "chat_completions"})

@@ -29,11 +29,6 @@ def tool(*stores: str, **options):
 
 
 @pytest.fixture(scope="module")
-def chat_upstream(upstream_with):
-    return upstream_with("--no-responses")
-
-
-@pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     server = start_vector_store(tmp_path_factory.mktemp("vector-store"))
     yield server

@@ -24,11 +24,6 @@ LATE = "Tell me more. Then flag-me please."
 
 
 @pytest.fixture(scope="module")
-def chat_upstream(upstream_with):
-    return upstream_with("--no-responses")
-
-
-@pytest.fixture(scope="module")
 def engine(gateway_factory, chat_upstream):
     """Guardrails checked by the upstream's own /v1/moderations (the default)."""
     return gateway_factory(chat_upstream.url, **engine_config(chat_upstream.url))

@@ -18,11 +18,6 @@ UNREACHABLE = "http://127.0.0.1:9/mcp"
 
 
 @pytest.fixture(scope="module")
-def chat_upstream(upstream_with):
-    return upstream_with("--no-responses")
-
-
-@pytest.fixture(scope="module")
 def mcp(tmp_path_factory):
     yield from running_mcp_server(tmp_path_factory, "mcp-engine")
 

@@ -14,11 +14,6 @@ from tests.support.raw_client import open_stream, read_until, reset, wait_until
 
 
 @pytest.fixture(scope="module")
-def chat_upstream(upstream_with):
-    return upstream_with("--no-responses")
-
-
-@pytest.fixture(scope="module")
 def sse(tmp_path_factory):
     yield from running_mcp_server(tmp_path_factory, "mcp-sse", sse=True)
 

@@ -18,11 +18,6 @@ SOURCES = ["web_search_call.action.sources"]
 
 
 @pytest.fixture(scope="module")
-def chat_upstream(upstream_with):
-    return upstream_with("--no-responses")
-
-
-@pytest.fixture(scope="module")
 def search(tmp_path_factory):
     yield from running_search_server(tmp_path_factory)
 
