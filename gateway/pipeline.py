@@ -193,45 +193,66 @@ class Pipeline:
             return turn.quotas
         if turn._settling is None:
             # Shielded below: a client that leaves mid-settle must not undo the charge or
-            # lose the record. Just the record: the writer's own future, no task.
-            turn._settling = asyncio.ensure_future(self._settle(turn)) \
-                if turn.reservation is not None or turn.append_to_upstream \
-                else self._writer.submit(*self._records(turn))
+            # lose the record.
+            turn._settling = self._submitted(turn) or asyncio.ensure_future(self._settle(turn))
             self._track(turn, turn._settling)
         try:
-            turn.quotas = await asyncio.shield(turn._settling) or {}
+            quotas = await asyncio.shield(turn._settling)
         except ApiError:
             raise
         except Exception:  # the writer logged it
             raise database_error() from None
+        if quotas is None and turn.reservation is not None:   # the writer's future: the charge is committed
+            quotas = self._quota.settled(turn.reservation)
+            if quotas is None:
+                quotas = await self._quota.available(turn.identity.user_id)
+        turn.quotas = quotas or {}
         return turn.quotas
+
+    def _submitted(self, turn: Turn) -> asyncio.Future | None:
+        """The common turn's settling without a task of its own (a few µs a turn): its
+        record, with its charge when the quota storage is the turn database, handed to
+        the writer at once; the writer's future. None: `_settle()` it is."""
+        if turn.append_to_upstream or turn.result is None:
+            return None
+        if turn.reservation is None:
+            return self._writer.submit(*self._records(turn))
+        if not (turn.store and self._quota.shares_turn_database):
+            return None
+        return self._writer.submit(*self._records(turn), extra=self._charge(turn))   # failed: `_finished`
+
+    def _charge(self, turn: Turn) -> list:
+        """The charge of a turn with a result: the upstream's input + output tokens; a
+        turn its client stopped with no usage (a cancelled background one) is charged
+        its reservation, as an abandoned stream is."""
+        assert turn.reservation is not None and turn.result is not None
+        usage = turn.result.get("usage") or {}
+        spent = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)) \
+            if usage or not turn.abandoned else (turn.reservation.tokens, 0)
+        return self._quota.charge_statements(turn.reservation, *spent, turn.model.id, turn.model.provider_id)
 
     async def _settle(self, turn: Turn) -> dict[str, int]:
         """The charge (the upstream's input + output tokens to every limiter, releasing
         the reservation) and the record: one transaction when the quota storage is the
         turn database, else the charge first, then the record."""
-        charge: list = []
-        if turn.reservation is not None and turn.result is not None:
-            usage = turn.result.get("usage") or {}
-            # No usage from a turn its client stopped (a cancelled background one): the
-            # reservation is charged, as for an abandoned stream.
-            spent = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)) \
-                if usage or not turn.abandoned else (turn.reservation.tokens, 0)
-            charge = await self._quota.charge_statements(turn.reservation, *spent, turn.model.id,
-                                                         turn.model.provider_id)
-        if turn.store and turn.result is not None:
-            if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
-                await self._append_turn(turn)
-            async with self._quota.written(turn.reservation):
+        charge = self._charge(turn) if turn.reservation is not None and turn.result is not None else []
+        try:
+            if turn.store and turn.result is not None:
+                if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
+                    await self._append_turn(turn)
                 if charge and not self._quota.shares_turn_database:
                     await self._quota.write(charge)
                     charge = []
                 await self._writer.submit(*self._records(turn), extra=charge)
-            if charge:
-                return await self._quota.available_after_batch(turn.identity.user_id)
-        elif charge:
-            async with self._quota.written(turn.reservation):
+                if charge:
+                    assert turn.reservation is not None
+                    quotas = self._quota.settled(turn.reservation)
+                    return quotas if quotas is not None else await self._quota.available(turn.identity.user_id)
+            elif charge:
                 await self._quota.write(charge)
+        except BaseException:
+            self._quota.forget(turn.reservation)   # what the ledger assumed was not written
+            raise
         return await self._quota.available(turn.identity.user_id) if turn.reservation is not None else {}
 
     def finish(self, turn: Turn) -> None:
@@ -262,15 +283,18 @@ class Pipeline:
             if key:
                 self._pending[key] = done
         self._background.add(done)
-        done.add_done_callback(lambda future: self._finished(future, keys))
+        done.add_done_callback(lambda future: self._finished(future, keys, turn.reservation))
 
-    def _finished(self, future: asyncio.Future, keys: tuple[str | None, str]) -> None:
+    def _finished(self, future: asyncio.Future, keys: tuple[str | None, str],
+                  reservation: Reservation | None = None) -> None:
         self._background.discard(future)
         for key in keys:
             if key and self._pending.get(key) is future:
                 del self._pending[key]
-        if not future.cancelled():
-            future.exception()  # retrieved: the writer logged a failure, settle() told the client
+        if future.cancelled() or future.exception() is not None:
+            # The writer logged a failure and settle() told the client; a charge that
+            # was not written is not assumed by SQLite's ledger either.
+            self._quota.forget(reservation)
 
     async def drain(self) -> None:
         """Wait until every finished turn is recorded (at shutdown)."""

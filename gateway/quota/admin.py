@@ -70,7 +70,7 @@ class QuotaAdmin:
     async def usage(self, start: str | None, end: str | None, user_id: str | None) -> dict[str, Any]:
         """The token history summed per user and model over UTC days (default: the last 30)."""
         try:
-            last = date.fromisoformat(end) if end else (await self._quota.now()).date() if self._quota.enabled \
+            last = date.fromisoformat(end) if end else self._quota.now().date() if self._quota.enabled \
                 else date.today()
             first = date.fromisoformat(start) if start else last - timedelta(days=29)
         except ValueError:

@@ -30,7 +30,7 @@ _MAX_BATCH = 500
 
 
 class Admissions:
-    def __init__(self, store: QuotaStore, clock: Callable[[], Awaitable[datetime]], seconds: float,
+    def __init__(self, store: QuotaStore, clock: Callable[[], datetime], seconds: float,
                  orphan: Callable[["Reservation"], Awaitable[None]]):
         self._store = store
         self._clock = clock
@@ -54,7 +54,7 @@ class Admissions:
         while self._queue:
             batch, self._queue = self._queue[:_MAX_BATCH], self._queue[_MAX_BATCH:]
             try:
-                now = await self._clock()
+                now = self._clock()
                 self.statements += 1
                 admitted = await self._store.reserve(
                     [(reservation.id, reservation.pairs, reservation.tokens) for reservation, _ in batch],

@@ -9,11 +9,16 @@
   input + output tokens, charged to every applicable limiter and releasing the
   reservation; the pipeline commits them with the turn's record when the quota storage
   is the turn database (`shares_turn_database`), else just before it (`write`).
-- `available()`: `available_quotas`, keyed by limiter name.
-- A background task (every `scheduler.period` seconds) releases expired reservations
-  (PostgreSQL; on SQLite the balances and reservations in use live in this process,
-  `ledger.py`, the file's one writer).
-- `now()`: the database's clock, for every period computation.
+- `settled()` / `available()`: `available_quotas`, keyed by limiter name (`settled()`
+  without I/O once the charge is committed, which is nearly always).
+- A background task (every `scheduler.period` seconds) measures the database clock's
+  offset and releases expired reservations (PostgreSQL; on SQLite the balances and
+  reservations in use live in this process, `ledger.py`, the file's one writer).
+- `now()`: the database's clock, for every period computation, without I/O.
+
+The per-turn path (reserve, charge, settled) awaits nothing it does not have to: on
+the benchmark's VM a coroutine, a task or an async context manager each cost a few µs
+of a turn's ~270, and the target is quotas within 10 % of none (bench/quota.py).
 """
 
 from __future__ import annotations
@@ -24,10 +29,9 @@ import math
 import sqlite3
 import time
 import uuid
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, Sequence
 
 import orjson
 
@@ -35,9 +39,9 @@ from gateway.config_quota import QuotaHandlersConfig, QuotaLimiterConfig, same_d
 from gateway.config_database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.admission import Admissions
-from gateway.quota.balances import seconds_until
-from gateway.quota.ledger import Ledger
-from gateway.quota.store import Held, Pair, QuotaStore
+from gateway.quota.balances import brought_up_to_date, seconds_until
+from gateway.quota.ledger import Balance, Ledger
+from gateway.quota.store import CHARGE, Held, Pair, QuotaStore
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
 from gateway.storage.database import Database, DatabaseUnavailable, open_database
 from gateway.storage.writer import Keyed, in_lock_order
@@ -50,17 +54,20 @@ _ATTEMPTS = 3  # admission tries (a top-up can fall due between two)
 _TICK = 0.001  # now()'s resolution in seconds
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)   # not frozen: a frozen dataclass costs a turn ~1 µs more to make
 class Reservation:
     id: str
     user_id: str
     tokens: int
     pairs: tuple[Pair, ...]
+    balances: tuple[Balance, ...] = ()   # SQLite: the ledger's, in the order of `pairs`
 
 
 def estimate(raw: Any, output_reservation: int) -> int:
     """The tokens a request reserves (see the module docstring)."""
-    size = len(orjson.dumps(raw.get("input"))) if raw.get("input") is not None else 0
+    given = raw.get("input")
+    # A string's JSON text is its length and two quotes (escapes aside): no need to make it.
+    size = 0 if given is None else len(given) + 2 if given.__class__ is str else len(orjson.dumps(given))
     if isinstance(raw.get("instructions"), str):
         size += len(raw["instructions"])
     output = raw.get("max_output_tokens")
@@ -80,6 +87,9 @@ class QuotaService:
         self._named = {limiter.name: limiter for limiter in self.limiters}
         self._names = [limiter.name for limiter in self.limiters]
         self._by_name_names = [limiter.name for limiter in self._by_name]
+        # (name, index in `pairs()`): balances in lock order shown in configuration order
+        self._configuration_order = [(name, self._by_name_names.index(name)) for name in self._names]
+        self._in_lock_order = self._names == self._by_name_names   # then nothing to reorder
         self._pairs: dict[str, tuple[Pair, ...]] = {}   # by user id (bounded: cleared when large)
         self._after_batch: dict[tuple[str, str], int] = {}   # balances read after the last writer batch
         self.store = QuotaStore(db) if db is not None else None
@@ -90,10 +100,11 @@ class QuotaService:
             if self.store is not None and self._ledger is None and config is not None else None
         self.shares_turn_database = shares_turn_database
         self._owns_db = owns_db
-        self._offset = 0.0        # database clock minus process clock (seconds)
-        self._synced = -math.inf  # time.monotonic() of the last sync
+        self._offset = 0.0        # database clock minus process clock (seconds): `sync_clock()`
         self._last: tuple[float, datetime] = (-math.inf, datetime.min)   # the last now() made
         self._task: asyncio.Task | None = None
+        self._prefix = uuid.uuid4().hex[:16] + "-"   # reservation ids: `_new_id()`
+        self._count = 0
 
     @classmethod
     async def open(cls, config: QuotaHandlersConfig | None, turn_db: Database,
@@ -104,12 +115,15 @@ class QuotaService:
         if config is None or storage is None or not config.limiters:
             return cls()
         if same_database(storage, turn_db_config):
-            return cls(config, turn_db, shares_turn_database=True)
-        try:
-            db = await open_database(storage)
-        except DatabaseUnavailable as exc:
-            raise DatabaseUnavailable(str(exc).replace("database.", "quota_handlers.", 1)) from None
-        return cls(config, db, owns_db=True)
+            service = cls(config, turn_db, shares_turn_database=True)
+        else:
+            try:
+                db = await open_database(storage)
+            except DatabaseUnavailable as exc:
+                raise DatabaseUnavailable(str(exc).replace("database.", "quota_handlers.", 1)) from None
+            service = cls(config, db, owns_db=True)
+        await service.sync_clock()
+        return service
 
     def start(self) -> None:
         if self.enabled:
@@ -133,14 +147,21 @@ class QuotaService:
                                                  for limiter in self._by_name)
         return found
 
-    async def now(self) -> datetime:
-        """The database's clock: the process clock plus an offset measured with
-        `Database.now()` at most once per scheduler period."""
-        assert self.store is not None and self.config is not None
-        if time.monotonic() - self._synced > self.config.scheduler.period:
-            self._synced = time.monotonic()
-            self._offset = (await self.store.db.now()).timestamp() - time.time()
-            self._last = (-math.inf, self._last[1])
+    def _new_id(self) -> str:
+        """A reservation row's id: this process's random prefix and a count (unique across
+        replicas; a uuid4 a turn cost more)."""
+        self._count += 1
+        return f"{self._prefix}{self._count:x}"
+
+    async def sync_clock(self) -> None:
+        """Measure the database clock's offset from the process clock (`Database.now()`):
+        at start-up, then every scheduler period."""
+        assert self.store is not None
+        self._offset = (await self.store.db.now()).timestamp() - time.time()
+        self._last = (-math.inf, self._last[1])
+
+    def now(self) -> datetime:
+        """The database's clock: the process clock plus the offset `sync_clock()` measured."""
         moment = time.time() + self._offset
         if moment - self._last[0] >= _TICK:   # several turns a millisecond share one datetime
             self._last = (moment, datetime.fromtimestamp(moment, timezone.utc))
@@ -153,16 +174,23 @@ class QuotaService:
         assert self.store is not None and self.config is not None
         need = estimate(raw, self.config.output_reservation)
         # Reservation rows (PostgreSQL) need an id; the ledger keeps none.
-        reservation = Reservation(uuid.uuid4().hex if self._ledger is None else "", identity.user_id, need,
+        reservation = Reservation(self._new_id() if self._ledger is None else "", identity.user_id, need,
                                   self.pairs(identity.user_id))
+        ledger = self._ledger
+        balances = outcome = None
+        if ledger is not None and (balances := ledger.lookup(reservation.user_id, reservation.pairs)) is not None:
+            outcome = ledger.reserve(balances, need, time.time() + self._offset, self.now)
+            if outcome[0] is None and not outcome[1]:   # in memory, nothing due, room: no await at all
+                reservation.balances = balances
+                return reservation
         try:
-            if self._ledger is not None:
-                return await self._reserve_locally(reservation)
+            if ledger is not None:
+                return await self._reserve_locally(reservation, balances, outcome)
             assert self._admissions is not None
             admitted = await self._admissions.admit(reservation)   # with the turns asking meanwhile
             if admitted:
                 return reservation
-            now = await self.now()
+            now = self.now()
             for attempt in range(_ATTEMPTS):
                 if (attempt or admitted is None) and await self.store.reserve(
                         [(reservation.id, reservation.pairs, need)], now,
@@ -172,7 +200,7 @@ class QuotaService:
                 for held in await self.store.bring_up_to_date(reservation.pairs, now):
                     if held.room < need:
                         raise self._refusal(held, need, now)
-                now = await self.now()
+                now = self.now()
         except ApiError:
             raise
         except _UNREACHABLE as exc:
@@ -181,21 +209,27 @@ class QuotaService:
         log.error("quota admission of %s did not settle after %d attempts", identity.user_id, _ATTEMPTS)
         raise quota_storage_unavailable()
 
-    async def _reserve_locally(self, reservation: Reservation) -> Reservation:
-        assert self._ledger is not None
-        now = await self.now()
-        await self._ledger.load(reservation.pairs, now)
-        refused, top_ups = self._ledger.reserve(reservation.pairs, reservation.tokens, now)
+    async def _reserve_locally(self, reservation: Reservation, balances: tuple[Balance, ...] | None,
+                               outcome: tuple[Held | None, list[Keyed]] | None) -> Reservation:
+        """Admission by the ledger, from loading the balances (`balances` None) or from
+        what `ledger.reserve` did with them (`outcome`: a refusal, top-ups to write)."""
+        ledger = self._ledger
+        assert ledger is not None
+        if balances is None or outcome is None:
+            balances = await ledger.load(reservation.user_id, reservation.pairs, self.now())
+            outcome = ledger.reserve(balances, reservation.tokens, time.time() + self._offset, self.now)
+        refused, top_ups = outcome
         if top_ups:  # once per period and subject: persisted before the turn goes on
             try:
                 await self.write(top_ups)
             except BaseException:
-                self._ledger.forget(reservation.pairs)
+                ledger.forget(balances)
                 if refused is None:
-                    self._ledger.settle(reservation.pairs, reservation.tokens, 0)
+                    ledger.settle(balances, reservation.tokens, 0)
                 raise
         if refused is not None:
-            raise self._refusal(refused, reservation.tokens, now)
+            raise self._refusal(refused, reservation.tokens, self.now())
+        reservation.balances = balances
         return reservation
 
     @staticmethod
@@ -205,44 +239,35 @@ class QuotaService:
             f"{who} has {held.room} tokens, but {need} tokens are needed"
         return quota_exceeded(cause, seconds_until(held.state.next_refill, now))
 
-    async def charge_statements(self, reservation: Reservation, input_tokens: int, output_tokens: int,
-                                model: str | None, provider: str | None) -> list[Keyed]:
+    def charge_statements(self, reservation: Reservation, input_tokens: int, output_tokens: int,
+                          model: str | None, provider: str | None) -> list[Keyed]:
         assert self.config is not None
         history = (reservation.user_id, provider or "", model or "", input_tokens, output_tokens) \
             if self.config.enable_token_history else None
-        return await self._end(reservation, input_tokens + output_tokens, history)
+        return self._end(reservation, input_tokens + output_tokens, history)
 
-    async def _end(self, reservation: Reservation, charge: int,
-                   history: tuple[str, str, str, int, int] | None) -> list[Keyed]:
+    def _end(self, reservation: Reservation, charge: int,
+             history: tuple[str, str, str, int, int] | None) -> list[Keyed]:
         """The statements that charge a reservation's turn and end it (in memory too,
         with the ledger: a failed write calls `forget`)."""
         assert self.store is not None
-        statements = self.store.charge_statements(reservation.id, reservation.pairs, charge, await self.now(),
-                                                  history, reserved=self._ledger is None)
-        if self._ledger is not None:
-            self._ledger.settle(reservation.pairs, reservation.tokens, charge)
-        return statements
+        dated = (*history, self.now().date()) if history is not None else None
+        if self._ledger is None:
+            return self.store.charge_statements(reservation.id, reservation.pairs, charge, dated)
+        self._ledger.settle(reservation.balances, reservation.tokens, charge)
+        return [self.store.ledger_charge(reservation.balances, charge, dated)]
 
-    def forget(self, reservation: Reservation) -> None:
+    def forget(self, reservation: Reservation | None) -> None:
         """A charge could not be written: the ledger reads the balances again."""
-        if self._ledger is not None:
-            self._ledger.forget(reservation.pairs)
+        if self._ledger is not None and reservation is not None:
+            self._ledger.forget(reservation.balances)
 
-    @asynccontextmanager
-    async def written(self, reservation: Reservation | None) -> AsyncIterator[None]:
-        """Around the write of a charge: if it fails, `forget` what the ledger assumed."""
-        try:
-            yield
-        except BaseException:
-            if reservation is not None:
-                self.forget(reservation)
-            raise
 
     async def release(self, reservation: Reservation, charge: int = 0) -> None:
         """End a reservation whose turn has no usage to charge: `charge` tokens (an
         abandoned turn is charged its reservation), the reservation deleted."""
         try:
-            await self.write(await self._end(reservation, charge, None))
+            await self.write(self._end(reservation, charge, None))
         except Exception as exc:  # it expires after reservation_seconds instead
             self.forget(reservation)
             log.error("ending quota reservation %s (%d tokens charged) failed: %s", reservation.id, charge, exc)
@@ -251,17 +276,17 @@ class QuotaService:
         """Commit a charge on its own (quota storage apart from the turn's record, or a
         turn with no record), in lock order."""
         assert self.store is not None
-        await self.store.db.write(in_lock_order(statements))
+        await self.store.db.write(in_lock_order(self.store.combine(statements)))
 
     async def available(self, user_id: str) -> dict[str, int]:
         """`available_quotas`: each applicable limiter's balance, by limiter name."""
         if not self.enabled:
             return {}
         pairs = self.pairs(user_id)
-        if self._ledger is not None:   # every turn's answer on SQLite: from memory, no Held objects
-            now = await self.now()
-            await self._ledger.load(pairs, now)
-            balances = dict(zip(self._by_name_names, self._ledger.available(pairs, now)))
+        if self._ledger is not None:
+            found = await self._ledger.load(user_id, pairs, self.now())
+            balances = dict(zip(self._by_name_names, self._ledger.available(found, time.time() + self._offset,
+                                                                            self.now)))
         else:
             balances = {held.limiter.name: held.state.available for held in await self.held(pairs)}
         return {name: balances[name] for name in self._names}  # in configuration order
@@ -277,64 +302,84 @@ class QuotaService:
         """After a writer batch: the balances its charges changed, as the batch's charge
         statement returned them (`rows`), else read in one query."""
         assert self.store is not None
-        returned = self.store.held_from(rows, self._named, await self.now())
+        returned = self.store.held_from(rows, self._named, self.now())
         if returned:
             self._after_batch = {(held.limiter.name, held.subject): held.state.available for held in returned}
             return
         pairs: dict[tuple[str, str], Pair] = {}   # by (name, subject): a limiter's config is not hashable
-        for key, _, _ in statements:
-            kind, name, subject = key.split("\0", 2) if key.count("\0") >= 2 else (key, "", "")
-            if kind == "balance" and name in self._named:
-                pairs[(name, subject)] = (self._named[name], subject)
+        for _, kind, params in statements:
+            if kind == CHARGE:   # (the turns' own statements: markers, `QuotaStore.charge_statements`)
+                for limiter, subject in params["pairs"]:
+                    pairs[(limiter.name, subject)] = (limiter, subject)
         if pairs:
-            read = await self.store.read(list(pairs.values()), await self.now())
+            read = await self.store.read(list(pairs.values()), self.now())
             self._after_batch = {(held.limiter.name, held.subject): held.state.available for held in read}
 
-    async def available_after_batch(self, user_id: str) -> dict[str, int]:
-        """`available()` for a turn whose charge the writer just committed: the balances
-        read after its batch (or after a later one), else read now."""
+    def settled(self, reservation: Reservation) -> dict[str, int] | None:
+        """`available()` without I/O for a turn whose charge was just committed, or None
+        (then `available()`): SQLite's from the ledger balances the reservation kept;
+        PostgreSQL's as read after the writer's batch that charged it (or a later one)."""
+        if self._ledger is None:
+            return self._after_batch_for(reservation.pairs)
+        moment = time.time() + self._offset
+        shown = {}
+        for balance in reservation.balances:
+            if balance.stale:
+                return None
+            shown[balance.limiter.name] = balance.state.available if moment < balance.due else \
+                brought_up_to_date(balance.state, balance.limiter, self.now()).available
+        return shown if self._in_lock_order or not shown else {name: shown[name] for name in self._names}
+
+    def _after_batch_for(self, pairs: tuple[Pair, ...]) -> dict[str, int] | None:
         found = self._after_batch
-        pairs = self.pairs(user_id)
-        if all((limiter.name, subject) in found for limiter, subject in pairs):
-            return {limiter.name: found[(limiter.name, user_id if limiter.type == "user_limiter" else CLUSTER)]
-                    for limiter in self.limiters}
-        return await self.available(user_id)
+        try:
+            values = [found[(limiter.name, subject)] for limiter, subject in pairs]
+        except KeyError:
+            return None
+        return {name: values[index] for name, index in self._configuration_order}
+
+    async def available_after_batch(self, user_id: str) -> dict[str, int]:
+        """`available()`, from the balances read after the writer's last batch when it
+        charged them (PostgreSQL)."""
+        found = self._after_batch_for(self.pairs(user_id)) if self._ledger is None and self.enabled else None
+        return found if found is not None else await self.available(user_id)
 
     async def held(self, pairs: Sequence[Pair]) -> list[Held]:
         """The balances (brought up to date, not written) and what reservations hold."""
         assert self.store is not None
-        now = await self.now()
+        now = self.now()
         if self._ledger is None:
             return await self.store.read(pairs, now)
-        await self._ledger.load(pairs, now)
-        return self._ledger.read(pairs, now)
+        return self._ledger.read(await self._ledger.load(None, pairs, now), now)
 
     async def change(self, values: Sequence[tuple[Pair, int]], *, add: bool,
                      idempotency: tuple[str, str, str, str] | None = None) -> bool:
         """Set (or add to) balances; False when the increment's key was used before."""
         assert self.store is not None
-        now = await self.now()
+        now = self.now()
         if self._ledger is None:
             return await self.store.change(values, now, add=add, idempotency=idempotency)
-        await self._ledger.load([pair for pair, _ in values], now)
+        balances = await self._ledger.load(None, [pair for pair, _ in values], now)
         top_ups: list[Keyed] = []
-        deltas = [(pair, self._ledger.delta(pair, now, value, add, top_ups)) for pair, value in values]
+        deltas = [self._ledger.delta(balance, now, value, add, top_ups) for balance, (_, value) in zip(balances, values)]
         if top_ups:
             await self.write(top_ups)
-        applied = await self.store.change(deltas, now, add=True, idempotency=idempotency)
+        applied = await self.store.change([(pair, delta) for (pair, _), delta in zip(values, deltas)], now, add=True,
+                                          idempotency=idempotency)
         if applied:
-            for pair, delta in deltas:
-                self._ledger.shift(pair, delta)
+            for balance, delta in zip(balances, deltas):
+                self._ledger.shift(balance, delta)
         return applied
 
     async def _scheduler(self) -> None:
         assert self.store is not None and self.config is not None
         while True:
             await asyncio.sleep(self.config.scheduler.period)
-            if self._ledger is not None:
-                continue  # reservations live in this process
             try:
-                swept = await self.store.sweep(await self.now())
+                await self.sync_clock()
+                if self._ledger is not None:
+                    continue  # reservations live in this process
+                swept = await self.store.sweep(self.now())
                 if swept:
                     log.warning("released expired quota reservations (turns that never settled) on %d balances",
                                 swept)

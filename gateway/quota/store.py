@@ -21,14 +21,14 @@ when both live in one database. Every statement that locks balance rows takes th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timezone
 from typing import Any, Sequence
 
 import orjson
 
 from gateway.config_quota import QuotaLimiterConfig
 from gateway.quota.balances import BalanceState, brought_up_to_date, iso, parse_iso
-from gateway.storage.database import Database, Transaction
+from gateway.storage.database import SHARES_TRIP, Database, Transaction
 from gateway.storage.writer import Keyed
 
 Pair = tuple[QuotaLimiterConfig, str]   # a limiter and one subject of it ('' = the cluster)
@@ -61,28 +61,31 @@ def _state(row: Any) -> BalanceState:
                         parse_iso(row["next_refill"]))
 
 
-# The charge (`charge_statements`). With reservation rows (PostgreSQL) it deletes the
-# turns' rows on this limiter and takes what they held off `reserved`: nothing for one
-# the expiry sweep got to first.
+# A turn's charge is not SQL when a turn hands it over (`charge_statements`,
+# `ledger_charge`): a marker that `combine` turns into the batch's statements, so a turn
+# builds none of its own (a few µs each, bench/quota.py). The markers' texts fail loudly
+# if one ever reaches a database.
+CHARGE = "NOT SQL: a turn's charge and its reservation rows, for QuotaStore.combine"
+LEDGER_CHARGE = "NOT SQL: a turn's charge (SQLite's ledger), for QuotaStore.combine"
+# SQLite: one balance row's charges in a batch.
 _CHARGE = ("UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
            "WHERE limiter = :l AND subject = :s")
-_CHARGE_RESERVED = (
-    "WITH gone AS (DELETE FROM gateway_quota_reservations WHERE id = ANY(CAST(:ids AS TEXT[])) AND limiter = :l "
-    "RETURNING tokens) UPDATE gateway_quota_balances SET available = available - :t, "
-    "reserved = reserved - COALESCE((SELECT SUM(tokens) FROM gone), 0), updated_at = :now "
-    "WHERE limiter = :l AND subject = :s")
-# A batch's charges as one statement (PostgreSQL): the balance rows locked in lock order
-# first (the scalar subquery runs before any row is updated), then each charged its sum
-# and released of what the turns' deleted reservation rows held; it returns the balance
-# rows as they are then (`QuotaService.after_commit` keeps them: no read after the batch).
+# PostgreSQL: a batch's charges as one statement, the charges (`:c`) and the turns'
+# reservation rows (`:g`) each one JSON text (asyncpg encodes an array element by
+# element). The balance rows are locked in lock order first (the scalar subquery runs
+# before any row is updated), then each is charged its sum and released of what the
+# turns' deleted reservation rows held (nothing for one the expiry sweep got to first);
+# it returns the balance rows as they are then (`QuotaService.after_commit` keeps them:
+# no read after the batch). Independent of the turn records before it, so it shares the
+# last one's round trip (`SHARES_TRIP`).
 _CHARGE_BATCH = (
-    "WITH charges AS (SELECT * FROM unnest(CAST(:ls AS TEXT[]), CAST(:ss AS TEXT[]), CAST(:ts AS BIGINT[])) "
-    "AS c(limiter, subject, tokens)), "
+    SHARES_TRIP + "WITH charges AS (SELECT c->>0 AS limiter, c->>1 AS subject, CAST(c->>2 AS BIGINT) AS tokens "
+    "FROM json_array_elements(CAST(:c AS JSON)) AS c), "
     "locked AS (SELECT b.limiter FROM gateway_quota_balances b JOIN charges c "
     "ON b.limiter = c.limiter AND b.subject = c.subject "
     'ORDER BY b.limiter COLLATE "C", b.subject COLLATE "C" FOR UPDATE OF b), '
-    "gone AS (DELETE FROM gateway_quota_reservations r USING unnest(CAST(:ids AS TEXT[]), CAST(:rl AS TEXT[])) "
-    "AS g(id, limiter) WHERE r.id = g.id AND r.limiter = g.limiter RETURNING r.limiter, r.subject, r.tokens), "
+    "gone AS (DELETE FROM gateway_quota_reservations r USING json_array_elements(CAST(:g AS JSON)) AS g "
+    "WHERE r.id = g->>0 AND r.limiter = g->>1 RETURNING r.limiter, r.subject, r.tokens), "
     "held AS (SELECT limiter, subject, SUM(tokens) AS tokens FROM gone GROUP BY limiter, subject) "
     "UPDATE gateway_quota_balances b SET available = b.available - c.tokens, "
     "reserved = b.reserved - COALESCE(h.tokens, 0), updated_at = :now "
@@ -93,7 +96,7 @@ _USAGE = ("INSERT INTO gateway_token_usage AS u (user_id, provider, model, day, 
           "VALUES (:u, :p, :m, :d, :i, :o) ON CONFLICT (user_id, provider, model, day) DO UPDATE SET "
           "input_tokens = u.input_tokens + excluded.input_tokens, "
           "output_tokens = u.output_tokens + excluded.output_tokens")
-_SUMMED = {_CHARGE: ("t",), _CHARGE_RESERVED: ("t", "ids"), _USAGE: ("i", "o")}
+History = tuple[str, str, str, int, int, date]   # user, provider, model, input, output tokens, UTC day
 
 
 class QuotaStore:
@@ -181,59 +184,62 @@ class QuotaStore:
         return held
 
     @staticmethod
-    def charge_statements(reservation_id: str, pairs: Sequence[Pair], tokens: int, now: datetime,
-                          history: tuple[str, str, str, int, int] | None,
-                          reserved: bool = True) -> list[Keyed]:
-        """Charge `tokens` to every pair and release the reservation (`reserved`: it has
-        rows); `history` is (user, provider, model, input, output) to add to today's
-        (UTC) usage row. Keyed by lock order (`storage.writer.Keyed`); `combine` adds up
-        a batch's statements on one row."""
-        stamp = iso(now)
-        ids = {"ids": [reservation_id]} if reserved else {}
-        statements: list[Keyed] = [
-            (balance_key((limiter, subject)), _CHARGE_RESERVED if reserved else _CHARGE,
-             {"t": tokens, "now": stamp, "l": limiter.name, "s": subject, **ids})
-            for limiter, subject in pairs]
-        if history is not None:
-            user, provider, model, input_tokens, output_tokens = history
-            statements.append((f"usage\0{user}\0{provider}\0{model}\0{stamp[:10]}", _USAGE,
-                               {"u": user, "p": provider, "m": model, "d": stamp[:10], "i": input_tokens,
-                                "o": output_tokens}))
-        return statements
+    def charge_statements(reservation_id: str, pairs: Sequence[Pair], tokens: int,
+                          history: History | None) -> list[Keyed]:
+        """Charge `tokens` to every pair and release the reservation and its rows
+        (PostgreSQL), adding `history` to its usage row: a marker for `combine`."""
+        return [("balance", CHARGE, {"id": reservation_id, "pairs": pairs, "t": tokens, "history": history})]
+
+    @staticmethod
+    def ledger_charge(balances: Sequence[Any], tokens: int, history: History | None) -> Keyed:
+        """The same for the SQLite ledger's balances (`ledger.Balance`: no reservation rows)."""
+        return "balance", LEDGER_CHARGE, {"balances": balances, "t": tokens, "history": history}
 
     def combine(self, statements: Sequence[Keyed]) -> list[Keyed]:
-        """A batch's statements with the charges of one balance row (and the history of
-        one usage row) added up into one; on PostgreSQL the batch's charges are then one
-        statement altogether (`_CHARGE_BATCH`: a round trip, where a statement per row
-        cost ~45 µs of the gateway's CPU per row as an `executemany`). Anything else is
-        kept as it is."""
-        combined: dict[Any, Keyed] = {}
-        for index, (key, sql, params) in enumerate(statements):
-            if sql not in _SUMMED:
-                combined[index] = (key, sql, params)
+        """A batch's statements with its turns' charges (the markers) made SQL: on
+        PostgreSQL one statement for every balance row (`_CHARGE_BATCH`: one round trip,
+        where a statement per row cost ~45 µs of the gateway's CPU per row), on SQLite
+        one per balance row; and one history upsert per usage row. Anything else is kept
+        as it is. Keyed by lock order (`storage.writer.Keyed`)."""
+        charges: dict[tuple[str, str], int] = {}     # by (limiter name, subject)
+        released: list[tuple[str, str]] = []          # reservation rows: (id, limiter name)
+        usage: dict[tuple[str, str, str, date], list[int]] = {}
+        kept: list[Keyed] = []
+        for statement in statements:
+            kind, params = statement[1], statement[2]
+            if kind == CHARGE:
+                tokens = params["t"]
+                for limiter, subject in params["pairs"]:
+                    key = (limiter.name, subject)
+                    charges[key] = charges.get(key, 0) + tokens
+                    released.append((params["id"], limiter.name))
+            elif kind == LEDGER_CHARGE:
+                tokens = params["t"]
+                for balance in params["balances"]:
+                    charges[balance.key] = charges.get(balance.key, 0) + tokens
+            else:
+                kept.append(statement)
                 continue
-            found = combined.get((key, sql))
-            if found is None:
-                combined[(key, sql)] = (key, sql, params)
-                continue
-            total = dict(found[2])
-            for name in _SUMMED[sql]:
-                total[name] = total[name] + params[name]   # a new list: the turn keeps its own
-            if "now" in params:
-                total["now"] = max(total["now"], params["now"])
-            combined[(key, sql)] = (key, sql, total)
-        result = list(combined.values())
-        charges = [params for _, sql, params in result if sql == _CHARGE_RESERVED]
+            if params["history"] is not None:
+                user, provider, model, input_tokens, output_tokens, day = params["history"]
+                row = usage.setdefault((user, provider, model, day), [0, 0])
+                row[0] += input_tokens
+                row[1] += output_tokens
         if not charges:
-            return result
-        pairs = [(params["l"], params["s"], params["t"]) for params in charges]
-        ids = [(id_, params["l"]) for params in charges for id_ in params["ids"]]
-        batch = {"ls": [l for l, _, _ in pairs], "ss": [s for _, s, _ in pairs], "ts": [t for _, _, t in pairs],
-                 "ids": [id_ for id_, _ in ids], "rl": [l for _, l in ids],
-                 "now": max(params["now"] for params in charges)}
-        first = min(key for key, sql, _ in result if sql == _CHARGE_RESERVED)
-        return [(key, sql, params) for key, sql, params in result if sql != _CHARGE_RESERVED] + \
-            [(first, _CHARGE_BATCH, batch)]
+            return kept
+        stamp = iso(datetime.now(timezone.utc))   # `updated_at` only: the process clock will do
+        if released:
+            first = min(charges)
+            kept.append((f"balance\0{first[0]}\0{first[1]}", _CHARGE_BATCH,
+                         {"c": orjson.dumps([[name, subject, tokens] for (name, subject), tokens in charges.items()])
+                          .decode(), "g": orjson.dumps(released).decode(), "now": stamp}))
+        else:
+            kept.extend((f"balance\0{name}\0{subject}", _CHARGE, {"t": tokens, "now": stamp, "l": name, "s": subject})
+                        for (name, subject), tokens in charges.items())
+        kept.extend((f"usage\0{user}\0{provider}\0{model}\0{day.isoformat()}", _USAGE,
+                     {"u": user, "p": provider, "m": model, "d": day.isoformat(), "i": used[0], "o": used[1]})
+                    for (user, provider, model, day), used in usage.items())
+        return kept
 
     async def sweep(self, now: datetime) -> int:
         """Release reservations past their expiry (PostgreSQL): each row deleted once,

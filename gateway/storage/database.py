@@ -25,6 +25,12 @@ from gateway.storage.migrations import BASELINE, LEGACY_BOOKKEEPING, MIGRATIONS
 Row = Mapping[str, Any]
 Params = Mapping[str, Any] | Sequence[Any]
 
+# Begins a statement of `Database.write` that neither reads what the statement before it
+# writes nor writes what it reads (a batch's quota charge after the turns' records): on
+# PostgreSQL the two may then go as one statement, one round trip instead of two. A
+# comment, so SQLite runs it as it is.
+SHARES_TRIP = "/* independent of the statement before it */ "
+
 
 def committed(done: asyncio.Future, error: BaseException | None) -> None:
     """Tell a group commit's waiter how its write went (a waiter that gave up is left

@@ -172,7 +172,10 @@ class PostgresDatabase(database.Database):
                 end = start + 1
                 while end < len(statements) and statements[end][0] == statements[start][0]:
                     end += 1
-                if end - start == 1:
+                if end - start == 1 and _shares_trip(statements, start):
+                    rows.extend(dict(row) for row in await conn.fetch(*_together(statements[start], statements[end])))
+                    end += 1
+                elif end - start == 1:
                     rows.extend(dict(row) for row in await conn.fetch(*_flat(*statements[start])))
                 else:
                     query = _numbered(statements[start][0])[0]
@@ -230,6 +233,27 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     (`pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`), a round trip per
     release, about as costly as the statement itself; the gateway keeps no session state
     (no session locks, cursors, LISTEN or SET: `search_path` is a start-up setting)."""
+
+
+def _shares_trip(statements: Sequence[tuple[str, Params]], index: int) -> bool:
+    """Whether the statement at `index` can carry the next one (`database.SHARES_TRIP`):
+    one of a kind, returning nothing, and the next one alone of its kind too (a run of
+    one text goes as an `executemany`)."""
+    after = index + 1
+    return (after < len(statements) and statements[after][0].startswith(database.SHARES_TRIP)
+            and "RETURNING" not in statements[index][0] and statements[index][0] != statements[after][0]
+            and (after + 1 == len(statements) or statements[after + 1][0] != statements[after][0]))
+
+
+def _together(first: tuple[str, Params], second: tuple[str, Params]) -> list[Any]:
+    """Two statements as one: the first as a data-modifying CTE of the second (which
+    begins with `WITH`); PostgreSQL runs both, in one snapshot (fine: independent)."""
+    head, head_args = _statement(*first)
+    sql = second[0][len(database.SHARES_TRIP):]
+    assert sql.startswith("WITH "), "a statement that shares a trip begins with WITH"
+    tail, tail_args = _statement(sql, second[1])
+    shifted = re.sub(r"\$(\d+)", lambda match: f"${int(match.group(1)) + len(head_args)}", tail[len("WITH "):])
+    return [f"WITH shared_trip AS ({head}), {shifted}", *head_args, *tail_args]
 
 
 def _flat(sql: str, params: Params) -> list[Any]:

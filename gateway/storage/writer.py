@@ -109,7 +109,7 @@ class TurnWriter:
             results, returned = [], []
             for entry, extra, _ in batch:
                 try:
-                    await self._repository.save_many([entry], in_lock_order(extra))
+                    await self._repository.save_many([entry], in_lock_order(self.combine(extra) if self.combine else extra))
                     results.append(None)
                 except Exception as exc:
                     log.error("recording turn %s failed: %s", entry[1] and entry[1].response_id, exc)

@@ -198,7 +198,10 @@ def _wait_for(check, timeout: float = 20.0) -> None:
 
 
 def run_concurrently(replicas, user: str, count: int) -> list:
-    slow = {**HI, "metadata": {"scripted_delay_ms": "300"}}
+    # Long enough that all of them have asked before the first admitted one ends and
+    # gives its reservation back, even on a loaded machine (at 300 ms, the full suite
+    # once spread the 50 over more than that, and 18 were admitted one after another).
+    slow = {**HI, "metadata": {"scripted_delay_ms": "3000"}}
 
     def one(index: int):
         return replicas[index % len(replicas)].post(f"/v1/responses?user_id={user}", slow, timeout=60)

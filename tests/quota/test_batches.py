@@ -43,7 +43,7 @@ async def test_concurrent_admissions_are_one_statement_each_all_or_none(database
                                           for r in results if r not in admitted)
         assert await rows(db) == {"cluster": 1000, "daily": 1000}
         for reservation in batch + admitted:
-            await quota.write(await quota.charge_statements(reservation, 30, 7, "m", "p"))
+            await quota.write(quota.charge_statements(reservation, 30, 7, "m", "p"))
         assert await rows(db) == {"cluster": 0, "daily": 0}
         assert await quota.available("ann") == {"daily": 1000 - 10 * 37, "cluster": 1500 - 10 * 37}
         assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 0
@@ -65,7 +65,7 @@ async def test_balances_read_after_a_writer_batch_serve_its_turns(database_confi
     quota, db = await open_service(database_config, [LIMITERS[0], LIMITERS[2]])
     try:
         turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "bo")]
-        charges = [await quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
+        charges = [quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
         await quota.write([statement for charge in charges for statement in charge])
         await quota.after_commit([statement for charge in charges for statement in charge])
         reads = 0
@@ -84,7 +84,7 @@ async def test_balances_read_after_a_writer_batch_serve_its_turns(database_confi
         assert reads == 1
         # A writer batch's combined charge returns the balances after it: no read at all.
         turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "cy")]
-        charges = [statement for turn in turns for statement in await quota.charge_statements(turn, 30, 7, "m", "p")]
+        charges = [statement for turn in turns for statement in quota.charge_statements(turn, 30, 7, "m", "p")]
         returned = await db.write(in_lock_order(quota.store.combine(charges)))
         await quota.after_commit(charges, returned)
         assert await quota.available_after_batch("ann") == {"daily": 926, "cluster": 100000 - 4 * 37}
@@ -99,17 +99,18 @@ async def test_a_batch_of_charges_is_one_statement_per_row(database_config):
     quota, db = await open_service(database_config, [LIMITERS[0], LIMITERS[2]], enable_token_history=True)
     try:
         turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "ann", "bo")]
-        charges = [await quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
+        charges = [quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
         each = [statement for charge in charges for statement in charge]
         combined = quota.store.combine(each)
-        # ann's daily and usage rows, bo's, and the cluster's: five rows, five statements
-        # (on PostgreSQL the three balance rows' charges then go as one).
-        assert len(each) == 9 and len(combined) == (3 if db.shared else 5)
+        # Each turn hands over one marker, made statements by `combine`: ann's daily and
+        # usage rows, bo's, and the cluster's: five rows, five statements (on PostgreSQL
+        # the three balance rows' charges then go as one).
+        assert len(each) == 3 and len(combined) == (3 if db.shared else 5)
         if db.shared:
             # bo's reservation expired and was swept first: it is released once, not twice.
             await db.execute("UPDATE gateway_quota_reservations SET expires_at = :t WHERE id = :id",
-                             {"t": iso(await quota.now()), "id": turns[2].id})
-            assert await quota.store.sweep(await quota.now()) == 2
+                             {"t": iso(quota.now()), "id": turns[2].id})
+            assert await quota.store.sweep(quota.now()) == 2
         await quota.write(combined)
         assert await quota.available("ann") == {"daily": 1000 - 2 * 37, "cluster": 100000 - 3 * 37}
         assert await quota.available("bo") == {"daily": 963, "cluster": 100000 - 3 * 37}
@@ -117,9 +118,8 @@ async def test_a_batch_of_charges_is_one_statement_per_row(database_config):
         assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 0
         usage = await quota.store.usage("2000-01-01", "2999-12-31", "ann")
         assert [(row["input_tokens"], row["output_tokens"]) for row in usage] == [(60, 14)]
-        # Each turn keeps its own statements (a batch that fails is retried turn by turn).
-        assert [params.get("ids", ["-"])[:2] for _, _, params in charges[0][:1]] == \
-            [[turns[0].id] if db.shared else ["-"]]
+        # Each turn keeps its own marker (a batch that fails is retried turn by turn).
+        assert charges[0][0][2].get("id", "-") == (turns[0].id if db.shared else "-")
     finally:
         await quota.close()
         await db.close()
@@ -143,5 +143,38 @@ async def test_a_turn_cancelled_while_its_batch_is_admitted_gives_its_tokens_bac
         assert await rows(db) == {"daily": 100}
         await quota.release(reservation)
     finally:
+        await quota.close()
+        await db.close()
+
+
+async def test_a_batch_retried_turn_by_turn_keeps_each_good_turns_charge(database_config):
+    """A writer batch that fails (here a duplicate response id) is retried turn by turn,
+    each turn's charge combined again (SQLite's `ledger_charge` markers are not SQL):
+    the good turn is recorded and charged, the bad one neither."""
+    from gateway.storage.conversations import ConversationRepository
+    from gateway.storage.writer import TurnWriter
+    from tests.storage.test_conversations import conversation, turn
+
+    quota, db = await open_service(database_config, [LIMITERS[0]])
+    repository = ConversationRepository(db)
+    await repository.save(conversation(), turn("taken"))
+    writer = TurnWriter(repository, linger=0.01)
+    writer.combine = quota.store.combine
+    writer.start()
+    try:
+        good, bad = [await quota.reserve(who("ann"), REQUEST) for _ in range(2)]
+        recorded = writer.submit(conversation(), turn("fresh"), extra=quota.charge_statements(good, 30, 7, "m", "p"))
+        failed = writer.submit(conversation(), turn("taken"), extra=quota.charge_statements(bad, 40, 9, "m", "p"))
+        await recorded
+        with pytest.raises(Exception, match="gateway_turns.response_id"):
+            await failed
+        quota.forget(bad)   # as the pipeline does when a turn's record failed (`Pipeline._finished`)
+        # Only the good turn's 37 tokens are spent, in the database and as the service
+        # tells it (SQLite's ledger read its balances again after the failure).
+        assert await quota.available("ann") == {"daily": 1000 - 37}
+        stored = await db.fetchone("SELECT available FROM gateway_quota_balances WHERE subject = 'ann'")
+        assert int(stored["available"]) == 1000 - 37
+    finally:
+        await writer.close()
         await quota.close()
         await db.close()

@@ -61,7 +61,7 @@ async def test_concurrent_admission_never_overspends(database_config):
         assert refused[0].status == 429 and refused[0].headers["x-should-retry"] == "false"
         # Each admitted turn used 37 tokens: the balance is what running them one by one leaves.
         for reservation in admitted:
-            await quota.write(await quota.charge_statements(reservation, 30, 7, "m", "p"))
+            await quota.write(quota.charge_statements(reservation, 30, 7, "m", "p"))
         assert await quota.available("ann") == {"daily": 1000 - 10 * 37}
         assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 0
     finally:
@@ -81,7 +81,7 @@ async def test_limiters_have_their_own_balances_and_replenish_exactly(database_c
     quota, db = await open_service(database_config)
     try:
         reservation = await quota.reserve(who("bo"), REQUEST)
-        await quota.write(await quota.charge_statements(reservation, 200, 50, "m", "p"))
+        await quota.write(quota.charge_statements(reservation, 200, 50, "m", "p"))
         assert await quota.available("bo") == {"daily": 750, "monthly": 4750, "cluster": 99750}
         assert await quota.available("cy") == {"daily": 1000, "monthly": 5000, "cluster": 99750}
         # Move bo's stored times back 3 days and 2 hours: three daily top-ups are due,
@@ -129,8 +129,8 @@ async def test_refusals_name_the_limiter_and_the_shortfall(database_config):
         if db.shared:
             # A reservation whose turn never settles (its replica died) stops counting
             # once it expires, and the sweep deletes it.
-            await db.execute("UPDATE gateway_quota_reservations SET expires_at = :t", {"t": iso(await quota.now())})
-            assert await quota.store.sweep(await quota.now()) == 1
+            await db.execute("UPDATE gateway_quota_reservations SET expires_at = :t", {"t": iso(quota.now())})
+            assert await quota.store.sweep(quota.now()) == 1
             assert (await quota.held(quota.pairs("di")))[0].reserved == 0
         else:
             assert (await quota.held(quota.pairs("di")))[0].reserved == 100

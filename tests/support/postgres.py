@@ -107,8 +107,10 @@ class PostgresServer:
         shutil.rmtree(self._data, ignore_errors=True)
 
 
-def start_postgres(log_dir: Path, tls: TestCa | None = None) -> PostgresServer:
-    """`tls`: also accept TLS with a server certificate that CA signed for 127.0.0.1."""
+def start_postgres(log_dir: Path, tls: TestCa | None = None, core: int | None = None) -> PostgresServer:
+    """`tls`: also accept TLS with a server certificate that CA signed for 127.0.0.1.
+    `core`: run the server and every backend it forks on that CPU only (the benchmark
+    keeps peers off the measured gateway's core)."""
     bin_dir = postgres_bin()
     assert bin_dir is not None and installed(), f"PostgreSQL is not set up: run {SETUP_SCRIPT}"
     # Not under pytest's tmp dirs: their parents are private to root.
@@ -137,7 +139,8 @@ def start_postgres(log_dir: Path, tls: TestCa | None = None) -> PostgresServer:
                    "-c", f"ssl_key_file={base / 'server.key'}"]
     port = free_port()
     # fsync off: a test server's data dies with the session; crashes are not tested here.
-    proc = spawn(f"postgres-{port}", _as_server_user([
+    pinned = ["taskset", "-c", str(core)] if core is not None else []
+    proc = spawn(f"postgres-{port}", pinned + _as_server_user([
         str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
         "-c", f"unix_socket_directories={sockets}", "-c", "fsync=off", "-c", "max_connections=200",
         "-c", "password_encryption=scram-sha-256", *options]), log_dir, cwd=Path("/"))
