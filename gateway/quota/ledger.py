@@ -147,13 +147,6 @@ class Ledger:
                 else brought_up_to_date(balance.state, balance.limiter, clock()).available for balance in balances]
 
     @staticmethod
-    def fresh(balances: Sequence[Balance]) -> bool:
-        for balance in balances:
-            if balance.stale:
-                return False
-        return True
-
-    @staticmethod
     def forget(balances: Sequence[Balance]) -> None:
         """A write failed: read these balances again before their next use (what
         reservations hold of them stays)."""
