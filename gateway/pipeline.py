@@ -203,9 +203,7 @@ class Pipeline:
         except Exception:  # the writer logged it
             raise database_error() from None
         if quotas is None and turn.reservation is not None:   # the writer's future: the charge is committed
-            quotas = self._quota.settled(turn.reservation)
-            if quotas is None:
-                quotas = await self._quota.available(turn.identity.user_id)
+            quotas = await self._balances_after_charge(turn)
         turn.quotas = quotas or {}
         return turn.quotas
 
@@ -220,6 +218,13 @@ class Pipeline:
         if not (turn.store and self._quota.shares_turn_database):
             return None
         return self._writer.submit(*self._records(turn), extra=self._charge(turn))   # failed: `_finished`
+
+    async def _balances_after_charge(self, turn: Turn) -> dict[str, int]:
+        """`available_quotas` once the turn's charge is committed: without I/O nearly
+        always (`QuotaService.settled`), else read."""
+        assert turn.reservation is not None
+        quotas = self._quota.settled(turn.reservation)
+        return quotas if quotas is not None else await self._quota.available(turn.identity.user_id)
 
     def _charge(self, turn: Turn) -> list:
         """The charge of a turn with a result: the upstream's input + output tokens; a
@@ -245,9 +250,7 @@ class Pipeline:
                     charge = []
                 await self._writer.submit(*self._records(turn), extra=charge)
                 if charge:
-                    assert turn.reservation is not None
-                    quotas = self._quota.settled(turn.reservation)
-                    return quotas if quotas is not None else await self._quota.available(turn.identity.user_id)
+                    return await self._balances_after_charge(turn)
             elif charge:
                 await self._quota.write(charge)
         except BaseException:

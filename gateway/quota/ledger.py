@@ -141,10 +141,16 @@ class Ledger:
             balance.state.available -= charge   # in place: the ledger's states are its own
 
     @staticmethod
-    def available(balances: Sequence[Balance], moment: float, clock: Callable[[], datetime]) -> list[int]:
-        """Each balance's available tokens at `moment` (a due top-up shown applied)."""
-        return [balance.state.available if moment < balance.due
-                else brought_up_to_date(balance.state, balance.limiter, clock()).available for balance in balances]
+    def available(balances: Sequence[Balance], moment: float, clock: Callable[[], datetime]) -> list[int] | None:
+        """Each balance's available tokens at `moment` (a due top-up shown applied); None
+        when one is stale (read it again first: `load`)."""
+        values = []
+        for balance in balances:
+            if balance.stale:
+                return None
+            values.append(balance.state.available if moment < balance.due
+                          else brought_up_to_date(balance.state, balance.limiter, clock()).available)
+        return values
 
     @staticmethod
     def forget(balances: Sequence[Balance]) -> None:

@@ -39,7 +39,7 @@ from gateway.config_quota import QuotaHandlersConfig, QuotaLimiterConfig, same_d
 from gateway.config_database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.admission import Admissions
-from gateway.quota.balances import brought_up_to_date, seconds_until
+from gateway.quota.balances import seconds_until
 from gateway.quota.ledger import Balance, Ledger
 from gateway.quota.store import CHARGE, Held, Pair, QuotaStore
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
@@ -262,7 +262,6 @@ class QuotaService:
         if self._ledger is not None and reservation is not None:
             self._ledger.forget(reservation.balances)
 
-
     async def release(self, reservation: Reservation, charge: int = 0) -> None:
         """End a reservation whose turn has no usage to charge: `charge` tokens (an
         abandoned turn is charged its reservation), the reservation deleted."""
@@ -283,13 +282,19 @@ class QuotaService:
         if not self.enabled:
             return {}
         pairs = self.pairs(user_id)
-        if self._ledger is not None:
-            found = await self._ledger.load(user_id, pairs, self.now())
-            balances = dict(zip(self._by_name_names, self._ledger.available(found, time.time() + self._offset,
-                                                                            self.now)))
-        else:
-            balances = {held.limiter.name: held.state.available for held in await self.held(pairs)}
-        return {name: balances[name] for name in self._names}  # in configuration order
+        if self._ledger is None:
+            return self._shown([held.state.available for held in await self.held(pairs)])
+        values = Ledger.available(await self._ledger.load(user_id, pairs, self.now()), time.time() + self._offset,
+                                  self.now)
+        assert values is not None   # just loaded: none stale
+        return self._shown(values)
+
+    def _shown(self, values: Sequence[int]) -> dict[str, int]:
+        """Balances in lock order (`pairs()`) as `available_quotas` shows them: by limiter
+        name, in configuration order."""
+        if self._in_lock_order:
+            return dict(zip(self._names, values))
+        return {name: values[index] for name, index in self._configuration_order}
 
     @property
     def reads_after_batches(self) -> bool:
@@ -321,14 +326,9 @@ class QuotaService:
         PostgreSQL's as read after the writer's batch that charged it (or a later one)."""
         if self._ledger is None:
             return self._after_batch_for(reservation.pairs)
-        moment = time.time() + self._offset
-        shown = {}
-        for balance in reservation.balances:
-            if balance.stale:
-                return None
-            shown[balance.limiter.name] = balance.state.available if moment < balance.due else \
-                brought_up_to_date(balance.state, balance.limiter, self.now()).available
-        return shown if self._in_lock_order or not shown else {name: shown[name] for name in self._names}
+        values = Ledger.available(reservation.balances, time.time() + self._offset, self.now) \
+            if reservation.balances else None
+        return self._shown(values) if values is not None else None
 
     def _after_batch_for(self, pairs: tuple[Pair, ...]) -> dict[str, int] | None:
         found = self._after_batch
@@ -336,7 +336,7 @@ class QuotaService:
             values = [found[(limiter.name, subject)] for limiter, subject in pairs]
         except KeyError:
             return None
-        return {name: values[index] for name, index in self._configuration_order}
+        return self._shown(values)
 
     async def available_after_batch(self, user_id: str) -> dict[str, int]:
         """`available()`, from the balances read after the writer's last batch when it
