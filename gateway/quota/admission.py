@@ -1,15 +1,17 @@
 """Group admission on PostgreSQL: one statement for the turns that arrive together.
 
-Admission must see every replica's reservations, so on PostgreSQL it is a statement
-(`QuotaStore.reserve`), and a round trip costs the gateway more CPU than the rest of a
-turn's quota work (~150 µs through asyncpg on the benchmark's VM). As with the turn
-writer's group commit, turns that ask while a statement is in flight go together in
-the next one: one task sends the queue as one statement, which locks the batch's
-balance rows in lock order and reserves every turn's tokens only if each balance has
-room for the batch's sum (so nothing is overspent, across replicas too: the rows are
-locked). A batch that does not fit (a balance missing, due a top-up, or short for the
-sum) reserves nothing, and its turns try alone (`QuotaService.reserve`), each all or
-none as before. No lingering: a turn alone is sent at once.
+Admission must see every replica's reservations, so on PostgreSQL a turn the replica's
+holds cannot cover in memory (`holds.py`) asks the database (`QuotaStore.reserve`), and
+a round trip costs the gateway more CPU than the rest of a turn's quota work (~90 µs
+through asyncpg on the benchmark's VM). As with the turn writer's group commit, turns
+that ask while a statement is in flight go together in the next one: one task sends the
+queue as one statement, which locks the batch's balance rows in lock order and reserves
+the batch's need on each (with a spare for the turns after it when the balance has
+plenty of room) only if each balance has room for the batch's sum (so nothing is
+overspent, across replicas too: the rows are locked). A batch that does not fit (a
+balance missing, due a top-up, or short for the sum) reserves nothing, and its turns
+try alone (`QuotaService.reserve`), each all or none as before. No lingering: a turn
+alone is sent at once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Awaitable, Callable
 
+from gateway.quota.holds import SPARE, Hold, Holds
 from gateway.quota.store import QuotaStore
 
 if TYPE_CHECKING:
@@ -30,11 +33,12 @@ _MAX_BATCH = 500
 
 
 class Admissions:
-    def __init__(self, store: QuotaStore, clock: Callable[[], datetime], seconds: float,
+    def __init__(self, store: QuotaStore, holds: Holds, clock: Callable[[], datetime], seconds: float,
                  orphan: Callable[["Reservation"], Awaitable[None]]):
         self._store = store
+        self._holds = holds
         self._clock = clock
-        self._seconds = seconds            # a reservation's lifetime (`reservation_seconds`)
+        self._seconds = seconds            # a hold row's lifetime without renewal (`reservation_seconds`)
         self._orphan = orphan              # releases a reservation whose caller left
         self._queue: list[tuple[Reservation, asyncio.Future]] = []
         self._task: asyncio.Task | None = None
@@ -50,15 +54,18 @@ class Admissions:
             self._task = asyncio.ensure_future(self._run())
         return await done
 
+    async def alone(self, reservation: "Reservation") -> bool:
+        """One turn's admission, at once (after its batch did not fit)."""
+        return await self._ask([reservation], spare=False)
+
     async def _run(self) -> None:
         while self._queue:
-            batch, self._queue = self._queue[:_MAX_BATCH], self._queue[_MAX_BATCH:]
+            batch = self._from_spare(self._queue[:_MAX_BATCH])
+            self._queue = self._queue[_MAX_BATCH:]
+            if not batch:
+                continue
             try:
-                now = self._clock()
-                self.statements += 1
-                admitted = await self._store.reserve(
-                    [(reservation.id, reservation.pairs, reservation.tokens) for reservation, _ in batch],
-                    now, now + timedelta(seconds=self._seconds))
+                admitted = await self._ask([reservation for reservation, _ in batch], spare=True)
             except BaseException as exc:
                 for _, done in batch:
                     if not done.done():
@@ -74,3 +81,53 @@ class Admissions:
                     released = asyncio.ensure_future(self._orphan(reservation))
                     self._releasing.add(released)   # a task the loop only holds weakly
                     released.add_done_callback(self._releasing.discard)
+
+    def _from_spare(self, batch: list[tuple["Reservation", asyncio.Future]]) -> list[tuple["Reservation", asyncio.Future]]:
+        """Admit the queued turns the spare now covers (the statement before this one
+        brought some): the others still need a statement."""
+        rest = []
+        now = self._clock().timestamp()
+        for reservation, done in batch:
+            if done.done():   # its request was cancelled while it waited: nothing to reserve
+                continue
+            holds = self._holds.admit(reservation.pairs, reservation.tokens, now)
+            if holds is None:
+                rest.append((reservation, done))
+            else:
+                reservation.holds = holds
+                done.set_result(True)
+        return rest
+
+    async def _ask(self, reservations: list["Reservation"], spare: bool) -> bool:
+        """One statement for these turns: each one's tokens on each of its balances,
+        reserved on this replica's holds, all or none."""
+        needs: dict[Hold, int] = {}
+        for reservation in reservations:
+            reservation.holds = self._holds.for_pairs(reservation.pairs)
+            for hold in reservation.holds:
+                needs[hold] = needs.get(hold, 0) + reservation.tokens
+        for hold in needs:
+            hold.asking += 1
+        try:
+            now = self._clock()
+            self.statements += 1
+            granted = await self._store.reserve(
+                [(hold.id, hold.limiter, hold.subject, need, max(SPARE * need, SPARE * hold.used) if spare else 0)
+                 for hold, need in needs.items()],
+                now, now + timedelta(seconds=self._seconds))
+        except BaseException:
+            granted = None
+            raise
+        finally:
+            for hold in needs:
+                hold.asking -= 1
+            if granted is None:
+                for reservation in reservations:
+                    reservation.holds = ()
+        if granted is None:
+            return False
+        for hold, need in needs.items():
+            tokens, hold.until = granted[(hold.limiter, hold.subject)]
+            hold.held += tokens
+            hold.used += need
+        return True

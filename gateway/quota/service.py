@@ -12,8 +12,9 @@
 - `settled()` / `available()`: `available_quotas`, keyed by limiter name (`settled()`
   without I/O once the charge is committed, which is nearly always).
 - A background task (every `scheduler.period` seconds) measures the database clock's
-  offset and releases expired reservations (PostgreSQL; on SQLite the balances and
-  reservations in use live in this process, `ledger.py`, the file's one writer).
+  offset and, on PostgreSQL, gives this replica's spare back (`holds.py`) and releases
+  expired holds (on SQLite the balances and reservations in use live in this process,
+  `ledger.py`, the file's one writer).
 - `now()`: the database's clock, for every period computation, without I/O.
 
 The per-turn path (reserve, charge, settled) awaits nothing it does not have to: on
@@ -40,6 +41,7 @@ from gateway.config_database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.admission import Admissions
 from gateway.quota.balances import seconds_until
+from gateway.quota.holds import Hold, Holds
 from gateway.quota.ledger import Balance, Ledger
 from gateway.quota.store import CHARGE, Held, Pair, QuotaStore
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
@@ -56,11 +58,12 @@ _TICK = 0.001  # now()'s resolution in seconds
 
 @dataclass(slots=True, eq=False)   # not frozen: a frozen dataclass costs a turn ~1 µs more to make
 class Reservation:
-    id: str
     user_id: str
     tokens: int
     pairs: tuple[Pair, ...]
     balances: tuple[Balance, ...] = ()   # SQLite: the ledger's, in the order of `pairs`
+    holds: tuple[Hold, ...] = ()         # PostgreSQL: this replica's holds it reserved on (`holds.py`)
+    open: bool = True                    # until its end is known (`QuotaService._ended`)
 
 
 def estimate(raw: Any, output_reservation: int) -> int:
@@ -95,16 +98,16 @@ class QuotaService:
         self.store = QuotaStore(db) if db is not None else None
         # One writer process (SQLite): admission in memory, written through (ledger.py).
         self._ledger = Ledger(self.store) if self.store is not None and not db.shared else None
-        # Several replicas (PostgreSQL): admission is a statement, shared by concurrent turns.
-        self._admissions = Admissions(self.store, self.now, config.reservation_seconds, self.release) \
+        # Several replicas (PostgreSQL): admission is a statement, shared by concurrent
+        # turns, that reserves on this replica's holds; their spare admits in memory.
+        self._holds = Holds(uuid.uuid4().hex[:16] + "-")   # hold row ids: this process's prefix and a count
+        self._admissions = Admissions(self.store, self._holds, self.now, config.reservation_seconds, self.release) \
             if self.store is not None and self._ledger is None and config is not None else None
         self.shares_turn_database = shares_turn_database
         self._owns_db = owns_db
         self._offset = 0.0        # database clock minus process clock (seconds): `sync_clock()`
         self._last: tuple[float, datetime] = (-math.inf, datetime.min)   # the last now() made
         self._task: asyncio.Task | None = None
-        self._prefix = uuid.uuid4().hex[:16] + "-"   # reservation ids: `_new_id()`
-        self._count = 0
 
     @classmethod
     async def open(cls, config: QuotaHandlersConfig | None, turn_db: Database,
@@ -130,9 +133,16 @@ class QuotaService:
             self._task = asyncio.ensure_future(self._scheduler())
 
     async def close(self) -> None:
+        """Stop the scheduler and delete this replica's hold rows (after the pipeline
+        drained its turns), so a restart leaves nothing reserved."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._admissions is not None and len(self._holds):
+            try:
+                await self._give_back(self._holds.forget_all())
+            except Exception as exc:   # they expire after reservation_seconds instead
+                log.warning("deleting this replica's quota holds at shutdown failed: %s", exc)
         if self._owns_db and self.store is not None:
             await self.store.db.close()
 
@@ -146,12 +156,6 @@ class QuotaService:
             found = self._pairs[user_id] = tuple((limiter, user_id if limiter.type == "user_limiter" else CLUSTER)
                                                  for limiter in self._by_name)
         return found
-
-    def _new_id(self) -> str:
-        """A reservation row's id: this process's random prefix and a count (unique across
-        replicas; a uuid4 a turn cost more)."""
-        self._count += 1
-        return f"{self._prefix}{self._count:x}"
 
     async def sync_clock(self) -> None:
         """Measure the database clock's offset from the process clock (`Database.now()`):
@@ -173,10 +177,12 @@ class QuotaService:
             return None
         assert self.store is not None and self.config is not None
         need = estimate(raw, self.config.output_reservation)
-        # Reservation rows (PostgreSQL) need an id; the ledger keeps none.
-        reservation = Reservation(self._new_id() if self._ledger is None else "", identity.user_id, need,
-                                  self.pairs(identity.user_id))
+        reservation = Reservation(identity.user_id, need, self.pairs(identity.user_id))
         ledger = self._ledger
+        if ledger is None and (holds := self._holds.admit(reservation.pairs, need, time.time() + self._offset)) \
+                is not None:
+            reservation.holds = holds   # the spare of this replica's holds covers it: no await at all
+            return reservation
         balances = outcome = None
         if ledger is not None and (balances := ledger.lookup(reservation.user_id, reservation.pairs)) is not None:
             outcome = ledger.reserve(balances, need, time.time() + self._offset, self.now)
@@ -192,9 +198,7 @@ class QuotaService:
                 return reservation
             now = self.now()
             for attempt in range(_ATTEMPTS):
-                if (attempt or admitted is None) and await self.store.reserve(
-                        [(reservation.id, reservation.pairs, need)], now,
-                        now + timedelta(seconds=self.config.reservation_seconds)):
+                if (attempt or admitted is None) and await self._admissions.alone(reservation):
                     return reservation
                 # A balance is missing, due a top-up, or short: which one?
                 for held in await self.store.bring_up_to_date(reservation.pairs, now):
@@ -253,29 +257,48 @@ class QuotaService:
         assert self.store is not None
         dated = (*history, self.now().date()) if history is not None else None
         if self._ledger is None:
-            return self.store.charge_statements(reservation.id, reservation.pairs, charge, dated)
+            return self.store.charge_statements(reservation, charge, dated)
         self._ledger.settle(reservation.balances, reservation.tokens, charge)
         return [self.store.ledger_charge(reservation.balances, charge, dated)]
 
     def forget(self, reservation: Reservation | None) -> None:
-        """A charge could not be written: the ledger reads the balances again."""
+        """A charge could not be written: the ledger reads the balances again; on
+        PostgreSQL the turn's tokens stay held, as spare (`_ended`)."""
         if self._ledger is not None and reservation is not None:
             self._ledger.forget(reservation.balances)
+        elif reservation is not None:
+            self._ended(reservation, released=False)
+
+    @staticmethod
+    def _ended(reservation: Reservation, released: bool) -> None:
+        """A PostgreSQL turn's end, once: its holds stop counting it as used, and lose
+        its tokens when its committed charge took them off the rows (`released`)."""
+        if reservation.open:
+            reservation.open = False
+            Holds.ended(reservation.holds, reservation.tokens, released)
+
+    def _charged(self, statements: Sequence[Keyed]) -> None:
+        """The turns whose charges (markers) these committed statements hold ended."""
+        for _, kind, params in statements:
+            if kind == CHARGE:
+                self._ended(params["r"], released=True)
 
     async def release(self, reservation: Reservation, charge: int = 0) -> None:
         """End a reservation whose turn has no usage to charge: `charge` tokens (an
         abandoned turn is charged its reservation), the reservation deleted."""
         try:
             await self.write(self._end(reservation, charge, None))
-        except Exception as exc:  # it expires after reservation_seconds instead
+        except Exception as exc:  # held until the scheduler gives the spare back
             self.forget(reservation)
-            log.error("ending quota reservation %s (%d tokens charged) failed: %s", reservation.id, charge, exc)
+            log.error("ending the quota reservation of a turn of %s (%d tokens charged) failed: %s",
+                      reservation.user_id, charge, exc)
 
     async def write(self, statements: Sequence[Keyed]) -> None:
         """Commit a charge on its own (quota storage apart from the turn's record, or a
         turn with no record), in lock order."""
         assert self.store is not None
         await self.store.db.write(in_lock_order(self.store.combine(statements)))
+        self._charged(statements)
 
     async def available(self, user_id: str) -> dict[str, int]:
         """`available_quotas`: each applicable limiter's balance, by limiter name."""
@@ -307,6 +330,7 @@ class QuotaService:
         """After a writer batch: the balances its charges changed, as the batch's charge
         statement returned them (`rows`), else read in one query."""
         assert self.store is not None
+        self._charged(statements)
         returned = self.store.held_from(rows, self._named, self.now())
         if returned:
             self._after_batch = {(held.limiter.name, held.subject): held.state.available for held in returned}
@@ -314,7 +338,7 @@ class QuotaService:
         pairs: dict[tuple[str, str], Pair] = {}   # by (name, subject): a limiter's config is not hashable
         for _, kind, params in statements:
             if kind == CHARGE:   # (the turns' own statements: markers, `QuotaStore.charge_statements`)
-                for limiter, subject in params["pairs"]:
+                for limiter, subject in params["r"].pairs:
                     pairs[(limiter.name, subject)] = (limiter, subject)
         if pairs:
             read = await self.store.read(list(pairs.values()), self.now())
@@ -379,9 +403,28 @@ class QuotaService:
                 await self.sync_clock()
                 if self._ledger is not None:
                     continue  # reservations live in this process
+                await self.give_back_holds()
                 swept = await self.store.sweep(self.now())
                 if swept:
                     log.warning("released expired quota reservations (turns that never settled) on %d balances",
                                 swept)
             except Exception as exc:  # the next tick tries again
                 log.warning("quota scheduler: %s", exc)
+
+    async def give_back_holds(self) -> None:
+        """The scheduler's period on PostgreSQL: this replica's spare given back, idle
+        holds deleted, the others renewed (`Holds.tick`)."""
+        if self._admissions is not None:
+            await self._give_back(self._holds.tick())
+
+    async def _give_back(self, changes: list[tuple[str, str, str, int, bool]]) -> None:
+        """Hold rows given back (`Holds.tick`), their expiry renewed. A row found
+        missing was deleted by a sweep (this replica stalled past its expiry): its hold
+        no longer counts on anything in the database."""
+        if not changes:
+            return
+        assert self.store is not None and self.config is not None
+        kept = await self.store.give_back(changes, self.now() + timedelta(seconds=self.config.reservation_seconds))
+        for hold in self._holds.missing(kept, changes):
+            log.warning("quota hold %s on %s was released by another replica's sweep", hold.id, hold.limiter)
+            hold.held = 0

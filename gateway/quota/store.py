@@ -2,20 +2,22 @@
 
 Admission (`reserve`, PostgreSQL: several replicas share the balances; SQLite keeps
 them in the process, `ledger.py`) is one statement, so one round trip: it locks the
-turn's balance rows in lock order (`SELECT … FOR UPDATE`, which under READ COMMITTED
+batch's balance rows in lock order (`SELECT … FOR UPDATE`, which under READ COMMITTED
 returns each row as the last transaction that held it left it), and only if every one
-is not due a top-up and has `available - reserved >= tokens` adds the tokens to
-`reserved` and inserts the reservation rows (with their expiry). So a turn reserves on
-every limiter or on none, and no two admissions spend the same tokens. A missing row or
-a due top-up is handled by `bring_up_to_date` (a transaction that creates rows and
-applies elapsed periods once) before a second try.
+is not due a top-up and has `available - reserved >= tokens` adds the tokens (and a
+spare, when there is plenty of room) to `reserved` and to this replica's hold row
+(`holds.py`: one per replica and balance, with an expiry). So a turn reserves on every
+limiter or on none, and no two admissions spend the same tokens. A missing row or a due
+top-up is handled by `bring_up_to_date` (a transaction that creates rows and applies
+elapsed periods once) before a second try.
 
-The charge (`charge_statements`) subtracts the turn's tokens and releases its
-reservation: the statement that deletes the reservation row also takes its tokens off
-`reserved`, so a reservation is released once whether the turn or the expiry sweep gets
-there first. The turn writer commits them in the same transaction as the turn's record
-when both live in one database. Every statement that locks balance rows takes them in
-`balance_key` order, so concurrent transactions cannot deadlock.
+The charge (`charge_statements`) subtracts the turn's tokens and takes what it held off
+its holds' rows and off `reserved` in the same statement; a dead replica's rows are
+deleted by the expiry sweep, which takes their tokens off `reserved` as it does, so a
+reservation is released once whichever gets there first. The turn writer commits
+charges in the same transaction as the turn's record when both live in one database.
+Every statement that locks balance rows takes them in `balance_key` order, so
+concurrent transactions cannot deadlock.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import orjson
 
 from gateway.config_quota import QuotaLimiterConfig
 from gateway.quota.balances import BalanceState, brought_up_to_date, iso, parse_iso
+from gateway.quota.holds import ROOMY
 from gateway.storage.database import SHARES_TRIP, Database, Transaction
 from gateway.storage.writer import Keyed
 
@@ -70,22 +73,23 @@ LEDGER_CHARGE = "NOT SQL: a turn's charge (SQLite's ledger), for QuotaStore.comb
 # SQLite: one balance row's charges in a batch.
 _CHARGE = ("UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
            "WHERE limiter = :l AND subject = :s")
-# PostgreSQL: a batch's charges as one statement, the charges (`:c`) and the turns'
-# reservation rows (`:g`) each one JSON text (asyncpg encodes an array element by
-# element). The balance rows are locked in lock order first (the scalar subquery runs
-# before any row is updated), then each is charged its sum and released of what the
-# turns' deleted reservation rows held (nothing for one the expiry sweep got to first);
-# it returns the balance rows as they are then (`QuotaService.after_commit` keeps them:
-# no read after the batch). Independent of the turn records before it, so it shares the
-# last one's round trip (`SHARES_TRIP`).
+# PostgreSQL: a batch's charges as one statement, the charges (`:c`) and what the turns
+# held (`:g`, per hold row: `holds.py`) each one JSON text (asyncpg encodes an array
+# element by element). The balance rows are locked in lock order first (the scalar
+# subquery runs before any row is updated), then each is charged its sum, and the hold
+# rows and `reserved` lose what the turns held (nothing for a row the expiry sweep got
+# to first); it returns the balance rows as they are then (`QuotaService.after_commit`
+# keeps them: no read after the batch). Independent of the turn records before it, so
+# it shares the last one's round trip (`SHARES_TRIP`).
 _CHARGE_BATCH = (
     SHARES_TRIP + "WITH charges AS (SELECT c->>0 AS limiter, c->>1 AS subject, CAST(c->>2 AS BIGINT) AS tokens "
     "FROM json_array_elements(CAST(:c AS JSON)) AS c), "
     "locked AS (SELECT b.limiter FROM gateway_quota_balances b JOIN charges c "
     "ON b.limiter = c.limiter AND b.subject = c.subject "
     'ORDER BY b.limiter COLLATE "C", b.subject COLLATE "C" FOR UPDATE OF b), '
-    "gone AS (DELETE FROM gateway_quota_reservations r USING json_array_elements(CAST(:g AS JSON)) AS g "
-    "WHERE r.id = g->>0 AND r.limiter = g->>1 RETURNING r.limiter, r.subject, r.tokens), "
+    "gone AS (UPDATE gateway_quota_reservations r SET tokens = r.tokens - CAST(g->>2 AS BIGINT) "
+    "FROM json_array_elements(CAST(:g AS JSON)) AS g WHERE r.id = g->>0 AND r.limiter = g->>1 "
+    "AND (SELECT COUNT(*) FROM locked) >= 0 RETURNING r.limiter, r.subject, CAST(g->>2 AS BIGINT) AS tokens), "
     "held AS (SELECT limiter, subject, SUM(tokens) AS tokens FROM gone GROUP BY limiter, subject) "
     "UPDATE gateway_quota_balances b SET available = b.available - c.tokens, "
     "reserved = b.reserved - COALESCE(h.tokens, 0), updated_at = :now "
@@ -103,32 +107,69 @@ class QuotaStore:
     def __init__(self, db: Database):
         self.db = db
 
-    async def reserve(self, entries: Sequence[tuple[str, Sequence[Pair], int]], now: datetime,
-                      expires: datetime) -> bool:
-        """Admission (PostgreSQL) of a batch of turns, each (reservation id, pairs,
-        tokens), in one statement: True when every turn reserved its tokens on every one
-        of its pairs, False when none did (a row missing or due a top-up, or not room for
-        the batch's sum on a balance: its turns then try alone, `admission.py`)."""
-        wanted = orjson.dumps([[reservation_id, limiter.name, subject, need] for reservation_id, pairs, need in entries
-                               for limiter, subject in pairs]).decode()
-        inserted = await self.db.execute(
-            # One JSON text, not four arrays: asyncpg encodes an array element by element (~0.5 µs each).
-            "WITH wanted AS (SELECT w->>0 AS id, w->>1 AS limiter, w->>2 AS subject, CAST(w->>3 AS BIGINT) AS tokens "
-            "FROM json_array_elements(CAST(:w AS JSON)) AS w), "
-            "sums AS (SELECT limiter, subject, SUM(tokens) AS tokens FROM wanted GROUP BY limiter, subject), "
+    async def reserve(self, asked: Sequence[tuple[str, str, str, int, int]], now: datetime,
+                      expires: datetime) -> dict[tuple[str, str], tuple[int, float]] | None:
+        """Admission (PostgreSQL) of a batch of turns, in one statement: `asked` is, per
+        balance the batch reserves on, (hold id, limiter name, subject, the batch's
+        need, the spare wanted). When every balance exists, is not due a top-up and has
+        room for its need, each gets its need, plus the spare when it has `ROOMY` times
+        room for that, added to `reserved` and to this replica's hold row (`holds.py`);
+        returns what each balance's hold got and when its next top-up falls due (a
+        timestamp), by (limiter name, subject). Else None and
+        nothing changes (a row missing or due a top-up, or short for the batch: its
+        turns then try alone, `admission.py`)."""
+        rows = await self.db.fetchall(
+            # One JSON text, not five arrays: asyncpg encodes an array element by element (~0.5 µs each).
+            "WITH asked AS (SELECT a->>0 AS id, a->>1 AS limiter, a->>2 AS subject, CAST(a->>3 AS BIGINT) AS need, "
+            "CAST(a->>4 AS BIGINT) AS want FROM json_array_elements(CAST(:a AS JSON)) AS a), "
             "locked AS (SELECT b.limiter, b.subject, b.available, b.reserved, b.next_refill "
-            "FROM gateway_quota_balances b WHERE (b.limiter, b.subject) IN (SELECT limiter, subject FROM sums) "
+            "FROM gateway_quota_balances b WHERE (b.limiter, b.subject) IN (SELECT limiter, subject FROM asked) "
             # Byte order, as Python sorts `balance_key`: the lock order of every transaction.
             'ORDER BY b.limiter COLLATE "C", b.subject COLLATE "C" FOR UPDATE), '
-            "fine AS (SELECT COUNT(*) = (SELECT COUNT(*) FROM sums) AS ok FROM locked JOIN sums "
-            "USING (limiter, subject) WHERE locked.next_refill > :now "
-            "AND locked.available - locked.reserved >= sums.tokens), "
-            "taken AS (UPDATE gateway_quota_balances b SET reserved = b.reserved + sums.tokens FROM sums, fine "
-            "WHERE fine.ok AND b.limiter = sums.limiter AND b.subject = sums.subject RETURNING 1) "
-            "INSERT INTO gateway_quota_reservations (id, limiter, subject, tokens, expires_at) "
-            "SELECT id, limiter, subject, tokens, :exp FROM wanted, fine WHERE fine.ok",
-            {"w": wanted, "now": iso(now), "exp": iso(expires)})
-        return inserted == sum(len(pairs) for _, pairs, _ in entries)
+            "sized AS (SELECT a.id, a.limiter, a.subject, l.next_refill, l.available - l.reserved - a.need AS left_over, "
+            f"a.need + CASE WHEN l.available - l.reserved - a.need >= {ROOMY} * a.want THEN a.want ELSE 0 END "
+            "AS tokens FROM asked a JOIN locked l USING (limiter, subject)), "
+            "fine AS (SELECT COUNT(*) = (SELECT COUNT(*) FROM asked) AS ok FROM sized "
+            "WHERE next_refill > :now AND left_over >= 0), "
+            "taken AS (UPDATE gateway_quota_balances b SET reserved = b.reserved + s.tokens FROM sized s, fine "
+            "WHERE fine.ok AND b.limiter = s.limiter AND b.subject = s.subject RETURNING 1), "
+            "held AS (INSERT INTO gateway_quota_reservations AS r (id, limiter, subject, tokens, expires_at) "
+            "SELECT s.id, s.limiter, s.subject, s.tokens, :exp FROM sized s, fine WHERE fine.ok "
+            "ON CONFLICT (id, limiter) DO UPDATE SET tokens = r.tokens + excluded.tokens, "
+            "expires_at = excluded.expires_at RETURNING 1) "
+            "SELECT s.limiter, s.subject, s.tokens, s.next_refill FROM sized s, fine WHERE fine.ok",
+            {"a": orjson.dumps(asked).decode(), "now": iso(now), "exp": iso(expires)})
+        if not rows:
+            return None
+        return {(row["limiter"], row["subject"]): (int(row["tokens"]), parse_iso(row["next_refill"]).timestamp())
+                for row in rows}
+
+    async def give_back(self, changes: Sequence[tuple[str, str, str, int, bool]], expires: datetime) -> set[str]:
+        """Holds given back (`Holds.tick`): per hold (id, limiter name, subject, tokens,
+        delete), its row loses `tokens` and has its expiry renewed, or is deleted, and
+        `reserved` on the balance loses what left the row, in one statement (balance
+        rows locked first, in lock order). Returns the ids of the rows kept (a row the
+        sweep deleted is missing)."""
+        rows = await self.db.fetchall(
+            "WITH h AS (SELECT h->>0 AS id, h->>1 AS limiter, CAST(h->>3 AS BIGINT) AS back, "
+            "CAST(h->>4 AS BOOLEAN) AS gone FROM json_array_elements(CAST(:h AS JSON)) AS h), "
+            "locked AS (SELECT b.limiter FROM gateway_quota_balances b JOIN gateway_quota_reservations r "
+            "ON r.limiter = b.limiter AND r.subject = b.subject JOIN h ON r.id = h.id AND r.limiter = h.limiter "
+            'ORDER BY b.limiter COLLATE "C", b.subject COLLATE "C" FOR UPDATE OF b), '
+            "deleted AS (DELETE FROM gateway_quota_reservations r USING h WHERE h.gone AND r.id = h.id "
+            "AND r.limiter = h.limiter AND (SELECT COUNT(*) FROM locked) >= 0 "
+            "RETURNING r.id, r.limiter, r.subject, r.tokens), "
+            "kept AS (UPDATE gateway_quota_reservations r SET tokens = r.tokens - h.back, expires_at = :exp FROM h "
+            "WHERE NOT h.gone AND r.id = h.id AND r.limiter = h.limiter AND (SELECT COUNT(*) FROM locked) >= 0 "
+            "RETURNING r.id, r.limiter, r.subject, h.back AS tokens), "
+            "sums AS (SELECT limiter, subject, SUM(tokens) AS tokens FROM "
+            "(SELECT limiter, subject, tokens FROM deleted UNION ALL SELECT limiter, subject, tokens FROM kept) x "
+            "GROUP BY limiter, subject), "
+            "released AS (UPDATE gateway_quota_balances b SET reserved = b.reserved - sums.tokens FROM sums "
+            "WHERE b.limiter = sums.limiter AND b.subject = sums.subject RETURNING 1) "
+            "SELECT id FROM kept",
+            {"h": orjson.dumps(changes).decode(), "exp": iso(expires)})
+        return {row["id"] for row in rows}
 
     async def bring_up_to_date(self, pairs: Sequence[Pair], now: datetime) -> list[Held]:
         """Create missing balance rows and apply elapsed periods (each once), in one
@@ -184,11 +225,11 @@ class QuotaStore:
         return held
 
     @staticmethod
-    def charge_statements(reservation_id: str, pairs: Sequence[Pair], tokens: int,
-                          history: History | None) -> list[Keyed]:
-        """Charge `tokens` to every pair and release the reservation and its rows
-        (PostgreSQL), adding `history` to its usage row: a marker for `combine`."""
-        return [("balance", CHARGE, {"id": reservation_id, "pairs": pairs, "t": tokens, "history": history})]
+    def charge_statements(reservation: Any, tokens: int, history: History | None) -> list[Keyed]:
+        """Charge `tokens` to every balance of a reservation (`QuotaService.Reservation`)
+        and take what it held off its holds (PostgreSQL), adding `history` to its usage
+        row: a marker for `combine`."""
+        return [("balance", CHARGE, {"r": reservation, "t": tokens, "history": history})]
 
     @staticmethod
     def ledger_charge(balances: Sequence[Any], tokens: int, history: History | None) -> Keyed:
@@ -202,17 +243,19 @@ class QuotaStore:
         one per balance row; and one history upsert per usage row. Anything else is kept
         as it is. Keyed by lock order (`storage.writer.Keyed`)."""
         charges: dict[tuple[str, str], int] = {}     # by (limiter name, subject)
-        released: list[tuple[str, str]] = []          # reservation rows: (id, limiter name)
+        released: dict[tuple[str, str], int] = {}     # hold rows: (id, limiter name)
         usage: dict[tuple[str, str, str, date], list[int]] = {}
         kept: list[Keyed] = []
         for statement in statements:
             kind, params = statement[1], statement[2]
             if kind == CHARGE:
-                tokens = params["t"]
-                for limiter, subject in params["pairs"]:
+                tokens, reservation = params["t"], params["r"]
+                for limiter, subject in reservation.pairs:
                     key = (limiter.name, subject)
                     charges[key] = charges.get(key, 0) + tokens
-                    released.append((params["id"], limiter.name))
+                for hold in reservation.holds:
+                    key = (hold.id, hold.limiter)
+                    released[key] = released.get(key, 0) + reservation.tokens
             elif kind == LEDGER_CHARGE:
                 tokens = params["t"]
                 for balance in params["balances"]:
@@ -228,11 +271,13 @@ class QuotaStore:
         if not charges:
             return kept
         stamp = iso(datetime.now(timezone.utc))   # `updated_at` only: the process clock will do
-        if released:
+        if self.db.shared:
             first = min(charges)
             kept.append((f"balance\0{first[0]}\0{first[1]}", _CHARGE_BATCH,
                          {"c": orjson.dumps([[name, subject, tokens] for (name, subject), tokens in charges.items()])
-                          .decode(), "g": orjson.dumps(released).decode(), "now": stamp}))
+                          .decode(),
+                          "g": orjson.dumps([[hold, name, tokens] for (hold, name), tokens in released.items()]).decode(),
+                          "now": stamp}))
         else:
             kept.extend((f"balance\0{name}\0{subject}", _CHARGE, {"t": tokens, "now": stamp, "l": name, "s": subject})
                         for (name, subject), tokens in charges.items())
@@ -242,8 +287,8 @@ class QuotaStore:
         return kept
 
     async def sweep(self, now: datetime) -> int:
-        """Release reservations past their expiry (PostgreSQL): each row deleted once,
-        its tokens taken off `reserved`."""
+        """Release holds past their expiry (PostgreSQL: a replica that stopped renewing
+        them): each row deleted once, its tokens taken off `reserved`."""
         return await self.db.execute(
             "WITH gone AS (DELETE FROM gateway_quota_reservations WHERE expires_at <= :now "
             "RETURNING limiter, subject, tokens), "

@@ -21,6 +21,12 @@ async def rows(db) -> dict[str, int]:
     return {row["limiter"]: int(row["reserved"]) for row in found}
 
 
+async def held(db) -> dict[str, int]:
+    """What the hold rows hold, per limiter."""
+    found = await db.fetchall("SELECT limiter, SUM(tokens) AS tokens FROM gateway_quota_reservations GROUP BY limiter")
+    return {row["limiter"]: int(row["tokens"]) for row in found}
+
+
 async def test_concurrent_admissions_are_one_statement_each_all_or_none(database_config):
     if database_config.postgres is None:
         pytest.skip("admission is in memory on SQLite (ledger.py)")
@@ -33,7 +39,9 @@ async def test_concurrent_admissions_are_one_statement_each_all_or_none(database
         batch = await asyncio.gather(*(quota.reserve(who("ann"), REQUEST) for _ in range(8)))
         assert admissions.statements == before + 1          # eight turns, one statement
         assert await rows(db) == {"cluster": 800, "daily": 800}
-        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 16
+        # Held on this replica's hold on each balance: one row each, not one per turn.
+        assert await held(db) == {"cluster": 800, "daily": 800}
+        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 2
         # Five more do not fit together (200 left for ann): nothing of that batch is
         # reserved, then each tries alone; two get in, on both limiters, three are refused.
         results = await asyncio.gather(*(quota.reserve(who("ann"), REQUEST) for _ in range(5)),
@@ -46,7 +54,7 @@ async def test_concurrent_admissions_are_one_statement_each_all_or_none(database
             await quota.write(quota.charge_statements(reservation, 30, 7, "m", "p"))
         assert await rows(db) == {"cluster": 0, "daily": 0}
         assert await quota.available("ann") == {"daily": 1000 - 10 * 37, "cluster": 1500 - 10 * 37}
-        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 0
+        assert await held(db) == {"cluster": 0, "daily": 0}
         # A batch of users some of whom have no row yet: the batch fails, each goes alone.
         mixed = await asyncio.gather(*(quota.reserve(who(name), REQUEST) for name in ("ann", "bo", "cy")))
         assert await rows(db) == {"cluster": 300, "daily": 300}
@@ -71,10 +79,10 @@ async def test_balances_read_after_a_writer_batch_serve_its_turns(database_confi
         reads = 0
         fetchall = db.fetchall
 
-        async def counted(*args, **kwargs):
+        async def counted(sql, *args, **kwargs):
             nonlocal reads
-            reads += 1
-            return await fetchall(*args, **kwargs)
+            reads += sql.startswith("SELECT")   # a balance read (not an admission: WITH …)
+            return await fetchall(sql, *args, **kwargs)
 
         db.fetchall = counted
         assert await quota.available_after_batch("ann") == {"daily": 963, "cluster": 100000 - 2 * 37}
@@ -107,19 +115,23 @@ async def test_a_batch_of_charges_is_one_statement_per_row(database_config):
         # the three balance rows' charges then go as one).
         assert len(each) == 3 and len(combined) == (3 if db.shared else 5)
         if db.shared:
-            # bo's reservation expired and was swept first: it is released once, not twice.
+            # The hold on bo's daily balance expired and was swept first: what bo's turn
+            # held is released once, not twice.
             await db.execute("UPDATE gateway_quota_reservations SET expires_at = :t WHERE id = :id",
-                             {"t": iso(quota.now()), "id": turns[2].id})
-            assert await quota.store.sweep(quota.now()) == 2
-        await quota.write(combined)
+                             {"t": iso(quota.now()), "id": turns[2].holds[1].id})
+            assert await quota.store.sweep(quota.now()) == 1
+        await quota.write(each)
         assert await quota.available("ann") == {"daily": 1000 - 2 * 37, "cluster": 100000 - 3 * 37}
         assert await quota.available("bo") == {"daily": 963, "cluster": 100000 - 3 * 37}
+        # The cluster had room for a spare (holds.py); the daily balances did not.
+        assert await rows(db) == {"cluster": 4 * 100 if db.shared else 0, "daily": 0}
+        await quota.give_back_holds()   # the scheduler's period
         assert await rows(db) == {"cluster": 0, "daily": 0}
-        assert (await db.fetchone("SELECT COUNT(*) AS n FROM gateway_quota_reservations"))["n"] == 0
+        assert await held(db) == {}
         usage = await quota.store.usage("2000-01-01", "2999-12-31", "ann")
         assert [(row["input_tokens"], row["output_tokens"]) for row in usage] == [(60, 14)]
         # Each turn keeps its own marker (a batch that fails is retried turn by turn).
-        assert charges[0][0][2].get("id", "-") == (turns[0].id if db.shared else "-")
+        assert charges[0][0][2].get("r") is (turns[0] if db.shared else None)
     finally:
         await quota.close()
         await db.close()
