@@ -131,3 +131,14 @@ class Admissions:
             hold.held += tokens
             hold.used += need
         return True
+
+    async def give_back(self, changes: list[tuple[str, str, str, int, bool]]) -> None:
+        """Hold rows given back (`Holds.tick`, `Holds.forget_all`), the kept ones'
+        expiry renewed. A row found missing was deleted by a sweep (this replica stalled
+        past its expiry): its hold no longer counts on anything in the database."""
+        if not changes:
+            return
+        kept = await self._store.give_back(changes, self._clock() + timedelta(seconds=self._seconds))
+        for hold in self._holds.missing(kept, changes):
+            log.warning("quota hold %s on %s was released by another replica's sweep", hold.id, hold.limiter)
+            hold.held = 0

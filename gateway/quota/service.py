@@ -31,7 +31,7 @@ import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
 import orjson
@@ -140,7 +140,7 @@ class QuotaService:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._admissions is not None and len(self._holds):
             try:
-                await self._give_back(self._holds.forget_all())
+                await self._admissions.give_back(self._holds.forget_all())
             except Exception as exc:   # they expire after reservation_seconds instead
                 log.warning("deleting this replica's quota holds at shutdown failed: %s", exc)
         if self._owns_db and self.store is not None:
@@ -406,7 +406,7 @@ class QuotaService:
                 await self.give_back_holds()
                 swept = await self.store.sweep(self.now())
                 if swept:
-                    log.warning("released expired quota reservations (turns that never settled) on %d balances",
+                    log.warning("released expired quota holds (a replica that stopped) on %d balances",
                                 swept)
             except Exception as exc:  # the next tick tries again
                 log.warning("quota scheduler: %s", exc)
@@ -415,16 +415,4 @@ class QuotaService:
         """The scheduler's period on PostgreSQL: this replica's spare given back, idle
         holds deleted, the others renewed (`Holds.tick`)."""
         if self._admissions is not None:
-            await self._give_back(self._holds.tick())
-
-    async def _give_back(self, changes: list[tuple[str, str, str, int, bool]]) -> None:
-        """Hold rows given back (`Holds.tick`), their expiry renewed. A row found
-        missing was deleted by a sweep (this replica stalled past its expiry): its hold
-        no longer counts on anything in the database."""
-        if not changes:
-            return
-        assert self.store is not None and self.config is not None
-        kept = await self.store.give_back(changes, self.now() + timedelta(seconds=self.config.reservation_seconds))
-        for hold in self._holds.missing(kept, changes):
-            log.warning("quota hold %s on %s was released by another replica's sweep", hold.id, hold.limiter)
-            hold.held = 0
+            await self._admissions.give_back(self._holds.tick())
