@@ -68,7 +68,7 @@ def _state(row: Any) -> BalanceState:
 # `ledger_charge`): a marker that `combine` turns into the batch's statements, so a turn
 # builds none of its own (a few µs each, bench/quota.py). The markers' texts fail loudly
 # if one ever reaches a database.
-CHARGE = "NOT SQL: a turn's charge and its reservation rows, for QuotaStore.combine"
+CHARGE = "NOT SQL: a turn's charge and what its holds release, for QuotaStore.combine"
 LEDGER_CHARGE = "NOT SQL: a turn's charge (SQLite's ledger), for QuotaStore.combine"
 # SQLite: one balance row's charges in a batch.
 _CHARGE = ("UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
