@@ -28,7 +28,8 @@ from gateway.engine.backend import LocalEngine
 from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
 from gateway.model_selection import ModelSelector
-from gateway.quota.service import QuotaService, Reservation
+from gateway.quota.reservation import Reservation
+from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, database_error, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses import ResponsesRequest, parse_responses_request

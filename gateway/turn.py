@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncContextManager, AsyncIterator, Protocol
 
 from gateway.identity import Identity
-from gateway.quota.service import Reservation
+from gateway.quota.reservation import Reservation
 from gateway.schema.ids import openai_conversation_id
 from gateway.storage.conversations import ConversationRecord
 from gateway.upstream.catalog import ModelInfo

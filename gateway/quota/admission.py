@@ -19,13 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from gateway.quota.holds import SPARE, Hold, Holds
+from gateway.quota.reservation import Reservation
 from gateway.quota.store import QuotaStore
-
-if TYPE_CHECKING:
-    from gateway.quota.service import Reservation
 
 log = logging.getLogger("gateway.quota")
 
@@ -34,7 +32,7 @@ _MAX_BATCH = 500
 
 class Admissions:
     def __init__(self, store: QuotaStore, holds: Holds, clock: Callable[[], datetime], seconds: float,
-                 orphan: Callable[["Reservation"], Awaitable[None]]):
+                 orphan: Callable[[Reservation], Awaitable[None]]):
         self._store = store
         self._holds = holds
         self._clock = clock
@@ -45,7 +43,7 @@ class Admissions:
         self._releasing: set[asyncio.Future] = set()
         self.statements = 0                # sent so far (tests count them)
 
-    async def admit(self, reservation: "Reservation") -> bool | None:
+    async def admit(self, reservation: Reservation) -> bool | None:
         """True: reserved. False: refused alone (no room, a row missing or due a top-up).
         None: its batch did not fit, so nothing was reserved: try alone."""
         done = asyncio.get_running_loop().create_future()
@@ -54,7 +52,7 @@ class Admissions:
             self._task = asyncio.ensure_future(self._run())
         return await done
 
-    async def alone(self, reservation: "Reservation") -> bool:
+    async def alone(self, reservation: Reservation) -> bool:
         """One turn's admission, at once (after its batch did not fit)."""
         return await self._ask([reservation], spare=False)
 
@@ -82,7 +80,7 @@ class Admissions:
                     self._releasing.add(released)   # a task the loop only holds weakly
                     released.add_done_callback(self._releasing.discard)
 
-    def _from_spare(self, batch: list[tuple["Reservation", asyncio.Future]]) -> list[tuple["Reservation", asyncio.Future]]:
+    def _from_spare(self, batch: list[tuple[Reservation, asyncio.Future]]) -> list[tuple[Reservation, asyncio.Future]]:
         """Admit the queued turns the spare now covers (the statement before this one
         brought some): the others still need a statement."""
         rest = []
@@ -98,7 +96,7 @@ class Admissions:
                 done.set_result(True)
         return rest
 
-    async def _ask(self, reservations: list["Reservation"], spare: bool) -> bool:
+    async def _ask(self, reservations: list[Reservation], spare: bool) -> bool:
         """One statement for these turns: each one's tokens on each of its balances,
         reserved on this replica's holds, all or none."""
         needs: dict[Hold, int] = {}

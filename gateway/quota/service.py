@@ -3,8 +3,7 @@
 - `reserve()` before a turn (in `pipeline.prepare()`, before anything is created):
   every applicable limiter reserves the turn's estimate, atomically, or the request is
   refused with LCORE's 429; storage that cannot be reached refuses with 503 (fail
-  closed). The estimate: the request's `input` and `instructions` at four characters a
-  token (their JSON text), plus `max_output_tokens`, or `output_reservation` without it.
+  closed). The estimate and what a turn carries: `reservation.py`.
 - `charge_statements()` after the turn (in `pipeline.settle()`): the upstream's
   input + output tokens, charged to every applicable limiter and releasing the
   reservation; the pipeline commits them with the turn's record when the quota storage
@@ -30,19 +29,17 @@ import math
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
-
-import orjson
 
 from gateway.config_quota import QuotaHandlersConfig, QuotaLimiterConfig, same_database
 from gateway.config_database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.admission import Admissions
 from gateway.quota.balances import seconds_until
-from gateway.quota.holds import Hold, Holds
+from gateway.quota.holds import Holds
 from gateway.quota.ledger import Balance, Ledger
+from gateway.quota.reservation import Reservation, estimate
 from gateway.quota.store import CHARGE, Held, Pair, QuotaStore
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
 from gateway.storage.database import Database, DatabaseUnavailable, open_database
@@ -54,29 +51,6 @@ CLUSTER = ""   # the cluster limiter's one subject, as in LCORE
 _UNREACHABLE = (DatabaseUnavailable, sqlite3.OperationalError, OSError, asyncio.TimeoutError)
 _ATTEMPTS = 3  # admission tries (a top-up can fall due between two)
 _TICK = 0.001  # now()'s resolution in seconds
-
-
-@dataclass(slots=True, eq=False)   # not frozen: a frozen dataclass costs a turn ~1 µs more to make
-class Reservation:
-    user_id: str
-    tokens: int
-    pairs: tuple[Pair, ...]
-    balances: tuple[Balance, ...] = ()   # SQLite: the ledger's, in the order of `pairs`
-    holds: tuple[Hold, ...] = ()         # PostgreSQL: this replica's holds it reserved on (`holds.py`)
-    open: bool = True                    # until its end is known (`QuotaService._ended`)
-
-
-def estimate(raw: Any, output_reservation: int) -> int:
-    """The tokens a request reserves (see the module docstring)."""
-    given = raw.get("input")
-    # A string's JSON text is its length and two quotes (escapes aside): no need to make it.
-    size = 0 if given is None else len(given) + 2 if given.__class__ is str else len(orjson.dumps(given))
-    if isinstance(raw.get("instructions"), str):
-        size += len(raw["instructions"])
-    output = raw.get("max_output_tokens")
-    if not isinstance(output, int) or isinstance(output, bool) or output <= 0:
-        output = output_reservation
-    return math.ceil(size / 4) + output
 
 
 class QuotaService:
@@ -263,25 +237,17 @@ class QuotaService:
 
     def forget(self, reservation: Reservation | None) -> None:
         """A charge could not be written: the ledger reads the balances again; on
-        PostgreSQL the turn's tokens stay held, as spare (`_ended`)."""
+        PostgreSQL the turn's tokens stay held, as spare (`Reservation.end`)."""
         if self._ledger is not None and reservation is not None:
             self._ledger.forget(reservation.balances)
         elif reservation is not None:
-            self._ended(reservation, released=False)
-
-    @staticmethod
-    def _ended(reservation: Reservation, released: bool) -> None:
-        """A PostgreSQL turn's end, once: its holds stop counting it as used, and lose
-        its tokens when its committed charge took them off the rows (`released`)."""
-        if reservation.open:
-            reservation.open = False
-            Holds.ended(reservation.holds, reservation.tokens, released)
+            reservation.end(released=False)
 
     def _charged(self, statements: Sequence[Keyed]) -> None:
         """The turns whose charges (markers) these committed statements hold ended."""
         for _, kind, params in statements:
             if kind == CHARGE:
-                self._ended(params["r"], released=True)
+                params["r"].end(released=True)
 
     async def release(self, reservation: Reservation, charge: int = 0) -> None:
         """End a reservation whose turn has no usage to charge: `charge` tokens (an

@@ -115,9 +115,9 @@ class QuotaStore:
         room for its need, each gets its need, plus the spare when it has `ROOMY` times
         room for that, added to `reserved` and to this replica's hold row (`holds.py`);
         returns what each balance's hold got and when its next top-up falls due (a
-        timestamp), by (limiter name, subject). Else None and
-        nothing changes (a row missing or due a top-up, or short for the batch: its
-        turns then try alone, `admission.py`)."""
+        timestamp), by (limiter name, subject). Else None and nothing changes (a row
+        missing or due a top-up, or short for the batch: its turns then try alone,
+        `admission.py`)."""
         rows = await self.db.fetchall(
             # One JSON text, not five arrays: asyncpg encodes an array element by element (~0.5 µs each).
             "WITH asked AS (SELECT a->>0 AS id, a->>1 AS limiter, a->>2 AS subject, CAST(a->>3 AS BIGINT) AS need, "

@@ -11,7 +11,7 @@ import pytest
 from gateway.quota.balances import iso
 from gateway.schema.errors import ApiError
 from gateway.storage.writer import in_lock_order
-from tests.quota.test_service import LIMITERS, REQUEST, open_service, who
+from tests.quota.test_service import LIMITERS, REQUEST, held, open_service, who
 from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
 
@@ -19,12 +19,6 @@ async def rows(db) -> dict[str, int]:
     """What reservations hold, per limiter (over its subjects)."""
     found = await db.fetchall("SELECT limiter, SUM(reserved) AS reserved FROM gateway_quota_balances GROUP BY limiter")
     return {row["limiter"]: int(row["reserved"]) for row in found}
-
-
-async def held(db) -> dict[str, int]:
-    """What the hold rows hold, per limiter."""
-    found = await db.fetchall("SELECT limiter, SUM(tokens) AS tokens FROM gateway_quota_reservations GROUP BY limiter")
-    return {row["limiter"]: int(row["tokens"]) for row in found}
 
 
 async def test_concurrent_admissions_are_one_statement_each_all_or_none(database_config):

@@ -13,8 +13,8 @@ from gateway.config_quota import QuotaLimiterConfig
 from gateway.quota.balances import iso, parse_iso
 from gateway.quota.holds import Holds
 from gateway.schema.errors import ApiError
-from tests.quota.test_batches import held, rows
-from tests.quota.test_service import LIMITERS, REQUEST, open_service, who
+from tests.quota.test_batches import rows
+from tests.quota.test_service import LIMITERS, REQUEST, held, open_service, who
 from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
 DAILY = QuotaLimiterConfig.model_validate(LIMITERS[0])

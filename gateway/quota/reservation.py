@@ -1,0 +1,48 @@
+"""What a turn reserves: its estimate (`estimate`) and the `Reservation` it carries from
+admission to its charge.
+
+The estimate: the request's `input` and `instructions` at four characters a token
+(their JSON text), plus `max_output_tokens`, or `output_reservation` without it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.quota.holds import Hold, Holds
+from gateway.quota.ledger import Balance
+from gateway.quota.store import Pair
+
+
+@dataclass(slots=True, eq=False)   # not frozen: a frozen dataclass costs a turn ~1 µs more to make
+class Reservation:
+    user_id: str
+    tokens: int
+    pairs: tuple[Pair, ...]
+    balances: tuple[Balance, ...] = ()   # SQLite: the ledger's, in the order of `pairs`
+    holds: tuple[Hold, ...] = ()         # PostgreSQL: this replica's holds it reserved on (`holds.py`)
+    open: bool = True                    # until its end is known (`end`)
+
+    def end(self, released: bool) -> None:
+        """The turn's end on PostgreSQL, once: its holds stop counting it as used, and
+        lose its tokens when its committed charge took them off the rows (`released`)."""
+        if self.open:
+            self.open = False
+            Holds.ended(self.holds, self.tokens, released)
+
+
+def estimate(raw: Any, output_reservation: int) -> int:
+    """The tokens a request reserves (see the module docstring)."""
+    given = raw.get("input")
+    # A string's JSON text is its length and two quotes (escapes aside): no need to make it.
+    size = 0 if given is None else len(given) + 2 if given.__class__ is str else len(orjson.dumps(given))
+    if isinstance(raw.get("instructions"), str):
+        size += len(raw["instructions"])
+    output = raw.get("max_output_tokens")
+    if not isinstance(output, int) or isinstance(output, bool) or output <= 0:
+        output = output_reservation
+    return math.ceil(size / 4) + output
