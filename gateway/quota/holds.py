@@ -9,12 +9,15 @@ the hold again, in the same transaction, so `reserved` on the balance row is alw
 what live turns hold plus the holds' spare.
 
 The spare: when a balance has plenty of room (at least `ROOMY` times what is asked
-beyond what the batch needs), the statement also reserves `SPARE` times the batch's
-need for this replica. Later turns are admitted against the spare in memory, without
-awaiting anything, as long as it covers them; a turn's end gives its share back to the
-spare. So under load most turns never wait for the database, and none can overspend:
-every token a turn is admitted with is reserved in the database first. A balance short
-of room gets no spare, and behaves as if each turn reserved its own tokens.
+beyond what the batch needs), the statement also reserves for this replica `SPARE`
+times the batch's need or times what the hold has in use, the larger. Later turns are
+admitted against the spare in memory, without awaiting anything, as long as it covers
+them. A turn's committed charge takes its tokens off the hold (row and memory alike),
+so the spare does not refill as turns end: tokens a charge spent are never admitted
+again; the next statement brings a new spare. So under load most turns never wait for
+the database, and none can overspend: every token a turn is admitted with is reserved
+in the database first. A balance short of room gets no spare, and behaves as if each
+turn reserved its own tokens.
 
 Every scheduler period (`QuotaService._scheduler`) the spare is given back (`tick`),
 holds with nothing in use are deleted and the rest have their expiry renewed. So an
@@ -48,10 +51,6 @@ class Hold:
     until: float = 0.0               # the balance's next top-up (database clock, seconds): admits before it
     asking: int = 0                  # admission statements in flight for it
     active: bool = field(default=True)   # False once dropped by `tick` (its row deleted)
-
-    @property
-    def spare(self) -> int:
-        return self.held - self.used
 
 
 class Holds:
