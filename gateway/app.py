@@ -23,8 +23,7 @@ from gateway.http import authorized, health, quotas, responses, root
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
-from gateway.identity import build_authenticator
-from gateway.pipeline import Pipeline
+from gateway.identity.build import build_authenticator
 from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.background import BackgroundStore
@@ -32,6 +31,12 @@ from gateway.storage.database import open_database
 from gateway.storage.responses import ResponseStore
 from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
+from gateway.turns.forward import ForwardBackend
+from gateway.turns.local import EngineBackend
+from gateway.turns.prepare import BackendSelector, Preparer
+from gateway.turns.run import Runner
+from gateway.turns.service import TurnService
+from gateway.turns.settle import Settler
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.catalog import ModelCatalog
 from gateway.upstream.client import UpstreamClient
@@ -48,7 +53,7 @@ async def build_services(config: Configuration) -> Services:
     conversations = ConversationRepository(db)
     writer = TurnWriter(conversations)
     writer.start()
-    backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
+    capabilities = Capabilities(upstream, config.llama_stack)
     quota = await QuotaService.open(config.quota_handlers, db, config.database)
     quota.start()
     if quota.reads_after_batches:
@@ -62,14 +67,24 @@ async def build_services(config: Configuration) -> Services:
     engine = LocalEngine(upstream, ResponseStore(db), config.inference, executors, config.mcp_servers,
                          Moderation.of(config.guardrails, upstream), client_mcp=tools.client_mcp)
     await engine.start()
-    pipeline = Pipeline(config, conversations, writer, backend, catalog, quota, tools,
-                        engine)
+    turns = _turns(config, conversations, writer, catalog, quota, tools, settler=Settler(conversations, writer, quota),
+                   forward=UpstreamResponses(upstream, capabilities), engine=engine, capabilities=capabilities)
     # Which process runs a background response (a replica of several on PostgreSQL).
-    runs = BackgroundRuns(pipeline, BackgroundStore(db), uuid.uuid4().hex)
+    runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, pipeline=pipeline, quota=quota,
+                    writer=writer, turns=turns, engine=engine, quota=quota,
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
                     background=runs)
+
+
+def _turns(config: Configuration, conversations: ConversationRepository, writer: TurnWriter, catalog: ModelCatalog,
+           quota: QuotaService, tools: ConfiguredTools, *, settler: Settler, forward: UpstreamResponses,
+           engine: LocalEngine, capabilities: Capabilities) -> TurnService:
+    """A turn's life, with both backends: the selector picks one on first use."""
+    selector = BackendSelector(ForwardBackend(forward, tools, config.inference, conversations, settler),
+                               EngineBackend(engine, tools, config.inference, conversations, settler), capabilities)
+    preparer = Preparer(config, conversations, writer, catalog, quota, tools, settler, selector)
+    return TurnService(preparer, Runner(settler, tools.labels), settler, selector)
 
 
 def create_app(config: Configuration) -> web.Application:
@@ -101,12 +116,11 @@ def create_app(config: Configuration) -> web.Application:
         yield
         await watch.close()
         await services.background.close()
-        await services.pipeline.drain()
+        await services.turns.drain()
         await services.writer.close()
         await services.quota.close()
         await services.upstream.close()
-        if services.pipeline.engine is not None:
-            await services.pipeline.engine.close()
+        await services.engine.close()
         await services.authenticator.close()
         await services.db.close()
 

@@ -1,7 +1,7 @@
 """Background responses (`background: true`): the gateway runs the turn itself, detached
-from the client, through the same pipeline as any turn (`turn_stream.pump`: the
-backend's stream, the rewriter, `pipeline.settle()` before the terminal event), and
-records the stream's frames so anyone may follow or resume it.
+from the client, through the same runner as any turn (`turns/run.py`: the backend's
+stream, the rewriter, settled before the terminal event) with the event log as its
+sink, and records the stream's frames so anyone may follow or resume it.
 
 A `Run` is one response this process runs. Its frames are kept in memory while it runs
 (followers in this process are woken at once, without the database) and written to
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -31,10 +31,8 @@ from gateway.streaming.events import Event
 from gateway.streaming.progress import progress
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.streaming.sse import DONE_FRAME
-from gateway.turn_stream import pump
-
-if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline, Turn
+from gateway.turns.run import FrameSink, Runner
+from gateway.turns.turn import Turn
 
 log = logging.getLogger("gateway.background")
 FLUSH_LINGER = 0.2   # as often as followers on other replicas poll (http/background.py)
@@ -80,7 +78,7 @@ UNEXPECTED = "An unexpected error occurred while processing the request."
 class Run:
     """One background response this process runs, and its recorded frames."""
 
-    def __init__(self, turn: "Turn", store: BackgroundStore, runner: str):
+    def __init__(self, turn: Turn, store: BackgroundStore, runner: str):
         self.turn = turn
         self.id: str | None = None
         self.response: dict[str, Any] | None = None   # as `response.created` showed it
@@ -175,13 +173,69 @@ class Run:
         changed.set()
 
 
+class _EventLog(FrameSink):
+    """A background run's sink: its recorded frames, and how it ends when stopped."""
+
+    def __init__(self, run: Run, runner: Runner):
+        super().__init__(runner.rewriter(run.turn))
+        self._run = run
+        self._runner = runner
+
+    async def write(self, frames: bytes) -> None:
+        await self._run.record(frames, self.rewriter.numbered - self._run.next_seq)
+
+    async def end(self, frames: bytes) -> None:
+        run = self._run
+        run.ending = True
+        if frames.endswith(DONE_FRAME):
+            frames = frames[:-len(DONE_FRAME)]
+        await asyncio.shield(run.end(frames, self.rewriter.numbered - run.next_seq))
+
+    async def stopped(self, turn: Turn, exc: BaseException) -> None:
+        run = self._run
+        if isinstance(exc, asyncio.CancelledError):
+            if not run.opened.done():  # stopped before it existed (a shutdown): its creator is told
+                run.opened.set_exception(internal_error())
+            elif not run.ending:
+                await asyncio.shield(self._cancelled())
+        elif not run.opened.done():  # refused before it existed: its creator gets the error
+            run.opened.set_exception(exc)
+            if not isinstance(exc, ApiError):
+                log.exception("background response failed before it started")
+        elif not run.ending:
+            log.exception("background response %s failed", run.id)
+            run.stopping = UNEXPECTED
+            try:
+                await asyncio.shield(self._cancelled())
+            except Exception:  # the database is gone too: the next start-up fails it
+                log.exception("ending background response %s failed", run.id)
+        else:
+            log.exception("background response %s failed while ending", run.id)
+
+    async def _cancelled(self) -> None:
+        run = self._run
+        run.ending = True
+        assert run.response is not None
+        batches = [frames for _, frames in run.batches]
+        event = interrupted_event(run.response, batches, run.stopping) if run.stopping \
+            else cancelled_event(run.response, batches)
+        run.turn.result = event.data["response"]
+        # Cancelled by its client: charged like an abandoned stream (not a fault of ours).
+        run.turn.abandoned = not run.stopping
+        try:
+            quotas = await self._runner.settle(run.turn)
+        except ApiError:
+            quotas = {}
+        await self.end(self.rewriter.terminal(event, quotas))
+
+
 class BackgroundRuns:
     """The background responses this process runs, by response id."""
 
-    def __init__(self, pipeline: "Pipeline", store: BackgroundStore, runner: str):
-        self._pipeline = pipeline
+    def __init__(self, runner: Runner, store: BackgroundStore, runner_id: str):
+        self._runner = runner
         self.store = store
-        self.runner = runner
+        self.runner = runner_id
         self._runs: dict[str, Run] = {}
         self._tasks: set[asyncio.Task] = set()
 
@@ -192,7 +246,7 @@ class BackgroundRuns:
     def running(self) -> bool:
         return bool(self._runs)
 
-    async def start(self, turn: "Turn") -> Run:
+    async def start(self, turn: Turn) -> Run:
         """Start the turn detached; return once its response exists (recorded), or raise
         the error the backend refused it with before that (nothing recorded then)."""
         run = Run(turn, self.store, self.runner)
@@ -206,59 +260,14 @@ class BackgroundRuns:
         return run
 
     async def _run(self, run: Run) -> None:
-        turn, pipeline = run.turn, self._pipeline
-        rewriter = StreamRewriter(pipeline.enricher(turn))
         try:
-            await pump(pipeline, turn, rewriter, _nothing, lambda frames: self._write(run, rewriter, frames),
-                       lambda frames: self._end(run, rewriter, frames))
-        except asyncio.CancelledError:
-            if not run.opened.done():  # stopped before it existed (a shutdown): its creator is told
-                run.opened.set_exception(internal_error())
-            elif not run.ending:
-                await asyncio.shield(self._cancelled(run, rewriter))
-        except Exception as exc:
-            if not run.opened.done():  # refused before it existed: its creator gets the error
-                run.opened.set_exception(exc)
-                if not isinstance(exc, ApiError):
-                    log.exception("background response failed before it started")
-            elif not run.ending:
-                log.exception("background response %s failed", run.id)
-                run.stopping = UNEXPECTED
-                try:
-                    await asyncio.shield(self._cancelled(run, rewriter))
-                except Exception:  # the database is gone too: the next start-up fails it
-                    log.exception("ending background response %s failed", run.id)
-            else:
-                log.exception("background response %s failed while ending", run.id)
+            await self._runner.run(run.turn, _EventLog(run, self._runner))
+        except (Exception, asyncio.CancelledError):
+            pass  # its sink ended it as it should end (and logged what was not expected)
         finally:
-            pipeline.finish(turn)
             run.finished()
             if run.id is not None:
                 self._runs.pop(run.id, None)
-
-    async def _write(self, run: Run, rewriter: StreamRewriter, frames: bytes) -> None:
-        await run.record(frames, rewriter.numbered - run.next_seq)
-
-    async def _end(self, run: Run, rewriter: StreamRewriter, frames: bytes) -> None:
-        run.ending = True
-        if frames.endswith(DONE_FRAME):
-            frames = frames[:-len(DONE_FRAME)]
-        await asyncio.shield(run.end(frames, rewriter.numbered - run.next_seq))
-
-    async def _cancelled(self, run: Run, rewriter: StreamRewriter) -> None:
-        run.ending = True
-        assert run.response is not None
-        batches = [frames for _, frames in run.batches]
-        event = interrupted_event(run.response, batches, run.stopping) if run.stopping \
-            else cancelled_event(run.response, batches)
-        run.turn.result = event.data["response"]
-        # Cancelled by its client: charged like an abandoned stream (not a fault of ours).
-        run.turn.abandoned = not run.stopping
-        try:
-            quotas = await self._pipeline.settle(run.turn)
-        except ApiError:
-            quotas = {}
-        await self._end(run, rewriter, rewriter.terminal(event, quotas))
 
     async def cancel(self, run: Run) -> None:
         """Stop the run (unless it is already ending) and wait until it has ended."""
@@ -273,7 +282,3 @@ class BackgroundRuns:
         for run in list(self._runs.values()):
             run.stopping = INTERRUPTED
             await self.cancel(run)
-
-
-async def _nothing() -> None:
-    return None

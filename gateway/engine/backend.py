@@ -1,7 +1,7 @@
 """`LocalEngine`: the backend that runs the Responses API itself over the upstream's
 `/v1/chat/completions` (engine mode).
 
-The pipeline hands it a prepared turn whose body is a Responses request like the one
+`gateway/turns/` hands it a prepared turn whose body is a Responses request like the one
 the forward backend sends (tools injected, `previous_response_id` set for a
 conversation's next turn). It reads the history from its response store, translates
 (`translate.py`), runs the loop (`loop.py`) and yields the emitter's events; the HTTP
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Sequence
+from typing import Any, AsyncContextManager, AsyncIterator, Sequence
 
 from gateway.config import InferenceConfig, McpServerConfig
 from gateway.destinations import DestinationPolicy
@@ -26,6 +26,7 @@ from gateway.engine.guardrails import Moderation, guardrail_ids, with_guardrails
 from gateway.engine.loop import Loop, Model, Plan
 from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
 from gateway.engine.web_search import TOOL_TYPE as WEB_SEARCH_TOOL
+from gateway.engine.turn import EngineTurn
 from gateway.engine.web_search import forces_web_search, offer_web_search, web_search_tools
 from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
@@ -34,9 +35,6 @@ from gateway.streaming.enrich import scrub_tool_echo
 from gateway.streaming.events import TERMINAL_EVENTS, Event
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.responses import StreamBroken, UpstreamStream
-
-if TYPE_CHECKING:
-    from gateway.pipeline import Turn
 
 log = logging.getLogger("gateway.engine")
 CHAT_PATH = "/v1/chat/completions"
@@ -93,14 +91,14 @@ class LocalEngine:
             raise translate.unsupported(f"MCP server {label!r}: the local engine reaches MCP servers by URL, "
                                         "not by connector_id", param="tools")
 
-    # The backend interface (gateway.pipeline.Backend).
+    # What the local-engine backend (gateway/turns/local.py) runs a turn with.
 
-    def open(self, turn: "Turn") -> AsyncContextManager[AsyncIterator[list[Event]]]:
+    def open(self, turn: EngineTurn) -> AsyncContextManager[AsyncIterator[list[Event]]]:
         """`async with engine.open(turn) as reads`: the events, a list per upstream read;
         leaving the block closes the loop (and the upstream stream) at once."""
         return aclosing(self.events(turn))
 
-    async def respond(self, turn: "Turn") -> dict[str, Any]:
+    async def respond(self, turn: EngineTurn) -> dict[str, Any]:
         """The finished response object (non-streaming: what the stream ends with)."""
         terminal: Event | None = None
         async for events in self.events(turn):
@@ -108,7 +106,7 @@ class LocalEngine:
         assert terminal is not None
         return terminal.data["response"]
 
-    async def events(self, turn: "Turn") -> AsyncIterator[list[Event]]:
+    async def events(self, turn: EngineTurn) -> AsyncIterator[list[Event]]:
         """The response's events, a list per upstream read, the terminal event last."""
         body = turn.body
         history = await self._history(turn, body.get("previous_response_id"))
@@ -183,7 +181,7 @@ class LocalEngine:
             log.exception("the local engine failed during %s", response["id"])
             yield [*emitter.take(), emitter.fail("An unexpected error occurred while processing the request.")]
 
-    async def _history(self, turn: "Turn", previous_id: str | None) -> list[dict[str, Any]]:
+    async def _history(self, turn: EngineTurn, previous_id: str | None) -> list[dict[str, Any]]:
         if not previous_id:
             return []
         previous = await self.store.get(previous_id, turn.identity.user_id)

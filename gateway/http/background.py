@@ -20,12 +20,12 @@ from gateway.background.runs import BackgroundRuns, Run
 from gateway.http.responses_io import identity, json_response
 from gateway.http.services import SERVICES
 from gateway.http.sse import SSE_HEADERS
-from gateway.pipeline import Turn
 from gateway.schema.errors import ApiError, invalid_attribute, not_found
 from gateway.storage.background import BackgroundRow
 from gateway.streaming.enrich import output_text
 from gateway.streaming.progress import frames_after, progress
 from gateway.streaming.sse import DONE_FRAME
+from gateway.turns.turn import Turn
 
 FOLLOW_POLL = 0.2
 CANCEL_WAIT = 10.0   # how long a cancel waits for another replica to stop its run
@@ -198,9 +198,5 @@ async def forget(request: web.Request) -> bool:
 
 async def _is_own_response(request: web.Request, response_id: str) -> bool:
     """Whether the id names a (non-background) response of the caller."""
-    services = request.app[SERVICES]
-    pipeline = services.pipeline
-    if await pipeline.uses_engine():
-        assert pipeline.engine is not None
-        return await pipeline.engine.store.get(response_id, identity(request).user_id) is not None
-    return await pipeline.owned_turn(identity(request), response_id) is not None
+    backend = await request.app[SERVICES].turns.backend()
+    return await backend.owns(identity(request), response_id)

@@ -1,84 +1,69 @@
-"""`/v1/responses`: create (JSON or SSE), and retrieve / delete / input_items of
-responses the caller owns (404 for any other, so ids cannot be probed). In engine mode
-the stored responses are the gateway's own (`engine_responses.py`); forwarded ones
-are read from the upstream."""
+"""`/v1/responses`: create (JSON or SSE), and retrieve / delete / input_items / list of
+responses the caller owns (404 for any other, so ids cannot be probed). Each handler
+parses, hands the work to the turn service or the backend it chose, and writes what
+comes back."""
 
 from __future__ import annotations
 
-import asyncio
-from urllib.parse import quote
+from typing import Any
 
 from aiohttp import web
-from multidict import MultiDict
 
-from gateway.http import background, engine_responses
+from gateway.http import background
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
 from gateway.http.sse import relay
 from gateway.schema.errors import ApiError, not_found
-from gateway.storage.conversations import TurnRecord
-from gateway.streaming.repair import repair_input_items, repair_response
+from gateway.turns.run import BodySink
+from gateway.turns.turn import Backend
+
+
+class _JsonBody(BodySink):
+    def __init__(self) -> None:
+        self.response: dict[str, Any] = {}
+
+    async def body(self, response: dict[str, Any]) -> None:
+        self.response = response
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
-    services = request.app[SERVICES]
-    pipeline = services.pipeline
-    turn = await pipeline.prepare(identity(request), await read_json(request), request.headers)
+    turns = request.app[SERVICES].turns
+    turn = await turns.prepare(identity(request), await read_json(request), request.headers)
     if turn.background:
         return await background.create(request, turn)
     if turn.stream:
-        return await relay(request, pipeline, turn)
-    try:
-        result = repair_response(await pipeline.backend_of(turn).respond(turn))
-        turn.result = result
-        quotas = await pipeline.settle(turn)
-    except asyncio.CancelledError:
-        turn.abandoned = True  # the client left before the answer
-        raise
-    finally:
-        pipeline.finish(turn)
-    pipeline.enricher(turn).finish(result, quotas)
-    return json_response(result)
+        return await relay(request, turns, turn)
+    sink = _JsonBody()
+    await turns.run(turn, sink)
+    return json_response(sink.response)
 
 
-async def _owned_turn(request: web.Request) -> TurnRecord:
-    services = request.app[SERVICES]
-    response_id = request.match_info["response_id"]
-    found = await services.pipeline.owned_turn(identity(request), response_id)
+async def _backend(request: web.Request) -> Backend:
+    return await request.app[SERVICES].turns.backend()
+
+
+def _found(found: Any, request: web.Request) -> web.Response:
+    """The backend's answer about a response of the caller's; None: there is none."""
     if found is None:
-        raise not_found("Response", response_id, code="response_not_found")
-    return found
-
-
-_INPUT_ITEMS_PARAMS = frozenset({"after", "before", "include", "limit", "order"})
-
-
-def _upstream_path(turn: TurnRecord, suffix: str = "") -> str:
-    return f"/v1/responses/{quote(turn.response_id, safe='')}{suffix}"
-
-
-async def _engine_mode(request: web.Request) -> bool:
-    return await request.app[SERVICES].pipeline.uses_engine()
+        raise not_found("Response", request.match_info["response_id"], code="response_not_found")
+    if isinstance(found, bytes):  # as the upstream sent it
+        return web.Response(body=found, content_type="application/json")
+    return json_response(found)
 
 
 async def get_response(request: web.Request) -> web.StreamResponse:
     shown = await background.retrieve(request)
     if shown is not None:
         return shown
-    if await _engine_mode(request):
-        return await engine_responses.get_response(request)
-    turn = await _owned_turn(request)
-    services = request.app[SERVICES]
-    reply = await services.upstream.request_ok("GET", _upstream_path(turn))
-    response = repair_response(reply.json())
-    services.pipeline.stored_enricher(turn).annotate(response)
-    return json_response(response)
+    backend = await _backend(request)
+    return _found(await backend.stored(identity(request), request.match_info["response_id"]), request)
 
 
 async def delete_response(request: web.Request) -> web.Response:
     background_too = await background.forget(request)
+    backend = await _backend(request)
     try:
-        return await _delete_response(request)
+        return _found(await backend.delete(identity(request), request.match_info["response_id"]), request)
     except ApiError as exc:
         if exc.status != 404 or not background_too:
             raise
@@ -88,33 +73,15 @@ async def delete_response(request: web.Request) -> web.Response:
         return json_response({"id": response_id, "object": "response", "deleted": True})
 
 
-async def _delete_response(request: web.Request) -> web.Response:
-    if await _engine_mode(request):
-        return await engine_responses.delete_response(request)
-    turn = await _owned_turn(request)
-    services = request.app[SERVICES]
-    reply = await services.upstream.request_ok("DELETE", _upstream_path(turn))
-    await services.conversations.delete_turn(turn.response_id)
-    return web.Response(body=reply.body, content_type="application/json")
-
-
 async def list_input_items(request: web.Request) -> web.Response:
-    if await _engine_mode(request):
-        return await engine_responses.list_input_items(request)
-    turn = await _owned_turn(request)
-    services = request.app[SERVICES]
-    # Only the listing's own parameters go upstream (not `user_id` or anything else).
-    params = MultiDict((key, value) for key, value in request.query.items() if key in _INPUT_ITEMS_PARAMS)
-    reply = await services.upstream.request_ok("GET", _upstream_path(turn, "/input_items"), params=params)
-    return web.Response(body=repair_input_items(reply.body), content_type="application/json")
+    backend = await _backend(request)
+    found = await backend.input_items(identity(request), request.match_info["response_id"], request.query)
+    return _found(found, request)
 
 
 async def list_responses(request: web.Request) -> web.Response:
-    if await _engine_mode(request):
-        return await engine_responses.list_responses(request)
-    # The upstream's list is every user's: the gateway would have to filter it.
-    raise ApiError(501, "Not implemented", "Listing responses is available in engine mode only "
-                   "(llama_stack.api: chat_completions).", code="not_implemented")
+    backend = await _backend(request)
+    return json_response(await backend.list(identity(request), request.query))
 
 
 def add_routes(app: web.Application, prefix: str) -> None:

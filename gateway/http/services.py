@@ -8,13 +8,14 @@ from aiohttp import web
 
 from gateway.background.runs import BackgroundRuns
 from gateway.config import Configuration
+from gateway.engine.backend import LocalEngine
 from gateway.identity import Authenticator
-from gateway.pipeline import Pipeline
 from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
 from gateway.storage.writer import TurnWriter
 from gateway.upstream.catalog import ModelCatalog
+from gateway.turns.service import TurnService
 from gateway.upstream.client import UpstreamClient
 
 
@@ -26,7 +27,8 @@ class Services:
     catalog: ModelCatalog
     conversations: ConversationRepository
     writer: TurnWriter
-    pipeline: Pipeline
+    turns: TurnService
+    engine: LocalEngine
     authenticator: Authenticator
     background: BackgroundRuns
     quota: QuotaService

@@ -1,21 +1,20 @@
-"""The SSE writer: relays a turn's stream to the client's socket (`turn_stream.pump`
-does the work: rewriting, settling before the terminal event). Errors after the first
-byte become `response.failed` then `data: [DONE]` (decision 6); an upstream that
-refuses the request before the gateway has sent anything gets the HTTP error its
-refusal names instead. A client that goes away cancels the handler, which closes the
-upstream connection.
+"""The SSE writer: a turn's stream to the client's socket, as a sink of the turn
+runner (`turns/run.py` does the work: rewriting, settling before the terminal event).
+Errors after the first byte become `response.failed` then `data: [DONE]` (decision
+6); an upstream that refuses the request before the gateway has sent anything gets the
+HTTP error its refusal names instead. A client that goes away cancels the handler,
+which closes the upstream connection.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from aiohttp import web
 
-from gateway.pipeline import Pipeline, Turn
-from gateway.streaming.rewriter import StreamRewriter
-from gateway.turn_stream import pump
+from gateway.turns.run import FrameSink
+from gateway.turns.service import TurnService
+from gateway.turns.turn import Turn
 
 log = logging.getLogger("gateway.http")
 
@@ -30,20 +29,24 @@ SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Contro
                "X-Accel-Buffering": "no"}
 
 
-async def relay(request: web.Request, pipeline: Pipeline, turn: Turn) -> web.StreamResponse:
-    response = _EventStream(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
+class _Socket(FrameSink):
+    def __init__(self, turns: TurnService, turn: Turn, request: web.Request):
+        super().__init__(turns.runner.rewriter(turn))
+        self._request = request
+        self.response = _EventStream(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
+        self.write = self.response.write   # type: ignore[method-assign]  (no layer per read)
+        self.end = self.response.write_eof   # type: ignore[method-assign]
+
+    async def start(self) -> None:
+        await self.response.prepare(self._request)
+
+
+async def relay(request: web.Request, turns: TurnService, turn: Turn) -> web.StreamResponse:
+    sink = _Socket(turns, turn, request)
     try:
-        await pump(pipeline, turn, StreamRewriter(pipeline.enricher(turn)), lambda: response.prepare(request),
-                   response.write, response.write_eof)
-        return response
+        await turns.run(turn, sink)
     except ConnectionResetError:
-        # The client went away before the handler was cancelled; leaving the backend's
-        # `async with` already closed the upstream connection.
+        # The client went away before the handler was cancelled (the runner marked the
+        # turn abandoned); leaving the backend's `async with` closed the upstream.
         log.info("client went away during the stream of %s", turn.conversation)
-        turn.abandoned = True
-        return response
-    except asyncio.CancelledError:
-        turn.abandoned = True  # the client left (aiohttp cancels the handler)
-        raise
-    finally:
-        pipeline.finish(turn)
+    return sink.response

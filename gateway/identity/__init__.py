@@ -1,15 +1,15 @@
 """Who is calling. An authentication module turns request headers and query into an
-`Identity`, or raises the 401 `ApiError` that says why not. `build_authenticator` adds
-what the caller may do: roles from `role_rules` over the module's identity document, and
-the actions `authorization.access_rules` grant those roles (gateway/identity/authorization.py)."""
+`Identity`, or raises the 401 `ApiError` that says why not. `build.py` picks the
+configured module and adds what the caller may do: roles from `role_rules` over the
+module's identity document, and the actions `authorization.access_rules` grant those
+roles (`authorization.py`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol
 
-from gateway.config import AuthenticationConfig
-from gateway.config_access import DEFAULT_ACTIONS, AccessRule, RoleRule
+from gateway.config_access import DEFAULT_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -40,23 +40,3 @@ class Authenticator(Protocol):
     async def authenticate(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity: ...
 
     async def close(self) -> None: ...
-
-
-def build_authenticator(config: AuthenticationConfig, role_rules: Sequence[RoleRule] = (),
-                        access_rules: Sequence[AccessRule] = ()) -> Authenticator:
-    from gateway.identity.api_key import ApiKeyAuthenticator
-    from gateway.identity.authorization import AuthorizingAuthenticator
-    from gateway.identity.jwk_token import JwkTokenAuthenticator
-    from gateway.identity.k8s import K8sAuthenticator
-    from gateway.identity.noop import NoopAuthenticator
-    from gateway.identity.noop_with_token import NoopWithTokenAuthenticator
-    from gateway.identity.rh_identity import RhIdentityAuthenticator
-    from gateway.identity.trusted_proxy import TrustedProxyAuthenticator
-
-    modules = {"noop": NoopAuthenticator, "noop-with-token": NoopWithTokenAuthenticator,
-               "api-key-token": ApiKeyAuthenticator, "jwk-token": JwkTokenAuthenticator, "k8s": K8sAuthenticator,
-               "rh-identity": RhIdentityAuthenticator, "trusted-proxy": TrustedProxyAuthenticator}
-    module = modules[config.module](config)
-    if not role_rules and not access_rules:
-        return module  # everyone has the default actions: nothing to resolve per request
-    return AuthorizingAuthenticator(module, role_rules, access_rules)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any, Awaitable, Mapping
 from urllib.parse import quote
 
+from multidict import MultiDict
+
 from gateway.schema.errors import ApiError
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.client import UpstreamClient
@@ -17,21 +19,13 @@ class StreamBroken(Exception):
     """The upstream stream failed after it started (timeout, reset): end it as failed."""
 
 
+_INPUT_ITEMS_PARAMS = frozenset({"after", "before", "include", "limit", "order"})
 
 
 class UpstreamResponses:
     def __init__(self, client: UpstreamClient, capabilities: Capabilities):
         self._client = client
         self.capabilities = capabilities
-
-    # The backend interface (gateway.pipeline.Backend): a prepared turn's `body`,
-    # `headers` and `model.id` are what is forwarded.
-
-    async def respond(self, turn: Any) -> dict[str, Any]:
-        return await self.create(turn.body, turn.headers, turn.model.id)
-
-    def open(self, turn: Any) -> "UpstreamStream":
-        return self.stream(turn.body, turn.headers, turn.model.id)
 
     async def create(self, body: dict[str, Any], headers: Mapping[str, str], model: str) -> dict[str, Any]:
         reply = await self._client.request_ok("POST", "/v1/responses", json=body, headers=headers, model=model)
@@ -67,6 +61,24 @@ class UpstreamResponses:
     async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
         path = f"/v1/conversations/{quote(conversation_id, safe='')}/items"
         await self._client.request_ok("POST", path, json={"items": items})
+
+    # Stored responses: the caller's ownership is the gateway's to check first.
+
+    async def retrieve(self, response_id: str) -> Any:
+        return (await self._client.request_ok("GET", _response_path(response_id))).json()
+
+    async def delete(self, response_id: str) -> bytes:
+        return (await self._client.request_ok("DELETE", _response_path(response_id))).body
+
+    async def input_items(self, response_id: str, query: Mapping[str, str]) -> bytes:
+        # Only the listing's own parameters go upstream (not `user_id` or anything else).
+        params = MultiDict((key, value) for key, value in query.items() if key in _INPUT_ITEMS_PARAMS)
+        path = _response_path(response_id) + "/input_items"
+        return (await self._client.request_ok("GET", path, params=params)).body
+
+
+def _response_path(response_id: str) -> str:
+    return f"/v1/responses/{quote(response_id, safe='')}"
 
 
 class UpstreamStream:

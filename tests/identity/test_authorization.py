@@ -6,7 +6,8 @@ from __future__ import annotations
 from gateway.config import AuthenticationConfig
 from gateway.config_access import (ALL_ACTIONS, DEFAULT_ACTIONS, OTHERS_CONVERSATIONS_ACTIONS, AccessRule, Action,
                                    RoleRule)
-from gateway.identity import Identity, build_authenticator
+from gateway.identity import Identity
+from gateway.identity.build import build_authenticator
 from gateway.identity.authorization import AccessPolicy, AuthorizingAuthenticator, may_use_conversation
 
 RULES = [AccessRule(role="*", actions=[Action.INFO]),

@@ -1,31 +1,27 @@
-"""What a turn sends to its backend, built from the request: the forwarded body and the
-request-input helpers the pipeline decides with."""
+"""What a turn sends to its backend, built from the request: the Responses body both
+backends start from (each finishes it: `turns/forward.py`, `turns/local.py`) and the
+request-input helpers `prepare()` decides with."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.config import InferenceConfig
 from gateway.schema.responses import LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars
-from gateway.upstream.llama_stack_input import for_llama_stack
-
-if TYPE_CHECKING:
-    from gateway.pipeline import Turn
+from gateway.turns.turn import Turn
 
 
-def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: "Turn", tools: list[dict[str, Any]] | None,
-                 inference: InferenceConfig, llama_stack: bool) -> dict[str, Any]:
-    """The Responses body the backend gets: the client's JSON as sent (LCORE's
+def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: Turn, tools: list[dict[str, Any]] | None,
+                 inference: InferenceConfig) -> dict[str, Any]:
+    """The Responses body a backend gets: the client's JSON as sent (LCORE's
     extensions dropped, lax scalars converted), with the gateway's model, tools and
-    conversation or chain, and Llama Stack's own defaults and input repair."""
+    conversation or chain, and the operator's loop limits where the client set none."""
     body = {key: value for key, value in raw.items() if key not in LCORE_EXTENSIONS}
     body.update(forwarded_scalars(raw, request))
     body["model"] = turn.model.id
     # The gateway runs a background turn itself (streamed upstream, so it records the
     # events); the backend sees an ordinary turn and the settlement is any turn's.
     body.pop("background", None)
-    if turn.background and not turn.engine:
-        body["stream"] = True
     body.pop("conversation", None)
     body.pop("previous_response_id", None)
     last_response = turn.existing.last_response_id if turn.existing is not None else None
@@ -47,14 +43,8 @@ def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: "Turn", t
         body["tools"] = tools
     if "max_tool_calls" not in raw:
         body["max_tool_calls"] = inference.max_tool_calls
-    if "max_infer_iters" not in raw and (llama_stack or turn.engine):
+    if "max_infer_iters" not in raw:
         body["max_infer_iters"] = inference.max_infer_iters
-    if turn.engine:
-        return body  # the engine reads the Responses body itself
-    if not llama_stack:
-        body.pop("max_infer_iters", None)  # a Llama Stack extension other servers refuse
-    elif isinstance(body.get("input"), list):
-        body["input"] = for_llama_stack(body["input"])
     return body
 
 

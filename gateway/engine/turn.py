@@ -1,0 +1,42 @@
+"""What the local engine reads of a prepared turn: the turn hands it what it needs, and
+the engine knows nothing of where turns are prepared (`gateway/turns/` satisfies this
+protocol structurally)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class EngineModel(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+class EngineIdentity(Protocol):
+    @property
+    def user_id(self) -> str: ...
+
+
+class EngineTurn(Protocol):
+    body: dict[str, Any]                 # the Responses body; the engine drops it once translated
+
+    @property
+    def model(self) -> EngineModel: ...
+
+    @property
+    def identity(self) -> EngineIdentity: ...
+
+    @property
+    def display_model(self) -> str: ...
+
+    @property
+    def previous_response_id(self) -> str | None: ...
+
+    @property
+    def conversation(self) -> str | None: ...
+
+    @property
+    def store(self) -> bool: ...
+
+    @property
+    def background(self) -> bool: ...

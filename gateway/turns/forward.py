@@ -1,0 +1,102 @@
+"""The forward backend: turns go to the upstream's `/v1/responses` as they are
+(`UpstreamResponses`), conversations are the upstream's, and stored responses are read
+back from the upstream once the gateway's record says the caller owns them (404 for
+any other, so ids cannot be probed)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gateway.config import InferenceConfig
+from gateway.identity import Identity
+from gateway.schema.errors import ApiError
+from gateway.schema.ids import openai_conversation_id
+from gateway.schema.responses import ResponsesRequest
+from gateway.storage.conversations import ConversationRepository, TurnRecord
+from gateway.streaming.enrich import Enricher
+from gateway.streaming.repair import repair_input_items, repair_response
+from gateway.streaming.rewriter import StreamRewriter
+from gateway.tools import ConfiguredTools
+from gateway.turns.body import backend_body
+from gateway.turns.settle import Settler
+from gateway.turns.turn import Feed, Turn
+from gateway.upstream.llama_stack_input import for_llama_stack
+from gateway.upstream.responses import UpstreamResponses, UpstreamStream
+
+
+class ForwardBackend:
+    def __init__(self, upstream: UpstreamResponses, tools: ConfiguredTools, inference: InferenceConfig,
+                 conversations: ConversationRepository, settler: Settler):
+        self._upstream = upstream
+        self._tools = tools
+        self._inference = inference
+        self._conversations = conversations
+        self._settler = settler
+
+    async def accept(self, raw: Any, refusal: ApiError) -> ResponsesRequest:
+        raise refusal  # LCORE's request model is the upstream's
+
+    async def check(self, raw: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
+        await self._tools.check_client_servers(tools)  # the upstream will connect: judge the names now
+
+    def body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
+             tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+        body = backend_body(raw, request, turn, tools, self._inference)
+        if turn.background:
+            body["stream"] = True  # the gateway runs it, and records its events
+        if not self._upstream.capabilities.is_llama_stack:
+            body.pop("max_infer_iters", None)  # a Llama Stack extension other servers refuse
+        elif isinstance(body.get("input"), list):
+            body["input"] = for_llama_stack(body["input"])
+        return body
+
+    async def create_conversation(self) -> str | None:
+        return await self._upstream.create_conversation()
+
+    async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+        await self._upstream.append_items(conversation_id, items)
+
+    async def respond(self, turn: Turn) -> dict[str, Any]:
+        return await self._upstream.create(turn.body, turn.headers, turn.model.id)
+
+    def open(self, turn: Turn) -> UpstreamStream:
+        stream = self._upstream.stream(turn.body, turn.headers, turn.model.id)
+        turn.body = {}  # held by the request until it is sent; nothing else needs it while the stream is open
+        return stream
+
+    def feed(self, rewriter: StreamRewriter) -> Feed:
+        return rewriter.feed  # the upstream's bytes: the rewriter's fast path
+
+    async def _owned(self, identity: Identity, response_id: str) -> TurnRecord | None:
+        return await self._settler.owned_turn(identity, response_id)
+
+    async def owns(self, identity: Identity, response_id: str) -> bool:
+        return await self._owned(identity, response_id) is not None
+
+    async def stored(self, identity: Identity, response_id: str) -> dict[str, Any] | None:
+        turn = await self._owned(identity, response_id)
+        if turn is None:
+            return None
+        response = repair_response(await self._upstream.retrieve(turn.response_id))
+        Enricher(openai_conversation_id(turn.conversation_id), turn.previous_response_id,
+                 configured_labels=self._tools.labels).annotate(response)
+        return response
+
+    async def delete(self, identity: Identity, response_id: str) -> bytes | None:
+        turn = await self._owned(identity, response_id)
+        if turn is None:
+            return None
+        deleted = await self._upstream.delete(turn.response_id)
+        await self._conversations.delete_turn(turn.response_id)
+        return deleted
+
+    async def input_items(self, identity: Identity, response_id: str, query: Mapping[str, str]) -> bytes | None:
+        turn = await self._owned(identity, response_id)
+        if turn is None:
+            return None
+        return repair_input_items(await self._upstream.input_items(turn.response_id, query))
+
+    async def list(self, identity: Identity, query: Mapping[str, str]) -> dict[str, Any]:
+        # The upstream's list is every user's: the gateway would have to filter it.
+        raise ApiError(501, "Not implemented", "Listing responses is available in engine mode only "
+                       "(llama_stack.api: chat_completions).", code="not_implemented")

@@ -1,0 +1,174 @@
+"""The start of a turn's life: `prepare()` validates everything, chooses the backend
+once, and only then creates what the turn needs (an upstream conversation), so a
+refused request leaves nothing behind. A `store: false` turn creates and records
+nothing: it reads the history it continues (chained by `previous_response_id`) and
+is forgotten.
+
+The backend (forward to the upstream's Responses API, or the local engine over its
+Chat Completions) is named here and in the wiring only: `BackendSelector` decides once
+(for `llama_stack.api: auto` by asking the upstream on first use, so start-up never
+waits for it) and every turn and stored-response read after that holds the chosen
+`Backend`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Mapping
+
+import orjson
+
+from gateway.config import Configuration
+from gateway.config_access import Action
+from gateway.identity import Identity
+from gateway.identity.authorization import may_use_conversation
+from gateway.quota.reservation import Reservation
+from gateway.quota.service import QuotaService
+from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
+from gateway.schema.ids import new_conversation_id, normalize_conversation_id
+from gateway.schema.responses import ResponsesRequest, parse_responses_request
+from gateway.storage.conversations import ConversationRecord, ConversationRepository
+from gateway.storage.writer import TurnWriter
+from gateway.tools import ConfiguredTools
+from gateway.turns.body import answers_approval, has_item_reference
+from gateway.turns.model import ModelSelector
+from gateway.turns.settle import Settler
+from gateway.turns.turn import Backend, Turn
+from gateway.upstream.capabilities import Capabilities
+from gateway.upstream.catalog import ModelCatalog
+
+
+class BackendSelector:
+    """Which backend runs turns: the engine where the configuration (or, for `auto`,
+    the upstream) says turns run locally, else the forward backend. Decided on first
+    use and kept; a failed probe is asked again next time."""
+
+    def __init__(self, forward: Backend, engine: Backend, capabilities: Capabilities):
+        self._forward = forward
+        self._engine = engine
+        self._capabilities = capabilities
+        self._chosen: Backend | None = None
+
+    async def __call__(self) -> Backend:
+        if self._chosen is None:
+            self._chosen = self._engine if await self._capabilities.uses_engine() else self._forward
+        return self._chosen
+
+
+class Preparer:
+    def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
+                 catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools, settler: Settler,
+                 backend: BackendSelector):
+        self._conversations = conversations
+        self._writer = writer
+        self._models = ModelSelector(catalog, config.inference)
+        self._quota = quota
+        self._tools = tools
+        self._settler = settler
+        self.backend = backend
+
+    async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
+        request = await self._parse(raw)
+        if request.background and not request.store:
+            # OpenAI's rule: a background response is only ever read back, so it is stored.
+            raise ApiError(400, "Invalid attribute value", "background: true requires store: true (a background "
+                           "response is read back later)", code="invalid_value", param="background")
+        if request.shield_ids:
+            raise invalid_attribute(f"Unknown shield IDs: {', '.join(request.shield_ids)} (this gateway has no "
+                                    "shields configured)", param="shield_ids", code="shield_not_found")
+        await self._writer.admit()
+        tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
+        await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
+        reservation = await self._quota.reserve(identity, raw)  # 429 before anything else is looked up
+        try:
+            return await self._prepare(identity, raw, request, tools, reservation)
+        except BaseException:
+            if reservation is not None:
+                await asyncio.shield(self._quota.release(reservation))
+            raise
+
+    async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
+                       reservation: Reservation | None) -> Turn:
+        existing, forked_from = await self._resolve_conversation(identity, request)
+        model = await self._models.select(identity, request.model, existing)
+        backend = await self.backend()
+        await backend.check(raw, tools)
+
+        # Everything is valid: now create what the turn needs.
+        conversation_id, upstream_id = await self._conversation_for(backend, request, existing, forked_from)
+        # The turn keeps what it needs from the request, not the validated model: it lives
+        # as long as the stream, and memory per open stream is a budget.
+        turn = Turn(identity=identity, backend=backend, stream=request.stream,
+                    previous_response_id=request.previous_id, generate_topic_summary=request.generate_topic_summary,
+                    body={}, headers={}, model=model, display_model=request.model or model.display_id,
+                    conversation_id=conversation_id, upstream_conversation_id=upstream_id,
+                    existing=existing if forked_from is None else None, forked_from=forked_from, store=request.store,
+                    reservation=reservation, background=bool(request.background))
+        if request.store and upstream_id is not None and turn.existing is not None \
+                and turn.existing.last_response_id and answers_approval(raw["input"]):
+            # Llama Stack finds the approval request only in the previous response, and
+            # refuses previous_response_id together with conversation: chain this turn,
+            # then append it to the conversation.
+            turn.append_to_upstream = True
+            turn.appended_input = raw["input"]
+        turn.body = backend.body(raw, request, turn, tools)
+        if request.solr is not None:
+            turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": raw["solr"]}).decode()
+        return turn
+
+    async def _parse(self, raw: Any) -> ResponsesRequest:
+        """LCORE's request model; what a backend accepts beyond it (the engine:
+        `item_reference` input items). Only a request LCORE's model refuses and that
+        holds such an item asks which backend runs the turn first, so forward mode keeps
+        LCORE's exact 422 bodies and a refusal never waits for the upstream."""
+        try:
+            return parse_responses_request(raw, self._tools.server_urls)
+        except ApiError as refusal:
+            if not has_item_reference(raw):
+                raise
+            return await (await self.backend()).accept(raw, refusal)
+
+    async def _conversation_for(self, backend: Backend, request: ResponsesRequest, existing: ConversationRecord | None,
+                                forked_from: str | None) -> tuple[str | None, str | None]:
+        """The conversation this turn belongs to (bare id) and the backend's id for it."""
+        if existing is not None and forked_from is None:
+            return existing.id, existing.upstream_id
+        if not request.store:
+            return None, None  # a fork or a new conversation that would be stored: none
+        if forked_from is not None:
+            # A fork is continued by chaining previous_response_id, which replays the
+            # whole context upstream; Llama Stack's API cannot give a new conversation
+            # the ordered history up to the fork point.
+            return new_conversation_id(), None
+        upstream_id = await backend.create_conversation()
+        conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
+        return conversation_id, upstream_id
+
+    async def _resolve_conversation(self, identity: Identity, request: ResponsesRequest,
+                                    ) -> tuple[ConversationRecord | None, str | None]:
+        """The conversation this turn continues (None: a new one), and the response it forks from."""
+        if request.conversation_id is not None:
+            await self._settler.wait_pending(request.conversation_id)
+            existing = await self._conversations.get(request.conversation_id)
+            if existing is None:
+                raise not_found("Conversation", request.conversation_id, code="conversation_not_found",
+                                param="conversation")
+            if not may_use_conversation(identity, existing.user_id, Action.QUERY_OTHERS_CONVERSATIONS):
+                # LCORE's body (which says `read`); the turn continues the owner's
+                # conversation, which stays theirs (its responses too).
+                raise conversation_forbidden(identity.user_id, request.conversation_id)
+            return existing, None
+        previous = request.previous_id
+        if previous is None:
+            return None, None
+        await self._settler.wait_pending(previous)
+        found = await self._conversations.find_turn(previous)
+        if found is None or found[1].user_id != identity.user_id:
+            raise not_found("Response", previous, code="response_not_found", param="previous_response_id")
+        conversation = found[1]
+        if self._settler.pending(conversation.id):
+            # A later turn of this conversation is still being recorded: whether this one
+            # is the latest (continue) or not (fork) depends on it.
+            await self._settler.wait_pending(conversation.id)
+            conversation = await self._conversations.get(conversation.id) or conversation
+        return conversation, None if conversation.last_response_id == previous else previous

@@ -1,0 +1,159 @@
+"""THE runner: one function takes every prepared turn from its backend to wherever its
+answer goes, settling it before the terminal event or body and finishing it after,
+for every caller. The callers only provide a sink:
+
+- a `BodySink` (the JSON handler): the backend's finished response object, repaired
+  and enriched, never passing through the `StreamRewriter`;
+- a `FrameSink` (the SSE writer: the client's socket; background runs: the event
+  log and its followers): per upstream read, the `StreamRewriter` turns what the
+  backend yielded into client frames, handed to `write` once (DESIGN decision 2).
+  Nothing is written before the first frames: an upstream that refuses the request as
+  its stream's first event gets the HTTP error its refusal names instead (raised
+  before `start`).
+
+The terminal event or body waits for `Settler.settle()`, which commits the turn's
+record and charge, so its `available_quotas` is the balance after the turn (a record
+that cannot be committed ends the stream with `response.failed`, or the JSON request
+with the database error). A turn whose caller goes away (cancelled, or the socket
+reset) is abandoned: `finish()` charges it in full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from gateway.schema.errors import ApiError
+from gateway.streaming.enrich import Enricher
+from gateway.streaming.events import Event
+from gateway.streaming.repair import failed_response, repair_response
+from gateway.streaming.rewriter import StreamRewriter
+from gateway.turns.settle import Settler
+from gateway.turns.turn import Turn
+from gateway.upstream.errors import upstream_error
+from gateway.upstream.responses import StreamBroken
+
+log = logging.getLogger("gateway.turns")
+
+
+class BodySink:
+    """Where a JSON turn's answer goes."""
+
+    async def body(self, response: dict[str, Any]) -> None:
+        """The finished, settled and enriched response object."""
+        raise NotImplementedError
+
+    async def stopped(self, turn: Turn, exc: BaseException) -> None:
+        """The turn ended without an answer (the exception propagates after this)."""
+
+
+class FrameSink:
+    """Where a streamed turn's frames go, through its rewriter."""
+
+    def __init__(self, rewriter: StreamRewriter):
+        self.rewriter = rewriter
+
+    async def start(self) -> None:
+        """Before the first frames (an HTTP stream sends its headers with them)."""
+
+    async def write(self, frames: bytes) -> None:
+        """The frames of one upstream read."""
+        raise NotImplementedError
+
+    async def end(self, frames: bytes) -> None:
+        """The last frames: the settled terminal event, then `data: [DONE]`."""
+        raise NotImplementedError
+
+    async def stopped(self, turn: Turn, exc: BaseException) -> None:
+        """The stream stopped before its end (the exception propagates after this)."""
+
+
+# Ways a turn's caller goes away: it is abandoned, and charged in full.
+_LEFT = (asyncio.CancelledError, ConnectionResetError)
+
+
+class Runner:
+    def __init__(self, settler: Settler, labels: frozenset[str]):
+        self._settler = settler
+        self._labels = labels   # the operator's MCP server labels: their echo is scrubbed
+
+    def enricher(self, turn: Turn) -> Enricher:
+        """What every response object of this turn gets (JSON body or stream events)."""
+        return Enricher(turn.conversation, turn.previous_response_id, turn.display_model, self._labels,
+                        turn.background)
+
+    def rewriter(self, turn: Turn) -> StreamRewriter:
+        return StreamRewriter(self.enricher(turn))
+
+    async def run(self, turn: Turn, sink: BodySink | FrameSink) -> None:
+        """Run the turn to its sink: respond or stream, settle, finish."""
+        try:
+            if isinstance(sink, FrameSink):
+                await self._stream(turn, sink)
+            else:
+                await self._respond(turn, sink)
+        except BaseException as exc:
+            if isinstance(exc, _LEFT):
+                turn.abandoned = True  # the client left before the answer
+            await sink.stopped(turn, exc)
+            raise
+        finally:
+            self._settler.finish(turn)
+
+    async def _respond(self, turn: Turn, sink: BodySink) -> None:
+        result = repair_response(await turn.backend.respond(turn))
+        turn.result = result
+        quotas = await self._settler.settle(turn)
+        self.enricher(turn).finish(result, quotas)
+        await sink.body(result)
+
+    async def _stream(self, turn: Turn, sink: FrameSink) -> None:
+        rewriter = sink.rewriter
+
+        async def ending(frames: bytes, terminal: Event | None) -> bytes:
+            if terminal is None:
+                return frames
+            turn.result = terminal.data["response"]
+            try:
+                quotas = await self._settler.settle(turn)
+            except ApiError as exc:
+                # Not recorded, so not done: the stream fails instead (decision 6).
+                terminal, quotas = Event.build({"type": "response.failed", "sequence_number": 0,
+                                               "response": failed_response(turn.result, exc.cause)}), {}
+            return frames + rewriter.terminal(terminal, quotas)
+
+        started = False
+        async with turn.backend.open(turn) as chunks:
+            # Once, not per read of a paced stream.
+            feed = turn.backend.feed(rewriter)
+            try:
+                async for chunk in chunks:
+                    frames, terminal = feed(chunk)
+                    if not started:
+                        _refuse_before_the_first_byte(rewriter, turn)
+                        await sink.start()
+                        started = True
+                    if terminal is not None:
+                        # The last frames and the end of the stream in one write.
+                        await sink.end(await ending(frames, terminal))
+                        return
+                    if frames:
+                        await sink.write(frames)
+                frames, terminal = rewriter.close()
+            except StreamBroken as exc:
+                log.warning("upstream stream for %s broke: %s", turn.conversation, exc)
+                frames, terminal = b"", rewriter.fail(str(exc))
+            if not started:
+                await sink.start()
+            await sink.end(await ending(frames, terminal))
+
+    async def settle(self, turn: Turn) -> dict[str, int]:
+        """Settle a turn whose sink ends it itself (a cancelled background run)."""
+        return await self._settler.settle(turn)
+
+
+def _refuse_before_the_first_byte(rewriter: StreamRewriter, turn: Turn) -> None:
+    refusal = rewriter.repairer.refusal
+    if refusal is not None:
+        raise upstream_error(refusal[0], refusal[1], turn.model.id)

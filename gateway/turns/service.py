@@ -1,0 +1,34 @@
+"""`TurnService`: what the endpoint adapters call, put together once by the wiring."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gateway.identity import Identity
+from gateway.turns.prepare import BackendSelector, Preparer
+from gateway.turns.run import BodySink, FrameSink, Runner
+from gateway.turns.settle import Settler
+from gateway.turns.turn import Backend, Turn
+
+
+class TurnService:
+    def __init__(self, preparer: Preparer, runner: Runner, settler: Settler, backend: BackendSelector):
+        self._preparer = preparer
+        self.runner = runner
+        self._settler = settler
+        self._backend = backend
+
+    async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
+        """A turn ready to run, or the 4xx that refuses it with nothing created."""
+        return await self._preparer.prepare(identity, raw, headers)
+
+    async def run(self, turn: Turn, sink: BodySink | FrameSink) -> None:
+        await self.runner.run(turn, sink)
+
+    async def backend(self) -> Backend:
+        """The backend turns run on (stored-response reads go to it too)."""
+        return await self._backend()
+
+    async def drain(self) -> None:
+        """Wait until every finished turn is recorded (at shutdown)."""
+        await self._settler.drain()

@@ -1,0 +1,227 @@
+"""The end of a turn's life: `settle()` before the terminal event or JSON body,
+`finish()` after the response, and the registry of turns still being recorded.
+
+`settle()` charges the turn's tokens and commits its record (group-committed with
+concurrent turns by `TurnWriter`), so whatever replica the client continues on finds
+it (DESIGN decision 4); it still completes when the client has gone away, and a
+request in this process about the same conversation or response that arrives
+meanwhile waits for it (`wait_pending()`). `finish()` settles a turn its caller did
+not (it ended without a terminal event, or the client left), charging an abandoned
+turn in full: aborting is no way around a quota.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timezone
+
+from gateway.identity import Identity
+from gateway.quota.reservation import Reservation
+from gateway.quota.service import QuotaService
+from gateway.schema.errors import ApiError, database_error
+from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
+from gateway.storage.writer import TurnWriter
+from gateway.turns.body import input_items
+from gateway.turns.turn import Turn
+
+# Llama Stack's add-items endpoint, like OpenAI's, takes at most this many items a call.
+_ITEMS_PER_CALL = 20
+# requires_action: a local-engine response waiting for the client's function results.
+_RECORDED_STATUSES = ("completed", "incomplete", "requires_action")
+
+
+def _now() -> str:
+    return _iso(time.time())
+
+
+def _iso(seconds: float) -> str:
+    """ISO-8601 UTC with microseconds, as `datetime.isoformat()` writes it."""
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+
+
+class Settler:
+    def __init__(self, conversations: ConversationRepository, writer: TurnWriter, quota: QuotaService):
+        self._conversations = conversations
+        self._writer = writer
+        self._quota = quota
+        self._pending: dict[str, asyncio.Future] = {}   # conversation / response id -> its recording
+        self._background: set[asyncio.Future] = set()
+
+    async def settle(self, turn: Turn) -> dict[str, int]:
+        """Before the terminal event or body: charge the turn's tokens and commit its
+        record (group-committed with concurrent turns; after appending it to the upstream
+        conversation when it was chained), once. Returns the balance after it
+        (`available_quotas`). A client that is then told the turn is done can continue it
+        at once on any replica. Raises `database_error()` when the record cannot be
+        committed: the client is not told the turn is done."""
+        if turn.quotas is not None:
+            return turn.quotas
+        if not turn.store and not self._quota.enabled:
+            turn.quotas = {}
+            return turn.quotas
+        if turn._settling is None:
+            # Shielded below: a client that leaves mid-settle must not undo the charge or
+            # lose the record.
+            turn._settling = self._submitted(turn) or asyncio.ensure_future(self._settle(turn))
+            self._track(turn, turn._settling)
+        try:
+            quotas = await asyncio.shield(turn._settling)
+        except ApiError:
+            raise
+        except Exception:  # the writer logged it
+            raise database_error() from None
+        if quotas is None and turn.reservation is not None:   # the writer's future: the charge is committed
+            quotas = await self._balances_after_charge(turn)
+        turn.quotas = quotas or {}
+        return turn.quotas
+
+    def _submitted(self, turn: Turn) -> asyncio.Future | None:
+        """The common turn's settling without a task of its own (a few µs a turn): its
+        record, with its charge when the quota storage is the turn database, handed to
+        the writer at once; the writer's future. None: `_settle()` it is."""
+        if turn.append_to_upstream or turn.result is None:
+            return None
+        if turn.reservation is None:
+            return self._writer.submit(*self._records(turn))
+        if not (turn.store and self._quota.shares_turn_database):
+            return None
+        return self._writer.submit(*self._records(turn), extra=self._charge(turn))   # failed: `_finished`
+
+    async def _balances_after_charge(self, turn: Turn) -> dict[str, int]:
+        """`available_quotas` once the turn's charge is committed: without I/O nearly
+        always (`QuotaService.settled`), else read."""
+        assert turn.reservation is not None
+        quotas = self._quota.settled(turn.reservation)
+        return quotas if quotas is not None else await self._quota.available(turn.identity.user_id)
+
+    def _charge(self, turn: Turn) -> list:
+        """The charge of a turn with a result: the upstream's input + output tokens; a
+        turn its client stopped with no usage (a cancelled background one) is charged
+        its reservation, as an abandoned stream is."""
+        assert turn.reservation is not None and turn.result is not None
+        usage = turn.result.get("usage") or {}
+        spent = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)) \
+            if usage or not turn.abandoned else (turn.reservation.tokens, 0)
+        return self._quota.charge_statements(turn.reservation, *spent, turn.model.id, turn.model.provider_id)
+
+    async def _settle(self, turn: Turn) -> dict[str, int]:
+        """The charge (the upstream's input + output tokens to every limiter, releasing
+        the reservation) and the record: one transaction when the quota storage is the
+        turn database, else the charge first, then the record."""
+        charge = self._charge(turn) if turn.reservation is not None and turn.result is not None else []
+        try:
+            if turn.store and turn.result is not None:
+                if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
+                    await self._append_turn(turn)
+                if charge and not self._quota.shares_turn_database:
+                    await self._quota.write(charge)
+                    charge = []
+                await self._writer.submit(*self._records(turn), extra=charge)
+                if charge:
+                    return await self._balances_after_charge(turn)
+            elif charge:
+                await self._quota.write(charge)
+        except BaseException:
+            self._quota.forget(turn.reservation)   # what the ledger assumed was not written
+            raise
+        return await self._quota.available(turn.identity.user_id) if turn.reservation is not None else {}
+
+    def finish(self, turn: Turn) -> None:
+        """After the response: a turn that reached its terminal event is settled even if
+        the handler never got to it (background; `drain()` waits for it). A turn that
+        never got the upstream's usage ends its reservation: charged in full when the
+        client abandoned it (aborting is no way around a quota), else released."""
+        if turn._settling is not None:
+            return
+        if turn.result is None:
+            if turn.reservation is not None:
+                done = asyncio.ensure_future(self._quota.release(
+                    turn.reservation, turn.reservation.tokens if turn.abandoned else 0))
+                turn._settling = done
+                self._background.add(done)
+                done.add_done_callback(lambda future: self._finished(future, (None, "")))
+            return
+        if not turn.store and turn.reservation is None:
+            return
+        turn._settling = asyncio.ensure_future(self._settle(turn))
+        self._track(turn, turn._settling)
+
+    def _track(self, turn: Turn, done: asyncio.Future) -> None:
+        """Requests about this conversation or response wait for its record (in-process:
+        another replica only sees it committed, which happens before the client is told)."""
+        keys = (turn.conversation_id, str((turn.result or {}).get("id")))
+        for key in keys:
+            if key:
+                self._pending[key] = done
+        self._background.add(done)
+        done.add_done_callback(lambda future: self._finished(future, keys, turn.reservation))
+
+    def _finished(self, future: asyncio.Future, keys: tuple[str | None, str],
+                  reservation: Reservation | None = None) -> None:
+        self._background.discard(future)
+        for key in keys:
+            if key and self._pending.get(key) is future:
+                del self._pending[key]
+        if future.cancelled() or future.exception() is not None:
+            # The writer logged a failure and settle() told the client; a charge that
+            # was not written is not assumed by SQLite's ledger either.
+            self._quota.forget(reservation)
+
+    async def drain(self) -> None:
+        """Wait until every finished turn is recorded (at shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    def _records(self, turn: Turn) -> tuple[ConversationRecord, TurnRecord | None]:
+        response = turn.result
+        assert response is not None and turn.conversation_id is not None
+        completed_at = _now()
+        started_at = _iso(turn.started)
+        conversation = ConversationRecord(
+            id=turn.conversation_id, user_id=turn.identity.user_id, upstream_id=turn.upstream_conversation_id,
+            created_at=started_at, last_message_at=completed_at, last_used_model=turn.model.id,
+            last_used_provider=turn.model.provider_id, last_response_id=None, message_count=0, topic_summary="",
+            generate_topic_summary=turn.generate_topic_summary is not False and turn.existing is None)
+        if response.get("status") not in _RECORDED_STATUSES or not isinstance(response.get("id"), str):
+            return conversation, None  # a failed turn: the conversation exists, the turn does not count
+        return conversation, TurnRecord(
+            conversation_id=turn.conversation_id, response_id=response["id"],
+            previous_response_id=turn.previous_response_id, model=turn.model.id,
+            provider=turn.model.provider_id, status=response["status"], started_at=started_at,
+            completed_at=completed_at)
+
+    async def _append_turn(self, turn: Turn) -> None:
+        """A turn sent with previous_response_id in a conversation the upstream keeps:
+        add its input and output to that conversation, as `conversation` would have."""
+        assert turn.result is not None and turn.upstream_conversation_id is not None
+        items = input_items(turn.appended_input) + [
+            item for item in turn.result.get("output") or [] if isinstance(item, dict)]
+        items = [{key: value for key, value in item.items() if value is not None} for item in items]
+        for start in range(0, len(items), _ITEMS_PER_CALL):
+            await turn.backend.append_items(turn.upstream_conversation_id, items[start:start + _ITEMS_PER_CALL])
+
+    async def owned_turn(self, identity: Identity, response_id: str) -> TurnRecord | None:
+        """The recorded turn behind a response id, if it belongs to the caller."""
+        await self.wait_pending(response_id)
+        found = await self._conversations.find_turn(response_id)
+        if found is None or found[1].user_id != identity.user_id:
+            return None
+        return found[0]
+
+    def pending(self, key: str) -> bool:
+        """Whether a turn of this conversation or response is being recorded here."""
+        return key in self._pending
+
+    async def wait_pending(self, key: str | None) -> None:
+        """Wait until the turn of this conversation or response being recorded here (if
+        any) is recorded."""
+        task = self._pending.get(key) if key else None
+        if task is not None and not task.done():
+            # Shielded: a request that is cancelled while it waits must not cancel the
+            # recording it waits for. Its failure is logged where it is recorded.
+            try:
+                await asyncio.shield(task)
+            except Exception:
+                pass
+

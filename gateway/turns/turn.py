@@ -1,0 +1,117 @@
+"""One request's plan as `prepare()` made it (`Turn`), and where it runs (`Backend`):
+the unit every endpoint, transport and backend passes around."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncContextManager, AsyncIterator, Callable, Mapping, Protocol
+
+from gateway.identity import Identity
+from gateway.quota.reservation import Reservation
+from gateway.schema.errors import ApiError
+from gateway.schema.ids import openai_conversation_id
+from gateway.schema.responses import ResponsesRequest
+from gateway.storage.conversations import ConversationRecord
+from gateway.streaming.events import Event
+from gateway.streaming.rewriter import StreamRewriter
+from gateway.upstream.catalog import ModelInfo
+
+# What a backend's stream yields per upstream read, fed to the rewriter: the upstream's
+# SSE bytes (forward: the rewriter's fast path) or a list of events (the engine).
+Feed = Callable[[Any], tuple[bytes, Event | None]]
+# A JSON answer: an object, or bytes relayed as the upstream sent them.
+Json = dict[str, Any] | bytes
+
+
+@dataclass(slots=True)
+class Turn:
+    """One request's plan and, once the backend finished, its result."""
+
+    identity: Identity
+    backend: "Backend"                   # where it runs: chosen once, by prepare()
+    stream: bool
+    previous_response_id: str | None     # as the client sent it (echoed in responses)
+    generate_topic_summary: bool | None
+    body: dict[str, Any]                 # what is sent to the backend
+    headers: dict[str, str]              # extra upstream headers (provider data)
+    model: ModelInfo
+    display_model: str                   # the response's `model`: as sent, or LCORE's short form
+    conversation_id: str | None          # bare stored form; None: a `store: false` turn in none
+    upstream_conversation_id: str | None  # `conv_…` when the upstream keeps the conversation
+    existing: ConversationRecord | None  # None: this turn starts the conversation
+    forked_from: str | None              # the response this turn forks from (a new conversation)
+    store: bool = True                   # False: nothing is created or recorded for this turn
+    background: bool = False             # run detached from the client (`background: true`)
+    append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
+    appended_input: Any = None           # the input to add then (kept only in that case)
+    started: float = field(default_factory=time.time)  # formatted only when recorded
+    result: dict[str, Any] | None = None  # the terminal response object
+    quotas: dict[str, int] | None = None  # available_quotas once settled
+    reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
+    abandoned: bool = False              # the client left before the backend finished
+    _settling: asyncio.Future | None = None
+
+    @property
+    def conversation(self) -> str | None:
+        """The id returned to clients (`conv_<48 hex>`, spec 001)."""
+        return openai_conversation_id(self.conversation_id) if self.conversation_id else None
+
+
+class Backend(Protocol):
+    """Where a prepared turn runs (DESIGN: one interface, two implementations): the
+    upstream's Responses API (`turns/forward.py`) or the local engine over the
+    upstream's Chat Completions (`turns/local.py`). `prepare()` picks one per turn and
+    nothing after it asks which it holds."""
+
+    # Before anything is created.
+
+    async def accept(self, raw: Any, refusal: ApiError) -> ResponsesRequest:
+        """A request LCORE's model refused, as this backend may still accept it (the
+        engine: `item_reference` input items); else the refusal."""
+
+    async def check(self, raw: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
+        """Refuse (4xx) what this backend cannot run, with the tools the turn will send."""
+
+    def body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
+             tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+        """The Responses body the turn sends this backend."""
+
+    # The conversation the turn belongs to, where the backend keeps one.
+
+    async def create_conversation(self) -> str | None:
+        """A new conversation id of the backend's own (`conv_…`), or None: the gateway's."""
+
+    async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+        """Add a chained turn's input and output to the backend's conversation."""
+
+    # Running it.
+
+    async def respond(self, turn: Turn) -> dict[str, Any]:
+        """The finished response object (a JSON request)."""
+
+    def open(self, turn: Turn) -> AsyncContextManager[AsyncIterator[Any]]:
+        """The turn's stream: `async with backend.open(turn) as reads`, then one item
+        per upstream read, to be fed to the rewriter by `feed()`."""
+
+    def feed(self, rewriter: StreamRewriter) -> Feed:
+        """The rewriter's entry for what this backend's stream yields."""
+
+    # Stored responses (`GET`/`DELETE /v1/responses/{id}`, its input items, the list),
+    # scoped to the caller: None where the caller owns no such response.
+
+    async def owns(self, identity: Identity, response_id: str) -> bool:
+        """Whether the caller has a stored response of this id."""
+
+    async def stored(self, identity: Identity, response_id: str) -> dict[str, Any] | None:
+        """The stored response object, as the client reads it back."""
+
+    async def delete(self, identity: Identity, response_id: str) -> Json | None:
+        """Delete it (and the turn's record); the deletion object."""
+
+    async def input_items(self, identity: Identity, response_id: str, query: Mapping[str, str]) -> Json | None:
+        """The page of its input items the query asks for (OpenAI's list object)."""
+
+    async def list(self, identity: Identity, query: Mapping[str, str]) -> dict[str, Any]:
+        """The caller's responses, newest first unless asked otherwise."""
