@@ -1,5 +1,5 @@
 """Every route declares its action in one table (`OPERATIONS`), shared by the code (the
-middleware's check), the OpenAPI document and the README; a route without one stops
+middleware's check), the OpenAPI document and docs/authentication.md; a route without one stops
 the gateway from starting."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from gateway.config_access import Action
 from gateway.http.openapi import (AUTHENTICATED_ONLY, OPERATIONS, RouteWithoutAction, actions_table,
                                   openapi_document, route_actions)
 
-README = Path(__file__).parents[2] / "README.md"
+AUTHORIZATION_DOC = Path(__file__).parents[2] / "docs" / "authentication.md"
 
 
 def config(**overrides):
@@ -51,8 +51,8 @@ def test_actions_are_lcore_actions_or_authenticated_only():
                if operation.path.startswith("/v1/responses"))
 
 
-def test_the_readme_and_the_document_show_the_table():
-    assert actions_table() in README.read_text()
+def test_the_docs_and_the_document_show_the_table():
+    assert actions_table() in AUTHORIZATION_DOC.read_text()
     document = openapi_document("x", "0", "")
     assert document["paths"]["/v1/models"]["get"]["x-lcore-action"] == "get_models"
     assert document["paths"]["/authorized"]["post"]["x-lcore-action"] == AUTHENTICATED_ONLY
