@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
 from gateway.config import AuthenticationConfig
-from gateway.config_access import DEFAULT_ACTIONS, AccessRule, RoleRule
+from gateway.config.access import DEFAULT_ACTIONS, AccessRule, RoleRule
 
 
 @dataclass(frozen=True)

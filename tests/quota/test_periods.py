@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from gateway.config_quota import QuotaLimiterConfig
+from gateway.config.quota import QuotaLimiterConfig
 from gateway.quota.balances import BalanceState, brought_up_to_date, seconds_until
 from gateway.quota.periods import Period, PeriodError, add_months
 

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.config_access import ApiKeyConfig
-from gateway.config_base import Strict
+from gateway.config.access import ApiKeyConfig
+from gateway.config.base import Strict
 
 SUPPORTED_AUTH_MODULES = ("noop", "noop-with-token", "api-key-token", "jwk-token", "k8s", "rh-identity",
                           "trusted-proxy")

@@ -8,7 +8,7 @@ import re
 
 from pydantic import Field, field_validator
 
-from gateway.config_base import Strict
+from gateway.config.base import Strict
 
 
 def _http_url(value: str | None) -> str | None:

@@ -18,13 +18,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from gateway.config_access import AccessRule, AuthorizationConfig, RoleRule, raw_role_rules, role_rules_adapter
-from gateway.config_auth import (LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,  # noqa: F401 (re-exported)
+from gateway.config.access import AccessRule, AuthorizationConfig, RoleRule, raw_role_rules, role_rules_adapter
+from gateway.config.auth import (LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,  # noqa: F401 (re-exported)
                                  AuthenticationConfig)
-from gateway.config_base import Strict
-from gateway.config_database import DatabaseConfig, PostgresConfig, SQLiteConfig  # noqa: F401 (re-exported)
-from gateway.config_tools import GuardrailsConfig, WebSearchConfig
-from gateway.config_quota import QuotaHandlersConfig
+from gateway.config.base import Strict
+from gateway.config.database import DatabaseConfig, PostgresConfig, SQLiteConfig  # noqa: F401 (re-exported)
+from gateway.config.tools import GuardrailsConfig, WebSearchConfig
+from gateway.config.quota import QuotaHandlersConfig
 
 DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
 DEFAULT_USERNAME = "lightspeed-user"
