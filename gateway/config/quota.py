@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from gateway.config.base import Strict
 from gateway.config.database import DatabaseConfig, PostgresConfig, SQLiteConfig
-from gateway.quota.periods import Period, PeriodError
+from gateway.config.periods import Period, PeriodError
 
 
 class QuotaLimiterConfig(Strict):

@@ -1,4 +1,4 @@
-"""The period grammar and exact period arithmetic (quota/periods.py, quota/balances.py)."""
+"""The period grammar and exact period arithmetic (config/periods.py, quota/balances.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from gateway.config.quota import QuotaLimiterConfig
 from gateway.quota.balances import BalanceState, brought_up_to_date, seconds_until
-from gateway.quota.periods import Period, PeriodError, add_months
+from gateway.config.periods import Period, PeriodError, add_months
 
 UTC = timezone.utc
 
