@@ -18,6 +18,11 @@ SUPPORTED_AUTH_MODULES = ("noop", "noop-with-token", "api-key-token", "jwk-token
                           "trusted-proxy")
 LCORE_AUTH_MODULES = SUPPORTED_AUTH_MODULES
 
+# LCORE's default identity: who a request is when no module authenticates it (`noop`,
+# auth disabled) or its module names no user.
+DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
+DEFAULT_USERNAME = "lightspeed-user"
+
 
 def _https_or_loopback(value: str) -> str:
     """Keys and reviews must not travel in clear text: https, or http to this host only."""
