@@ -20,7 +20,7 @@ from pydantic import PrivateAttr, ValidationError, model_validator
 from gateway.config.access import AccessRule, AuthorizationConfig, RoleRule, raw_role_rules, role_rules_adapter
 from gateway.config.auth import (DEFAULT_USER_ID, DEFAULT_USERNAME, LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,
                                  AuthenticationConfig)
-from gateway.config.base import Strict
+from gateway.config.base import Strict, is_not_built, not_built
 from gateway.config.database import DatabaseConfig, PostgresConfig, SQLiteConfig
 from gateway.config.inference import InferenceConfig
 from gateway.config.llama_stack import LlamaStackConfig
@@ -39,15 +39,6 @@ __all__ = [
 ]
 
 
-# LCORE keys this gateway accepts but does not act on yet (warned about at start-up).
-NOT_BUILT_KEYS = (
-    "config_format_version", "user_data_collection", "customization",
-    "conversation_cache", "compaction", "approvals", "vector_store", "a2a_state",
-    "azure_entra_id", "rlsapi_v1", "splunk", "observability",
-    "deployment_environment", "rag", "skills", "saved_prompts", "shields", "okp", "reranker",
-)
-
-
 class Configuration(Strict):
     name: str
     service: ServiceConfig = ServiceConfig()
@@ -61,27 +52,27 @@ class Configuration(Strict):
     web_search: WebSearchConfig | None = None   # ours: the engine's web_search back end
     guardrails: GuardrailsConfig = GuardrailsConfig()  # ours: the engine's moderation checks
 
-    config_format_version: Any = None
-    user_data_collection: Any = None
+    config_format_version: Any = not_built()
+    user_data_collection: Any = not_built()
     authorization: AuthorizationConfig | None = None
-    customization: Any = None
-    conversation_cache: Any = None
-    compaction: Any = None
-    approvals: Any = None
-    vector_store: Any = None
-    a2a_state: Any = None
+    customization: Any = not_built()
+    conversation_cache: Any = not_built()
+    compaction: Any = not_built()
+    approvals: Any = not_built()
+    vector_store: Any = not_built()
+    a2a_state: Any = not_built()
     quota_handlers: QuotaHandlersConfig | None = None
-    azure_entra_id: Any = None
-    rlsapi_v1: Any = None
-    splunk: Any = None
-    observability: Any = None
-    deployment_environment: Any = None
-    rag: Any = None
-    skills: Any = None
-    saved_prompts: Any = None
-    shields: Any = None
-    okp: Any = None
-    reranker: Any = None
+    azure_entra_id: Any = not_built()
+    rlsapi_v1: Any = not_built()
+    splunk: Any = not_built()
+    observability: Any = not_built()
+    deployment_environment: Any = not_built()
+    rag: Any = not_built()
+    skills: Any = not_built()
+    saved_prompts: Any = not_built()
+    shields: Any = not_built()
+    okp: Any = not_built()
+    reranker: Any = not_built()
 
     _role_rules: list[RoleRule] = PrivateAttr(default_factory=list)
 
@@ -119,21 +110,31 @@ class Configuration(Strict):
 
     def warnings(self) -> list[str]:
         """What the file asks for that this version accepts but does not do."""
-        found = [f"{key}: accepted but not implemented by this version (ignored)"
-                 for key in NOT_BUILT_KEYS if getattr(self, key) is not None]
-        ignored = {
-            "service.tls_config": self.service.tls_config,
-            "service.workers": self.service.workers if self.service.workers != 1 else None,
-            "llama_stack.config": self.llama_stack.config,
-            "llama_stack.library_client_config_path": self.llama_stack.library_client_config_path,
-            "inference.context_windows": self.inference.context_windows,
-            "inference.providers": self.inference.providers,
-        }
-        found += [f"{key}: accepted but not implemented by this version (ignored)"
-                  for key, value in ignored.items() if value]
+        # A top-level LCORE section is reported whenever the file has it; a key inside a
+        # section we build only when it asks for something (not empty, not its default).
+        found = [_unbuilt(key) for key in NOT_BUILT_KEYS if getattr(self, key) is not None]
+        for section, key, default in _NOT_BUILT_SECTION_KEYS:
+            value = getattr(getattr(self, section), key)
+            if value and value != default:
+                found.append(_unbuilt(f"{section}.{key}"))
         if self.quota_handlers is not None:
             found += self.quota_handlers.warnings()
         return found
+
+
+def _unbuilt(key: str) -> str:
+    return f"{key}: accepted but not implemented by this version (ignored)"
+
+
+# The LCORE keys accepted but not built, from the fields marked with `not_built()`: at
+# the top level (in field order), and inside the sections that are one model (`service`,
+# `llama_stack`, `inference`; by key name within a section), with their defaults.
+NOT_BUILT_KEYS = tuple(name for name, field in Configuration.model_fields.items() if is_not_built(field))
+_NOT_BUILT_SECTION_KEYS = tuple(
+    (section, key, inner.default)
+    for section, field in Configuration.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, Strict)
+    for key, inner in sorted(field.annotation.model_fields.items()) if is_not_built(inner))
 
 
 class ConfigError(Exception):

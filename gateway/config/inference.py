@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from gateway.config.base import Strict
+from gateway.config.base import Strict, not_built
 
 
 class InferenceConfig(Strict):
@@ -19,8 +19,8 @@ class InferenceConfig(Strict):
     # `requires_action` with a `response.requires_action` terminal event (spec 002; not
     # in the `openai` package's types).
     client_tool_status: Literal["completed", "requires_action"] = "completed"
-    context_windows: dict[str, int] | None = None
-    providers: list[dict[str, Any]] | None = None
+    context_windows: dict[str, int] | None = not_built()
+    providers: list[dict[str, Any]] | None = not_built()
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> "InferenceConfig":

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from gateway.config.base import Strict, http_url
+from gateway.config.base import Strict, http_url, not_built
 
 
 class LlamaStackConfig(Strict):
@@ -15,11 +15,11 @@ class LlamaStackConfig(Strict):
     api_key: str | None = None
     timeout: float = Field(180, gt=0)
     use_as_library_client: bool | None = None
-    library_client_config_path: str | None = None
+    library_client_config_path: str | None = not_built()
     max_retries: int = Field(2, ge=0)
     retry_delay: float = Field(0.5, ge=0)
     allow_degraded_mode: bool = False
-    config: dict[str, Any] | None = None
+    config: dict[str, Any] | None = not_built()
     # Ours. Which upstream API serves turns; `auto` probes the upstream on first use.
     api: Literal["auto", "responses", "chat_completions"] = "auto"
     # Ours. Who keeps conversation state: the upstream's Conversations API, the

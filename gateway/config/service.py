@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from gateway.config.base import Strict
+from gateway.config.base import Strict, not_built
 
 
 class CorsConfig(Strict):
@@ -22,12 +22,12 @@ class ServiceConfig(Strict):
     port: int = Field(8080, ge=1, le=65535)
     base_url: str | None = None
     auth_enabled: bool = False
-    workers: int = Field(1, ge=1)
+    workers: int = not_built(1, ge=1)
     color_log: bool = True
     access_log: bool = True
     root_path: str = ""
     cors: CorsConfig = CorsConfig()
-    tls_config: dict[str, Any] | None = None
+    tls_config: dict[str, Any] | None = not_built()
     # Ours: requests with a larger body get 413 before anything is parsed.
     max_request_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     # Ours: a request header (name and value) larger than this gets 431. Real JWTs with
