@@ -5,6 +5,11 @@ gateway implements are typed models with `extra="forbid"`, so a typo fails start
 with the key's path. LCORE keys for features not built yet are accepted and reported
 as warnings; the few whose silent absence would be unsafe (an authentication module
 we do not have, a database we cannot reach) are errors instead.
+
+This module holds the whole file (`Configuration`), its warnings and its loading
+(`${env.VAR}`, errors naming the key); each section is a module beside it (`service`,
+`llama_stack`, `inference`, `auth`, `access`, `database`, `quota`, `tools`), on `base`.
+The package imports nothing else of the gateway.
 """
 
 from __future__ import annotations
