@@ -64,7 +64,7 @@ SERVE = _PRELUDE + textwrap.dedent("""
             await upstream.cleanup()
         # The control: the modules are there once a configuration or a turn needs them.
         from gateway.identity.roles import RoleRules
-        from gateway.config_access import RoleRule
+        from gateway.config.access import RoleRule
         RoleRules([RoleRule(jsonpath="$.sub", operator="equals", value=["x"], roles=["r"])])
         from gateway.engine.mcp import McpServer, list_tools
         from gateway.engine.mcp import McpFailure

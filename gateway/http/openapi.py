@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from pydantic import TypeAdapter
 
-from gateway.config_access import Action
+from gateway.config.access import Action
 from gateway.schema.api import (AuthorizedResponse, ErrorBody, InfoResponse, InputItemList, LivenessResponse,
                                 ModelsResponse, ReadinessResponse, ResponseDeleted)
 from gateway.schema.quota_api import QuotaChange, QuotasResponse, UsageReport

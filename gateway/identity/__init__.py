@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
-from gateway.config_access import DEFAULT_ACTIONS
+from gateway.config.access import DEFAULT_ACTIONS
 
 
 @dataclass(frozen=True)

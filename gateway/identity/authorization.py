@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from gateway.config_access import ALL_ACTIONS, DEFAULT_ACTIONS, AccessRule, Action, RoleRule
+from gateway.config.access import ALL_ACTIONS, DEFAULT_ACTIONS, AccessRule, Action, RoleRule
 from gateway.identity import Authenticator, Identity
 from gateway.identity.roles import RoleRules
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from gateway.config import AuthenticationConfig
-from gateway.config_access import AccessRule, RoleRule
+from gateway.config.access import AccessRule, RoleRule
 from gateway.identity import Authenticator
 from gateway.identity.api_key import ApiKeyAuthenticator
 from gateway.identity.authorization import AuthorizingAuthenticator

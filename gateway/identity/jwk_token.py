@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import jwt
 
-from gateway.config_auth import AuthenticationConfig
+from gateway.config.auth import AuthenticationConfig
 from gateway.identity import Identity
 from gateway.identity.jwks import JwksCache, KeySetUnavailable, VerificationKey
 from gateway.identity.noop_with_token import bearer_token

@@ -22,7 +22,7 @@ import aiohttp
 from jwt import PyJWKSet
 from jwt.exceptions import PyJWKSetError
 
-from gateway.config_auth import JWT_ALGORITHMS, JwkConfig
+from gateway.config.auth import JWT_ALGORITHMS, JwkConfig
 
 log = logging.getLogger("gateway.identity.jwk")
 

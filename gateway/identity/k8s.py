@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from gateway.config_auth import AuthenticationConfig
+from gateway.config.auth import AuthenticationConfig
 from gateway.identity import Identity
 from gateway.identity.kube_api import KubeApi, ReviewCache
 from gateway.identity.noop_with_token import bearer_token

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import aiohttp
 
-from gateway.config_auth import IN_CLUSTER_CA, IN_CLUSTER_TOKEN, AuthenticationConfig
+from gateway.config.auth import IN_CLUSTER_CA, IN_CLUSTER_TOKEN, AuthenticationConfig
 from gateway.schema.errors import upstream_unavailable
 
 log = logging.getLogger("gateway.identity.k8s")

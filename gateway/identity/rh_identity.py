@@ -11,7 +11,7 @@ import json
 import logging
 from typing import Any, Mapping
 
-from gateway.config_auth import AuthenticationConfig, RhIdentityConfig
+from gateway.config.auth import AuthenticationConfig, RhIdentityConfig
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError, bad_request, unauthorized
 

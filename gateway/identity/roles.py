@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from gateway.config_access import RoleRule
+from gateway.config.access import RoleRule
 
 
 def _equals(matches: list[Any], value: Any, regex: re.Pattern | None) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gateway.config_auth import AuthenticationConfig, TrustedProxyConfig
+from gateway.config.auth import AuthenticationConfig, TrustedProxyConfig
 from gateway.identity import Identity
 from gateway.identity.kube_api import KubeApi, ReviewCache
 from gateway.identity.noop_with_token import bearer_token

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from gateway.config_quota import QuotaLimiterConfig
+from gateway.config.quota import QuotaLimiterConfig
 
 
 _last_iso: tuple[datetime | None, str] = (None, "")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Callable, Sequence
 
-from gateway.config_quota import QuotaLimiterConfig
+from gateway.config.quota import QuotaLimiterConfig
 from gateway.quota.balances import BalanceState, brought_up_to_date, iso
 from gateway.quota.store import Held, Pair, QuotaStore, balance_key
 from gateway.storage.writer import Keyed

@@ -32,8 +32,8 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from gateway.config_quota import QuotaHandlersConfig, QuotaLimiterConfig, same_database
-from gateway.config_database import DatabaseConfig
+from gateway.config.quota import QuotaHandlersConfig, QuotaLimiterConfig, same_database
+from gateway.config.database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.admission import Admissions
 from gateway.quota.balances import seconds_until

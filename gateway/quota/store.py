@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import orjson
 
-from gateway.config_quota import QuotaLimiterConfig
+from gateway.config.quota import QuotaLimiterConfig
 from gateway.quota.balances import BalanceState, brought_up_to_date, iso, parse_iso
 from gateway.quota.holds import ROOMY
 from gateway.storage.database import SHARES_TRIP, Database, Transaction

@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator, Sequence
 
 import asyncpg
 
-from gateway.config_database import PostgresConfig
+from gateway.config.database import PostgresConfig
 from gateway.storage import database
 from gateway.storage.database import DatabaseUnavailable, Params, Row
 

@@ -6,7 +6,7 @@ clients always send `model`)."""
 from __future__ import annotations
 
 from gateway.config import InferenceConfig
-from gateway.config_access import Action
+from gateway.config.access import Action
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError, model_not_found, model_override_forbidden
 from gateway.storage.conversations import ConversationRecord

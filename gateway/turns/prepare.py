@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import orjson
 
 from gateway.config import Configuration
-from gateway.config_access import Action
+from gateway.config.access import Action
 from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
 from gateway.quota.reservation import Reservation

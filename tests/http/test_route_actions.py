@@ -11,7 +11,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import parse_config
-from gateway.config_access import Action
+from gateway.config.access import Action
 from gateway.http.openapi import (AUTHENTICATED_ONLY, OPERATIONS, RouteWithoutAction, actions_table,
                                   openapi_document, route_actions)
 

@@ -4,7 +4,7 @@ everything, and the default without rules (no `*_other_conversations`, unlike LC
 from __future__ import annotations
 
 from gateway.config import AuthenticationConfig
-from gateway.config_access import (ALL_ACTIONS, DEFAULT_ACTIONS, OTHERS_CONVERSATIONS_ACTIONS, AccessRule, Action,
+from gateway.config.access import (ALL_ACTIONS, DEFAULT_ACTIONS, OTHERS_CONVERSATIONS_ACTIONS, AccessRule, Action,
                                    RoleRule)
 from gateway.identity import Identity
 from gateway.identity.build import build_authenticator

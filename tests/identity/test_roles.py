@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.config_access import RoleRule
+from gateway.config.access import RoleRule
 from gateway.identity.roles import RoleRules
 
 CLAIMS = {

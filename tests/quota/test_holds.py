@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from gateway.config_quota import QuotaLimiterConfig
+from gateway.config.quota import QuotaLimiterConfig
 from gateway.quota.balances import iso, parse_iso
 from gateway.quota.holds import Holds
 from gateway.schema.errors import ApiError

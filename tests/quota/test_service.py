@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from gateway.config import parse_config
-from gateway.config_database import DatabaseConfig
+from gateway.config.database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.balances import iso
 from gateway.quota.service import QuotaService

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.config_database import DatabaseConfig
+from gateway.config.database import DatabaseConfig
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

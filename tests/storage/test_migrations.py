@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from gateway.config_database import DatabaseConfig
+from gateway.config.database import DatabaseConfig
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import open_database
 from gateway.storage.migrations import LEGACY_BOOKKEEPING, MIGRATIONS

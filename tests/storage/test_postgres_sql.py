@@ -7,7 +7,7 @@ import ssl
 
 import pytest
 
-from gateway.config_database import PostgresConfig
+from gateway.config.database import PostgresConfig
 from gateway.storage.postgres import _rowcount, _ssl, _statement, quote_identifier
 from tests.support.auth_peers import TestCa
 

@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.config_base import Strict
-from gateway.config_database import DatabaseConfig, PostgresConfig, SQLiteConfig
-from gateway.quota.periods import Period, PeriodError
+from gateway.config.base import Strict
+from gateway.config.database import DatabaseConfig, PostgresConfig, SQLiteConfig
+from gateway.config.periods import Period, PeriodError
 
 
 class QuotaLimiterConfig(Strict):

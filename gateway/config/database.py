@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from gateway.config_base import Strict
+from gateway.config.base import Strict
 
 # libpq's sslmode values, which LCORE passes through to its driver.
 SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]

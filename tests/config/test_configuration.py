@@ -9,7 +9,7 @@ import pytest
 from gateway.config import ConfigError, load_config, parse_config, substitute_env
 
 MINIMAL = {"name": "x", "llama_stack": {"url": "http://upstream:8321"}}
-EXAMPLE = Path(__file__).parents[1] / "config.example.yaml"
+EXAMPLE = Path(__file__).parents[2] / "config.example.yaml"
 
 
 def problems(data) -> list[str]:

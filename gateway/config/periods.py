@@ -10,6 +10,10 @@ the month (the month's last day when it has no such day: 31 January, 28 February
 
 A subject's period boundaries are `anchor + k × period` for k = 1, 2, …; `elapsed()`
 counts how many of them have passed, which is how many replenishments are due.
+
+It lives in `config/` because the configuration validates `period` with it and imports
+nothing of the gateway outside `config/`; `quota/` uses it through a limiter's
+`parsed_period`.
 """
 
 from __future__ import annotations

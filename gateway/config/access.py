@@ -1,6 +1,6 @@
 """The access-control blocks of the configuration: `api_key_config`, LCORE's actions and
-`authorization.access_rules`, and `role_rules`. Split from `config.py` (which re-exports
-them) to keep each module small; it imports only `config_base`."""
+`authorization.access_rules`, and `role_rules`. Split from the package's `__init__`
+(which re-exports them) to keep each module small; it imports only `base`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, TypeAdapter, model_validator
 
-from gateway.config_base import Strict
+from gateway.config.base import Strict
 
 
 class ApiKeyEntry(Strict):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import ConfigError, parse_config
-from gateway.config_access import Action
+from gateway.config.access import Action
 
 MINIMAL = {"name": "x", "llama_stack": {"url": "http://upstream:8321"}}
 

@@ -11,12 +11,17 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.config_access import ApiKeyConfig
-from gateway.config_base import Strict
+from gateway.config.access import ApiKeyConfig
+from gateway.config.base import Strict
 
 SUPPORTED_AUTH_MODULES = ("noop", "noop-with-token", "api-key-token", "jwk-token", "k8s", "rh-identity",
                           "trusted-proxy")
 LCORE_AUTH_MODULES = SUPPORTED_AUTH_MODULES
+
+# LCORE's default identity: who a request is when no module authenticates it (`noop`,
+# auth disabled) or its module names no user.
+DEFAULT_USER_ID = "00000000-0000-0000-0000-000"
+DEFAULT_USERNAME = "lightspeed-user"
 
 
 def _https_or_loopback(value: str) -> str:

@@ -1,0 +1,45 @@
+"""The `service` section: where and how the gateway listens (LCORE's keys, and ours,
+each marked "Ours")."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from gateway.config.base import Strict, not_built
+
+
+class CorsConfig(Strict):
+    allow_origins: list[str] = ["*"]
+    allow_credentials: bool = False
+    allow_methods: list[str] = ["*"]
+    allow_headers: list[str] = ["*"]
+
+
+class ServiceConfig(Strict):
+    host: str = "localhost"
+    port: int = Field(8080, ge=1, le=65535)
+    base_url: str | None = None
+    auth_enabled: bool = False
+    workers: int = not_built(1, ge=1)
+    color_log: bool = True
+    access_log: bool = True
+    root_path: str = ""
+    cors: CorsConfig = CorsConfig()
+    tls_config: dict[str, Any] | None = not_built()
+    # Ours: requests with a larger body get 413 before anything is parsed.
+    max_request_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    # Ours: a request header (name and value) larger than this gets 431. Real JWTs with
+    # many group claims pass aiohttp's 8 KiB default.
+    max_header_bytes: int = Field(32 * 1024, ge=1024)
+    # Ours: error bodies on the endpoints OpenAI SDKs call carry OpenAI's `error` object
+    # beside LCORE's `detail` (`both`), or are exactly LCORE's (`lcore`).
+    error_body: Literal["both", "lcore"] = "both"
+
+    @field_validator("root_path")
+    @classmethod
+    def _root_path_shape(cls, value: str) -> str:
+        if value and (not value.startswith("/") or value.endswith("/")):
+            raise ValueError("must start with '/' and must not end with '/'")
+        return value
