@@ -361,9 +361,10 @@ class Pipeline:
                 raise not_found("Conversation", request.conversation_id, code="conversation_not_found",
                                 param="conversation")
             if not may_use_conversation(identity, existing.user_id, Action.QUERY_OTHERS_CONVERSATIONS):
-                # LCORE's body (which says `read`); the turn continues the owner's
+                # LCORE's body (which says `read`, and names the id as /v1/responses
+                # returns it: `conv_<48 hex>`); the turn continues the owner's
                 # conversation, which stays theirs (its responses too).
-                raise conversation_forbidden(identity.user_id, request.conversation_id)
+                raise conversation_forbidden(identity.user_id, openai_conversation_id(request.conversation_id))
             return existing, None
         previous = request.previous_id
         if previous is None:
