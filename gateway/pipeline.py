@@ -20,8 +20,6 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-import orjson
-
 from gateway.config import Configuration
 from gateway.config_access import Action
 from gateway.engine.backend import LocalEngine
@@ -32,7 +30,7 @@ from gateway.quota.reservation import Reservation
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, database_error, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
-from gateway.schema.responses import ResponsesRequest, parse_responses_request
+from gateway.schema.responses import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
 from gateway.storage.writer import TurnWriter
 from gateway.streaming.enrich import Enricher
@@ -127,7 +125,7 @@ class Pipeline:
         turn.body = backend_body(raw, request, turn, tools, self._config.inference,
                                  self.backend.capabilities.is_llama_stack)
         if request.solr is not None:
-            turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": raw["solr"]}).decode()
+            turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
         return turn
 
     def backend_of(self, turn: Turn) -> Backend:
