@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from gateway.quota.balances import iso
 from gateway.quota.service import CLUSTER, QuotaService
-from gateway.schema.errors import invalid_attribute
+from gateway.quota.store import BALANCE_MAX, BalanceOutOfRange
+from gateway.schema.errors import ApiError, invalid_attribute
 
 audit = logging.getLogger("gateway.audit")
 
@@ -56,12 +57,17 @@ class QuotaAdmin:
             if value < 0 or (add and value == 0):
                 raise invalid_attribute(f"limiters.{name}: {'an increment must be positive' if add else 'a balance cannot be negative'}",
                                         param="limiters")
+            if value > BALANCE_MAX:
+                raise _out_of_range(name)
         if not values:
             raise invalid_attribute("limiters: name at least one limiter", param="limiters")
         scope = f"{'user:' + subject if kind == 'user_limiter' else 'cluster'}"
         key = (idempotency_key, scope, admin, repr(sorted(values.items()))) if idempotency_key else None
-        applied = await self._quota.change([((by_name[name], subject), value) for name, value in values.items()],
-                                           add=add, idempotency=key)
+        try:
+            applied = await self._quota.change([((by_name[name], subject), value) for name, value in values.items()],
+                                               add=add, idempotency=key)
+        except BalanceOutOfRange as exc:   # checked in the change's transaction, which rolled back
+            raise _out_of_range(exc.limiter) from None
         for name, value in values.items():
             audit.info("quota change admin=%s subject=%s limiter=%s %s=%d key=%r applied=%s request_id=%s",
                        admin, scope, name, "add" if add else "set", value, idempotency_key, applied, request_id)
@@ -81,3 +87,8 @@ class QuotaAdmin:
             if self._quota.store is not None else []
         return {"start": first.isoformat(), "end": last.isoformat(),
                 "usage": [{**row, "total_tokens": row["input_tokens"] + row["output_tokens"]} for row in rows]}
+
+
+def _out_of_range(name: str) -> ApiError:
+    return invalid_attribute(f"limiters.{name}: the balance would exceed {BALANCE_MAX} (a signed 64-bit integer)",
+                             param="limiters")

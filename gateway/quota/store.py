@@ -44,6 +44,20 @@ def balance_key(pair: Pair) -> str:
 
 _COLUMNS = "available, anchor, periods, period, next_refill"
 
+# A balance is a signed 64-bit integer (BIGINT): past it PostgreSQL refuses the update
+# and SQLite silently stores a REAL, while the process keeps the exact value.
+BALANCE_MAX = 2**63 - 1
+BALANCE_MIN = -(2**63)
+
+
+class BalanceOutOfRange(ValueError):
+    """An admin change would take a balance out of BALANCE_MIN..BALANCE_MAX; nothing changed."""
+
+    def __init__(self, limiter: str, subject: str):
+        super().__init__(f"the balance of {limiter} for {subject!r} would leave a signed 64-bit integer")
+        self.limiter = limiter
+        self.subject = subject
+
 
 @dataclass(frozen=True)
 class Held:
@@ -300,7 +314,9 @@ class QuotaStore:
                      idempotency: tuple[str, str, str, str] | None = None) -> bool:
         """Set (or add to) balances, after bringing them up to date, in one transaction.
         `idempotency` = (key, subject, admin, what): a key seen before for that subject
-        changes nothing and returns False."""
+        changes nothing and returns False. Raises `BalanceOutOfRange` (the transaction,
+        the key's row included, rolled back) when a balance as this transaction read it
+        would leave a signed 64-bit integer."""
         async with self.db.transaction() as tx:
             if idempotency is not None:
                 key, subject, admin, what = idempotency
@@ -310,7 +326,9 @@ class QuotaStore:
                         {"k": key, "s": subject, "a": admin, "t": what, "now": iso(now)}):
                     return False
             for (limiter, subject), value in sorted(pairs, key=lambda entry: balance_key(entry[0])):
-                await self._up_to_date(tx, limiter, subject, now)
+                held = await self._up_to_date(tx, limiter, subject, now)   # locks the row until the end
+                if not BALANCE_MIN <= (held.state.available + value if add else value) <= BALANCE_MAX:
+                    raise BalanceOutOfRange(limiter.name, subject)
                 await tx.execute(f"UPDATE gateway_quota_balances SET available = {'available + ' if add else ''}:v, "
                                  "updated_at = :now WHERE limiter = :l AND subject = :s",
                                  {"v": value, "now": iso(now), "l": limiter.name, "s": subject})

@@ -15,6 +15,7 @@ are forwarded in their converted form (`forwarded_scalars`).
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 from typing import Any, Literal, Mapping
 
@@ -164,6 +165,14 @@ def parse_responses_request(raw: Any, configured_mcp: Mapping[str, str] | None =
     maps the operator's MCP server names to their URLs (see `InputToolMCP`); `engine`:
     the turn runs on the local engine, which also takes `item_reference` items."""
     return validate(_ENGINE_ADAPTER if engine else _ADAPTER, raw, {CONFIGURED_MCP_SERVERS: configured_mcp or {}})
+
+
+def provider_data_header(solr: Any) -> str:
+    """`X-LlamaStack-Provider-Data` with the client's `solr` object, which Llama Stack
+    parses as JSON: every character outside printable ASCII escaped (`\\uXXXX`), so the
+    value arrives intact. A header is Latin-1 on the wire (aiohttp cannot send anything
+    else) and an HTTP parser refuses control characters and DEL in one."""
+    return json.dumps({"solr": solr}, ensure_ascii=True, separators=(",", ":")).replace("\x7f", "\\u007f")
 
 
 def forwarded_scalars(raw: dict[str, Any], request: ResponsesRequest) -> dict[str, Any]:

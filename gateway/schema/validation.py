@@ -6,6 +6,13 @@ by `"body"`, and exception objects in `ctx` rendered as `{}` by `jsonable_encode
 body that is not JSON is one `json_invalid` error at the `json` module's position, an
 empty body one `missing` error. Reproducing that here lets LCORE clients that compare
 bodies keep working without FastAPI.
+
+A body nested deeper than `MAX_JSON_DEPTH` arrays and objects is refused the same way,
+a `json_invalid` error at position 0 whose `ctx.error` says so: orjson reads at most
+1,024 levels and writes at most 254, and the gateway re-encodes what a client sends a
+few levels deeper than it came (a stream event wraps the response object that echoes
+the tools), so a deeper body would fail after the turn created its conversation.
+(FastAPI has no limit of its own: Python's recursion limit answers a 500.)
 """
 
 from __future__ import annotations
@@ -20,6 +27,14 @@ from gateway.schema.errors import ApiError
 
 Model = TypeVar("Model", bound=BaseModel)
 
+# Arrays and objects a body may nest (the top-level object is level 1). orjson writes
+# at most _ORJSON_WRITES levels; the rest is room for what the gateway wraps around a
+# client's values when it re-encodes them.
+MAX_JSON_DEPTH = 200
+_ORJSON_WRITES = 254
+_TOO_DEEP = (f"nesting depth limit exceeded: arrays and objects may nest at most {MAX_JSON_DEPTH} levels "
+             "deep")
+
 _CODES = {"missing": "missing_required_parameter", "extra_forbidden": "unknown_parameter",
           "json_invalid": "invalid_json"}
 
@@ -30,8 +45,10 @@ def parse_json_body(body: bytes) -> Any:
         raise request_validation_error([{"type": "missing", "loc": ["body"], "msg": "Field required",
                                          "input": None}])
     try:
-        return orjson.loads(body)
+        data = orjson.loads(body)
     except orjson.JSONDecodeError as fast_error:
+        if str(fast_error).startswith("depth limit exceeded"):   # past orjson's 1,024 levels
+            raise _json_invalid(0, _TOO_DEEP) from None
         # The error path only: the standard module gives FastAPI's position and message.
         try:
             json.loads(body)
@@ -39,13 +56,37 @@ def parse_json_body(body: bytes) -> Any:
             position, message = exc.pos, exc.msg
         except UnicodeDecodeError as exc:
             position, message = exc.start, "Invalid UTF-8"
+        except RecursionError:   # deep and malformed: Python's recursion limit
+            position, message = 0, _TOO_DEEP
         else:
             # Valid for `json` but not for orjson (NaN, integers beyond 64 bits): the
             # gateway cannot forward it faithfully, so it is refused the same way.
             position, message = 0, str(fast_error)
-        raise request_validation_error([{"type": "json_invalid", "loc": ["body", position],
-                                         "msg": "JSON decode error", "input": {},
-                                         "ctx": {"error": message}}]) from None
+        raise _json_invalid(position, message) from None
+    if _too_deep(body, data):
+        raise _json_invalid(0, _TOO_DEEP)
+    return data
+
+
+def _too_deep(body: bytes, data: Any) -> bool:
+    """Whether the decoded body nests past MAX_JSON_DEPTH. A body with no more brackets
+    than that cannot (two C-speed counts, ~1 µs for 2 KB: nearly every body stops
+    here); else orjson writes it wrapped in enough lists to fail exactly past the limit
+    (one C-speed encoding, no Python walk over a large body)."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return False
+    for _ in range(_ORJSON_WRITES - MAX_JSON_DEPTH):
+        data = [data]
+    try:
+        orjson.dumps(data)
+    except orjson.JSONEncodeError:   # "Recursion limit reached": nothing else fails on what orjson read
+        return True
+    return False
+
+
+def _json_invalid(position: int, message: str) -> ApiError:
+    return request_validation_error([{"type": "json_invalid", "loc": ["body", position], "msg": "JSON decode error",
+                                      "input": {}, "ctx": {"error": message}}])
 
 
 def validate(adapter: TypeAdapter[Model], data: Any, context: dict[str, Any] | None = None) -> Model:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Mapping
 
-import orjson
-
 from gateway.config import Configuration
 from gateway.config.access import Action
 from gateway.identity import Identity
@@ -25,8 +23,8 @@ from gateway.identity.authorization import may_use_conversation
 from gateway.quota.reservation import Reservation
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
-from gateway.schema.ids import new_conversation_id, normalize_conversation_id
-from gateway.schema.responses import ResponsesRequest, parse_responses_request
+from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
+from gateway.schema.responses import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
 from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
@@ -113,7 +111,7 @@ class Preparer:
             turn.appended_input = raw["input"]
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
-            turn.headers["X-LlamaStack-Provider-Data"] = orjson.dumps({"solr": raw["solr"]}).decode()
+            turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
         return turn
 
     async def _parse(self, raw: Any) -> ResponsesRequest:
@@ -154,9 +152,10 @@ class Preparer:
                 raise not_found("Conversation", request.conversation_id, code="conversation_not_found",
                                 param="conversation")
             if not may_use_conversation(identity, existing.user_id, Action.QUERY_OTHERS_CONVERSATIONS):
-                # LCORE's body (which says `read`); the turn continues the owner's
+                # LCORE's body (which says `read`, and names the id as /v1/responses
+                # returns it: `conv_<48 hex>`); the turn continues the owner's
                 # conversation, which stays theirs (its responses too).
-                raise conversation_forbidden(identity.user_id, request.conversation_id)
+                raise conversation_forbidden(identity.user_id, openai_conversation_id(request.conversation_id))
             return existing, None
         previous = request.previous_id
         if previous is None:

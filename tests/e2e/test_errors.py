@@ -155,10 +155,16 @@ def test_404_unknown_previous_response(gateway):
 def test_403_other_users_conversation_and_404_for_their_responses(gateway, upstream):
     mine = gateway.post("/v1/responses?user_id=alice", {"input": "alice's secret"}).json()
     upstream.clear()
-    reply = gateway.post("/v1/responses?user_id=bob", {"input": "let me in", "conversation": mine["conversation"]})
-    assert_envelope(reply, 403, "User does not have permission to perform this action", "permission_error",
-                    "conversation_forbidden", "conversation",
-                    f"User bob does not have permission to read conversation with ID {mine['conversation'][5:]}")
+    # LCORE's rbac e2e compares the whole body, the id as /v1/responses returned it
+    # (`conv_<48 hex>`), in JSON and stream mode, whichever form the request named.
+    for conversation, stream in ((mine["conversation"], False), (mine["conversation"], True),
+                                 (mine["conversation"][5:], False)):
+        reply = gateway.post("/v1/responses?user_id=bob", {"input": "let me in", "conversation": conversation,
+                                                           "stream": stream})
+        assert_envelope(reply, 403, "User does not have permission to perform this action", "permission_error",
+                        "conversation_forbidden", "conversation",
+                        f"User bob does not have permission to read conversation with ID {mine['conversation']}")
+        assert reply.headers["content-type"].startswith("application/json")
     assert writes(upstream) == []
     # Another user's response id is indistinguishable from an unknown one.
     for method, path in (("POST", None), ("GET", f"/v1/responses/{mine['id']}"),

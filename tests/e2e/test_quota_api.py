@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.e2e.test_quotas import CLUSTER, DAILY, HI, MONTHLY, usage_of
+from tests.e2e.test_quotas import CLUSTER, DAILY, ENGINES, HI, MONTHLY, QuotaGateway, usage_of
 
 KEYS = {"root": "root-quota-key-1", "alice": "alice-quota-key-1"}
 
@@ -18,9 +18,7 @@ def auth(user: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {KEYS[user]}"}
 
 
-@pytest.fixture(scope="module")
-def api(gateway_factory, upstream, tmp_path_factory):
-    storage = {"sqlite": {"db_path": str(tmp_path_factory.mktemp("quota-api") / "gateway.db")}}
+def start_api(gateway_factory, upstream, storage: dict):
     return gateway_factory(
         upstream.url, database=storage,
         quota_handlers={**storage, "limiters": [DAILY, MONTHLY, CLUSTER], "enable_token_history": True},
@@ -29,6 +27,12 @@ def api(gateway_factory, upstream, tmp_path_factory):
             {"key": KEYS["alice"], "user_id": "alice", "roles": ["chat"]}]}},
         authorization={"access_rules": [{"role": "chat", "actions": ["responses"]},
                                         {"role": "root", "actions": ["admin"]}]})
+
+
+@pytest.fixture(scope="module")
+def api(gateway_factory, upstream, tmp_path_factory):
+    return start_api(gateway_factory, upstream,
+                     {"sqlite": {"db_path": str(tmp_path_factory.mktemp("quota-api") / "gateway.db")}})
 
 
 def test_own_balances_and_admin_changes(api):
@@ -91,6 +95,51 @@ def test_bad_changes_are_refused_and_change_nothing(api, path, body, headers, st
         detail = reply.json()["detail"]
         assert (detail if isinstance(detail, str) else detail["cause"]).startswith(cause)
     assert api.get("/v1/quotas/users/alice", headers=auth("root")).ok() == before
+
+
+BIGINT_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_balances_stay_signed_64_bit_integers(gateway_factory, upstream, tmp_path, request, engine):
+    """A change whose balance would leave a signed 64-bit integer is a 422, decided in
+    the change's transaction: today two increments of 2^63-1 turned SQLite's column into
+    a REAL (PostgreSQL: a 500) while the process kept the exact value."""
+    postgres = request.getfixturevalue("postgres") if engine == "postgres" else None
+    storage = {"postgres": postgres.new_database()} if postgres else \
+        {"sqlite": {"db_path": str(tmp_path / "gateway.db")}}
+    api = start_api(gateway_factory, upstream, storage)
+    stored = QuotaGateway(api, engine, storage, postgres)
+    root = auth("root")
+
+    def increment(tokens: int, key: str):
+        return api.post("/v1/quotas/users/bo/increments", {"limiters": {"daily": tokens}},
+                        headers={**root, "Idempotency-Key": key})
+
+    def column() -> list:
+        return stored.sql("SELECT available FROM gateway_quota_balances WHERE limiter = 'daily' AND subject = 'bo'")
+
+    cause = f"limiters.daily: the balance would exceed {BIGINT_MAX} (a signed 64-bit integer)"
+    assert api.request("PUT", "/v1/quotas/users/bo", {"limiters": {"daily": 0}}, headers=root).ok()
+    assert increment(BIGINT_MAX, "first").ok()["available_quotas"]["daily"] == BIGINT_MAX
+    for tokens, key in ((BIGINT_MAX, "second"), (1, "one-more")):
+        refused = increment(tokens, key)
+        assert refused.status == 422, refused.body
+        assert refused.json()["detail"] == {"response": "Invalid attribute value", "cause": cause}
+        # The key was not spent: the change's transaction rolled back with it.
+        assert increment(tokens, key).status == 422
+    for value in (BIGINT_MAX + 1, 2**64 - 1):
+        refused = api.request("PUT", "/v1/quotas/users/bo", {"limiters": {"daily": value}}, headers=root)
+        assert refused.status == 422 and refused.json()["detail"]["cause"] == cause
+    # The stored balance is still the exact integer, as the API and the next turn see it.
+    assert column() == [[BIGINT_MAX]]
+    assert api.get("/v1/quotas/users/bo", headers=root).ok()["available_quotas"]["daily"] == BIGINT_MAX
+    if engine == "sqlite":
+        assert stored.sql("SELECT typeof(available) FROM gateway_quota_balances WHERE limiter = 'daily' "
+                          "AND subject = 'bo'") == [["integer"]]
+    assert api.request("PUT", "/v1/quotas/users/bo", {"limiters": {"daily": BIGINT_MAX}},
+                       headers=root).ok()["available_quotas"]["daily"] == BIGINT_MAX
+    assert "Traceback" not in api.log()
 
 
 def test_usage_report_from_the_token_history(api):

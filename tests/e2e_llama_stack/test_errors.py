@@ -62,7 +62,7 @@ def test_other_users_conversation_is_403_and_their_responses_404(gw, stack):
     reply = gw.post("/v1/responses?user_id=bob", {"input": "let me in", "conversation": conversation})
     assert_envelope(reply, 403, "User does not have permission to perform this action", "permission_error",
                     "conversation_forbidden", "conversation",
-                    f"User bob does not have permission to read conversation with ID {conversation[5:]}")
+                    f"User bob does not have permission to read conversation with ID {conversation}")
     assert user_texts(stack.conversation_items(conversation)) == ["alice's secret"]
     reply = gw.post("/v1/responses?user_id=bob", {"input": "x", "previous_response_id": mine["id"]})
     assert_envelope(reply, 404, "Response not found", "not_found_error", "response_not_found",
