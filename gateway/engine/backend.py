@@ -23,7 +23,8 @@ from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolExecutor
 from gateway.engine.guardrails import Moderation, guardrail_ids, with_guardrails
-from gateway.engine.loop import Loop, Model, Plan
+from gateway.engine.loop import Loop, Model
+from gateway.engine.plan import Plan
 from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
 from gateway.engine.web_search import TOOL_TYPE as WEB_SEARCH_TOOL
 from gateway.engine.web_search import forces_web_search, offer_web_search, web_search_tools

@@ -24,7 +24,7 @@ import orjson
 
 if TYPE_CHECKING:
     from gateway.engine.emitter import Emitter
-    from gateway.engine.loop import Plan
+    from gateway.engine.plan import Plan
 
 NAME = "file_search"
 SEARCH_PATH = "/v1/vector_stores/{}/search"

@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
 from gateway.destinations import DestinationPolicy
 from gateway.engine.emitter import Emitter
-from gateway.engine.loop import Plan
+from gateway.engine.plan import Plan
 from gateway.engine.executor import ToolCall
 from gateway.engine.mcp import McpExecutor, McpFailure, McpServer, error_text, list_tools, model_name
 from gateway.schema.errors import ApiError, invalid_attribute

@@ -33,7 +33,7 @@ from gateway.engine.citations import Citations
 from gateway.engine.emitter import Emitter
 from gateway.engine.executor import ToolCall, ToolResult
 from gateway.engine.json_service import JsonService, ServiceRefused, ServiceUnavailable
-from gateway.engine.loop import Plan
+from gateway.engine.plan import Plan
 from gateway.engine.mcp import model_name
 from gateway.schema.responses_tools import WEB_SEARCH_TYPES
 
