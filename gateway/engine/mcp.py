@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from gateway.engine.executor import ToolCall, ToolResult
+from gateway.engine.executor import EngineTool, ToolCall, ToolResult
 from gateway.engine.mcp_types import McpFailure, McpServer, text_of
 
 MAX_OUTPUT_CHARS = 100_000
@@ -111,9 +111,10 @@ def model_name(label: str, name: str, taken: set[str]) -> str:
     return candidate
 
 
-class McpExecutor:
+class McpExecutor(EngineTool):
     """Runs the calls of tools the engine listed from MCP servers (`ToolCall.tool` is
-    the definition `mcp_tools.py` made: the server and the tool's own name)."""
+    the definition `mcp_tools.py` made: the server and the tool's own name).
+    `mcp_tools.McpTools` is the one the engine plugs in: it lists them too."""
 
     def can_execute(self, tool: dict[str, Any]) -> bool:
         return tool.get("type") == "mcp_tool"

@@ -1,7 +1,7 @@
-"""What the MCP parts of the engine share: where a server is (`McpServer`) and how an
-operation failed (`McpFailure`). Its own module so that `mcp.py` (the operations) and
-`mcp_session.py` (the `mcp` package's session, imported on first use) both import it
-and not each other.
+"""What the MCP parts of the engine share: where a server is (`McpServer`), how an
+operation failed (`McpFailure`), the output items MCP tools are shown as. Its own
+module so that `mcp.py` (the operations) and `mcp_session.py` (the `mcp` package's
+session, imported on first use) both import it and not each other.
 """
 
 from __future__ import annotations
@@ -10,8 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gateway.destinations import DestinationPolicy
+from gateway.engine.items import ItemKind, Lifecycle
 
 DEFAULT_TIMEOUT = 30.0
+MCP_CALL = ItemKind("mcp_call", "mcp", Lifecycle.ARGUMENTS)
+MCP_APPROVAL_REQUEST = ItemKind("mcp_approval_request", "mcpr", Lifecycle.APPROVAL)
+MCP_LIST_TOOLS = ItemKind("mcp_list_tools", "mcpl", Lifecycle.LISTING)
 
 
 class McpFailure(Exception):
