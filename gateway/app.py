@@ -13,9 +13,8 @@ from gateway.background.runs import BackgroundRuns
 from gateway.background.watch import BackgroundWatch
 from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
-from gateway.engine.executor import ToolExecutor
 from gateway.engine.guardrails import Moderation
-from gateway.engine.mcp import McpExecutor
+from gateway.engine.mcp_tools import McpTools
 from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
@@ -61,11 +60,10 @@ async def build_services(config: Configuration) -> Services:
     if quota.shares_turn_database and quota.store is not None:
         writer.combine = quota.store.combine
     tools = ConfiguredTools(config)
-    executors: list[ToolExecutor] = [McpExecutor(), FileSearchExecutor(upstream, config.byok_rag)]
-    if config.web_search is not None:
-        executors.append(WebSearchExecutor(config.web_search))
-    engine = LocalEngine(upstream, ResponseStore(db), config.inference, executors, config.mcp_servers,
-                         Moderation.of(config.guardrails, upstream), client_mcp=tools.client_mcp)
+    engine = LocalEngine(upstream, ResponseStore(db), config.inference,
+                         [McpTools(config.mcp_servers, tools.client_mcp), FileSearchExecutor(upstream, config.byok_rag),
+                          WebSearchExecutor(config.web_search)],
+                         Moderation.of(config.guardrails, upstream))
     await engine.start()
     turns = _turns(config, conversations, writer, catalog, quota, tools, settler=Settler(conversations, writer, quota),
                    forward=UpstreamResponses(upstream, capabilities), engine=engine, capabilities=capabilities)

@@ -15,23 +15,19 @@ import logging
 from contextlib import aclosing
 from typing import Any, AsyncContextManager, AsyncIterator, Sequence
 
-from gateway.config import InferenceConfig, McpServerConfig
-from gateway.destinations import DestinationPolicy
-from gateway.engine import file_search, translate
+from gateway.config import InferenceConfig
+from gateway.engine import translate
 from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
-from gateway.engine.executor import ToolExecutor
+from gateway.engine.executor import EngineTool, Setup
 from gateway.engine.guardrails import Moderation, guardrail_ids, with_guardrails
-from gateway.engine.loop import Loop, Model, Plan
-from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
-from gateway.engine.web_search import TOOL_TYPE as WEB_SEARCH_TOOL
+from gateway.engine.loop import Loop, Model
+from gateway.engine.plan import Plan
 from gateway.engine.turn import EngineTurn
-from gateway.engine.web_search import forces_web_search, offer_web_search, web_search_tools
 from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
 from gateway.storage.responses import ResponseStore
-from gateway.streaming.enrich import scrub_tool_echo
 from gateway.streaming.events import TERMINAL_EVENTS, Event
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.responses import StreamBroken, UpstreamStream
@@ -43,39 +39,24 @@ _ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output
 
 class LocalEngine:
     def __init__(self, client: UpstreamClient, store: ResponseStore, inference: InferenceConfig,
-                 executors: Sequence[ToolExecutor] = (), mcp_servers: Sequence[McpServerConfig] = (),
-                 moderation: Moderation | None = None, client_mcp: DestinationPolicy | None = None):
+                 tools: Sequence[EngineTool] = (), moderation: Moderation | None = None):
         self._client = client
         self._moderation = moderation  # where `guardrails` are checked
         self.store = store
         self._inference = inference
-        self._executors = tuple(executors)
-        self._web_search = any(executor.can_execute({"type": WEB_SEARCH_TOOL}) for executor in executors)
-        # The operator's MCP servers: their labels and timeouts. Any other server is a
-        # client's (tools.py let it through the config's rules), and its connections go
-        # only where `client_mcp` allows (mcp_connect.py).
-        self._mcp_timeouts = {server.name: server.timeout for server in mcp_servers}
-        self._mcp_labels = frozenset(self._mcp_timeouts)
-        self._client_mcp = client_mcp
+        self._tool_kinds = tuple(tools)  # the kinds of server-side tools, each its own executor
 
     def check(self, body: dict[str, Any]) -> None:
         """Refuse (422) what the engine cannot run, before the turn creates anything."""
         translate.check_request(body)
-        for tool in body.get("tools") or ():
-            if tool.get("type") == "mcp":
-                self._check_mcp(tool)
+        for kind in self._tool_kinds:
+            kind.check(body)
         if guardrail_ids(body.get("guardrails")) and self._moderation is None:
             raise translate.unsupported("guardrails need a moderation endpoint", param="guardrails")
-        if web_search_tools(body.get("tools") or []) and not self._web_search:
-            raise translate.unsupported("web_search needs a search endpoint: the gateway's configuration has no "
-                                        "web_search section", param="tools")
-        if forces_web_search(body) and not web_search_tools(body.get("tools") or []):
-            raise translate.unsupported("tool_choice names web_search, which is not among the request's tools",
-                                        param="tool_choice")
 
     def _clients(self) -> list[Any]:
         """What holds connections of its own (configured endpoints), to start and close."""
-        return [part for part in (self._moderation, *self._executors) if hasattr(part, "start")]
+        return [part for part in (self._moderation, *self._tool_kinds) if hasattr(part, "start")]
 
     async def start(self) -> None:
         for part in self._clients():
@@ -84,12 +65,6 @@ class LocalEngine:
     async def close(self) -> None:
         for part in self._clients():
             await part.close()
-
-    def _check_mcp(self, tool: dict[str, Any]) -> None:
-        label = tool.get("server_label")
-        if label not in self._mcp_labels and not tool.get("server_url"):
-            raise translate.unsupported(f"MCP server {label!r}: the local engine reaches MCP servers by URL, "
-                                        "not by connector_id", param="tools")
 
     # What the local-engine backend (gateway/turns/local.py) runs a turn with.
 
@@ -117,27 +92,21 @@ class LocalEngine:
         choice, allowed = translate.tool_choice(body.get("tool_choice")) if tools else (None, None)
         chat: dict[str, Any] = {"model": turn.model.id, "stream": True, "stream_options": {"include_usage": True},
                                 **translate.chat_options(body, bool(tools))}
-        if tools and translate.chat_tools(tools):
-            chat["tools"] = translate.chat_tools(tools)
+        functions = translate.chat_tools(tools)  # the client's own; the server-side tools offer theirs below
+        if functions:
+            chat["tools"] = functions
         plan = Plan(chat=chat, messages=translate.to_messages(history + inputs, body.get("instructions"), references),
                     tools={tool["name"]: tool for tool in tools if tool.get("type") == "function"},
                     tool_choice=choice, allowed=allowed,
                     max_infer_iters=int(body.get("max_infer_iters") or self._inference.max_infer_iters),
                     max_tool_calls=body.get("max_tool_calls"),
                     client_tool_status=self._inference.client_tool_status, start_at_once=turn.background)
-        echo = {"tools": [echoed(tool) if tool.get("type") == "mcp" else dict(tool) for tool in tools]}
-        scrub_tool_echo(echo, self._mcp_labels)  # never the credentials the gateway attached
-        response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id, echo["tools"],
-                                turn.background)
+        response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id,
+                                [self._echo(tool) for tool in tools], turn.background)
         emitter = Emitter(response)
-        file_search.offer(tools, body.get("include"), plan, emitter, history)
-        mcp = [tool for tool in tools if tool.get("type") == "mcp"]
-        approvals = approvals_of(inputs, history, tools)  # a 422 before anything runs
-        for web in web_search_tools(tools)[:1]:  # one search tool is all the model needs
-            offer_web_search(web, body, plan, emitter)
-        if mcp:
-            plan.prelude = mcp_prelude(mcp, history + inputs, plan, emitter, self._mcp_timeouts, approvals,
-                                       self._client_mcp)
+        setup = Setup(body, tools, history, inputs, plan, emitter)
+        for kind in self._tool_kinds:  # may refuse (422): nothing has run yet
+            kind.offer(setup)
 
         def snapshot() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
             stored = {**emitter.response, "output": list(emitter.output), "model": turn.display_model,
@@ -159,7 +128,7 @@ class LocalEngine:
         turn.body = {}  # translated: nothing needs it while the stream is open
         ended = False
         try:
-            async for events in Loop(model, self._executors).run(plan, emitter, save):
+            async for events in Loop(model, self._tool_kinds).run(plan, emitter, save):
                 ended = bool(events) and events[-1].type in TERMINAL_EVENTS
                 yield events
         except asyncio.CancelledError:
@@ -180,6 +149,11 @@ class LocalEngine:
             # protocol says (DESIGN decision 6); the cause goes to the log only.
             log.exception("the local engine failed during %s", response["id"])
             yield [*emitter.take(), emitter.fail("An unexpected error occurred while processing the request.")]
+
+    def _echo(self, tool: dict[str, Any]) -> dict[str, Any]:
+        """A request's tool as the response shows it."""
+        shown = (kind.echo(tool) for kind in self._tool_kinds)
+        return next((echo for echo in shown if echo is not None), dict(tool))
 
     async def _history(self, turn: EngineTurn, previous_id: str | None) -> list[dict[str, Any]]:
         if not previous_id:

@@ -17,14 +17,9 @@ from typing import Any
 import orjson
 
 from gateway.engine.citations import CitationFilter, Citations
+from gateway.engine.items import CallItem, Lifecycle
 from gateway.schema.ids import new_item_id
 from gateway.streaming.events import Event, Framed
-
-# Server-side calls with OpenAI's search lifecycle: no argument events, then
-# `….in_progress` and `….searching` before they run, `….completed` when they end (the
-# `openai` types have no `failed` event for them: a failure is the item's status).
-SEARCH_CALLS = frozenset({"file_search_call", "web_search_call"})
-_ITEM_ID_PREFIXES = {"file_search_call": "fs", "web_search_call": "ws"}
 
 TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.incomplete",
                   "failed": "response.failed", "requires_action": "response.requires_action"}
@@ -57,7 +52,7 @@ def _copy(item: dict[str, Any]) -> dict[str, Any]:
 class _Open:
     """An item being streamed: where it is and what it has so far."""
 
-    __slots__ = ("item", "index", "text", "head", "call")
+    __slots__ = ("item", "index", "text", "head", "call", "lifecycle")
 
     def __init__(self, item: dict[str, Any], index: int):
         self.item = item
@@ -65,6 +60,7 @@ class _Open:
         self.text: list = []        # pieces: JSON strings (output text), else str
         self.head: bytes | None = None  # a text delta event's bytes up to the delta
         self.call: dict[str, Any] | None = None  # a server-side call's view for the loop
+        self.lifecycle: Lifecycle | None = None  # a server-side call's (items.py)
 
 
 class Emitter:
@@ -81,8 +77,8 @@ class Emitter:
         self._opened: list[_Open] = []          # open items, in the order they were opened
         self.round_text: list[str] = []         # the answer's text closed this round (for the next messages)
         # Tool names (as the model sees them) whose calls are items of their own while
-        # they run (an `mcp_call`): name → the item's fixed fields.
-        self.call_items: dict[str, dict[str, Any]] = {}
+        # they run (an `mcp_call`): name → the item's kind and fixed fields.
+        self.call_items: dict[str, CallItem] = {}
         self._running: dict[str, _Open] = {}    # such calls between their arguments and their result
         # Set once a search found files the answer may cite: the answer's citation
         # markers become annotations (citations.py).
@@ -211,24 +207,27 @@ class Emitter:
 
     def call_started(self, index: int, call_id: str, name: str) -> None:
         """A tool call of this round begins (Chat Completions' `tool_calls[].index`)."""
-        fixed = self.call_items.get(name)
-        if fixed is None:
+        shown = self.call_items.get(name)
+        if shown is None:
             self._calls[index] = self._open({"id": new_item_id("fc"), "type": "function_call", "call_id": call_id,
                                              "name": name, "arguments": "", "status": "in_progress"})
             return
-        if fixed["type"] == "mcp_approval_request":  # shown when its arguments are complete
-            opened = self._calls[index] = self._open({"id": new_item_id("mcpr"), **fixed, "arguments": ""})
+        kind = shown.kind
+        head = {"id": new_item_id(kind.id_prefix), "type": kind.type, **shown.fields}
+        if kind.lifecycle is Lifecycle.APPROVAL:  # shown when its arguments are complete
+            opened = self._calls[index] = self._open({**head, "arguments": ""})
             opened.call = {"call_id": call_id, "name": name, "arguments": "", "approval": True}
-            return
-        arguments = {} if fixed["type"] in SEARCH_CALLS else {"arguments": ""}  # a search shows its query at the end
-        opened = self._calls[index] = self._open({"id": new_item_id(_ITEM_ID_PREFIXES.get(fixed["type"], "mcp")),
-                                                  **fixed, **arguments, "status": "in_progress"})
-        opened.call = {"call_id": call_id, "name": name, "arguments": ""}
+        else:
+            # A search shows its query at the end, in its own fields.
+            arguments = {} if kind.lifecycle is Lifecycle.SEARCH else {"arguments": ""}
+            opened = self._calls[index] = self._open({**head, **arguments, "status": "in_progress"})
+            opened.call = {"call_id": call_id, "name": name, "arguments": ""}
+        opened.lifecycle = kind.lifecycle
 
     def call_arguments(self, index: int, delta: str) -> None:
         call = self._calls[index]
         call.text.append(delta)
-        if call.call is not None and (call.call.get("approval") or call.item["type"] in SEARCH_CALLS):
+        if call.lifecycle is Lifecycle.APPROVAL or call.lifecycle is Lifecycle.SEARCH:
             return  # the openai types have no argument events for these
         kind = "function_call" if call.call is None else call.item["type"]
         self._emit({"type": f"response.{kind}_arguments.delta", "item_id": call.item["id"],
@@ -241,7 +240,7 @@ class Emitter:
         if opened is None:
             return False
         item = opened.item
-        search = item["type"] in SEARCH_CALLS
+        search = opened.lifecycle is Lifecycle.SEARCH
         item.update({key: value for key, value in fields.items() if not search or key in item})
         item["status"] = "failed" if failed else "completed"
         base = {"item_id": item["id"], "output_index": opened.index}
@@ -254,6 +253,7 @@ class Emitter:
         item, in progress until `call_done`."""
         opened = self._open(item)
         self._opened.remove(opened)
+        opened.lifecycle = Lifecycle.ARGUMENTS
         base = {"item_id": item["id"], "output_index": opened.index}
         # Its arguments in one piece (known already), as a model's call shows them.
         self._emit({"type": f"response.{item['type']}_arguments.delta", **base, "delta": item["arguments"]})
@@ -332,13 +332,13 @@ class Emitter:
             item["arguments"] = text
             self._emit({"type": "response.function_call_arguments.done", **base, "name": item["name"],
                         "arguments": text})
-        elif opened.call is not None and opened.call.get("approval"):
-            item["arguments"] = opened.call["arguments"] = text
-        elif opened.call is not None and item["type"] in SEARCH_CALLS and item.get("status") == "in_progress":
-            opened.call["arguments"] = text
+        elif opened.lifecycle is Lifecycle.APPROVAL:
+            item["arguments"] = opened.call["arguments"] = text  # type: ignore[index]
+        elif opened.lifecycle is Lifecycle.SEARCH and item.get("status") == "in_progress":
+            opened.call["arguments"] = text  # type: ignore[index]
             self._emit({"type": f"response.{item['type']}.in_progress", **base})
             self._emit({"type": f"response.{item['type']}.searching", **base})
-            self._running[opened.call["call_id"]] = opened
+            self._running[opened.call["call_id"]] = opened  # type: ignore[index]
             return
         elif opened.call is not None and item.get("status") == "in_progress":
             item["arguments"] = opened.call["arguments"] = text

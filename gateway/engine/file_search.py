@@ -22,11 +22,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import orjson
 
+from gateway.engine.items import CallItem, ItemKind, Lifecycle
+
 if TYPE_CHECKING:
     from gateway.engine.emitter import Emitter
-    from gateway.engine.loop import Plan
+    from gateway.engine.plan import Plan
 
 NAME = "file_search"
+ITEM = ItemKind("file_search_call", "fs", Lifecycle.SEARCH)  # how its calls are shown
 SEARCH_PATH = "/v1/vector_stores/{}/search"
 DEFAULT_MAX_RESULTS = 10
 RESULTS_INCLUDE = "file_search_call.results"
@@ -158,7 +161,7 @@ def earlier_citations(items: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """The files earlier turns' searches found (the model may cite them again)."""
     files: dict[str, str] = {}
     for item in items:
-        if item.get("type") == "file_search_call" and isinstance(item.get("results"), list):
+        if item.get("type") == ITEM.type and isinstance(item.get("results"), list):
             files.update({str(entry["file_id"]): str(entry.get("filename") or entry["file_id"])
                           for entry in item["results"] if isinstance(entry, dict) and entry.get("file_id")})
     return files
@@ -178,4 +181,4 @@ def offer(tools: list[dict[str, Any]], include: Any, plan: "Plan", emitter: "Emi
     plan.tools[NAME] = {**tool, "name": NAME,
                         "include_results": isinstance(include, list) and RESULTS_INCLUDE in include}
     plan.chat.setdefault("tools", []).append(FUNCTION)
-    emitter.call_items[NAME] = {"type": "file_search_call", "queries": [], "results": None}
+    emitter.call_items[NAME] = CallItem(ITEM, {"queries": [], "results": None})

@@ -37,7 +37,8 @@ import orjson
 from gateway.config import GuardrailsConfig
 from gateway.engine.chat_stream import Chunk
 from gateway.engine.json_service import JsonService, ServiceRefused, ServiceUnavailable
-from gateway.engine.loop import Model, Plan
+from gateway.engine.loop import Model
+from gateway.engine.plan import Plan
 from gateway.schema.errors import ApiError, invalid_attribute
 from gateway.upstream.client import UpstreamClient
 

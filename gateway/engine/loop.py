@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from gateway.engine.chat_round import ChatRound, UpstreamChatError
 from gateway.engine.chat_stream import Chunk
 from gateway.engine.emitter import Emitter
 from gateway.engine.executor import ToolCall, ToolExecutor, ToolResult
+from gateway.engine.plan import Plan
 from gateway.engine.translate import add_usage, incomplete_reason, usage_of
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import new_item_id
@@ -49,27 +49,6 @@ NOT_RUN = ("Not run: this round also called a client-side function tool, and suc
 Model = Callable[[dict[str, Any]], AsyncIterator[list[Chunk]]]
 # Called with the items produced so far and whether the response is finished.
 Save = Callable[[Emitter, bool], Awaitable[None]]
-
-
-@dataclass(slots=True)
-class Plan:
-    """What the loop needs from the translated request."""
-
-    chat: dict[str, Any]                    # the chat request but its messages and tool_choice
-    messages: list[dict[str, Any]]
-    tools: dict[str, dict[str, Any]]        # the request's tools by name
-    tool_choice: Any = None                 # Chat Completions' form; None: not sent
-    allowed: frozenset[str] | None = None   # names the model may call (None: any tool)
-    max_infer_iters: int = 10
-    max_tool_calls: int | None = None
-    client_tool_status: str = "completed"
-    seen_call_ids: set[str] = field(default_factory=set)
-    # Work before the first round, after `response.created` (listing MCP servers' tools
-    # into `tools` and `chat`): its events, a list at a time.
-    prelude: Callable[[], AsyncIterator[list[Event]]] | None = None
-    # Start the response before the first chat request (a background response: its
-    # creator is answered at `response.created`, not at the model's first chunk).
-    start_at_once: bool = False
 
 
 class Loop:

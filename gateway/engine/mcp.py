@@ -13,8 +13,8 @@ did not configure) is reached through `mcp_connect.guarded_client`, which connec
 to addresses `client_tools` allows (a refused one is an `http_error` saying why).
 
 Timeouts: the whole operation (connect, initialize, list or call) is bounded by the
-configured server's `timeout` (`DEFAULT_TIMEOUT` otherwise), so an unreachable or hung
-server is an error result, never a hung turn. Outputs are cut at `MAX_OUTPUT_CHARS`.
+configured server's `timeout` (`mcp_types.DEFAULT_TIMEOUT` otherwise), so an unreachable
+or hung server is an error result, never a hung turn. Outputs are cut at `MAX_OUTPUT_CHARS`.
 
 Errors come back as the `openai` package's `McpToolCallError` objects:
 `mcp_tool_execution_error` (the tool answered `isError`), `mcp_protocol_error` (a
@@ -26,48 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import orjson
 
-from gateway.destinations import DestinationPolicy
-from gateway.engine.executor import ToolCall, ToolResult
+from gateway.engine.executor import EngineTool, ToolCall, ToolResult
+from gateway.engine.mcp_types import McpFailure, McpServer, text_of
 
-DEFAULT_TIMEOUT = 30.0
 MAX_OUTPUT_CHARS = 100_000
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
-
-
-class McpFailure(Exception):
-    """An MCP operation failed; `error` is the `openai` error object for the item."""
-
-    def __init__(self, error: dict[str, Any]):
-        super().__init__(error.get("message") or _text_of(error.get("content")))
-        self.error = error
-
-
-@dataclass(slots=True, frozen=True)
-class McpServer:
-    """Where and how to reach one server, from a request's `mcp` tool."""
-
-    label: str
-    url: str
-    headers: Mapping[str, str]
-    timeout: float
-    guard: DestinationPolicy | None = None  # a client-supplied server: where it may connect
-
-    @classmethod
-    def of(cls, tool: Mapping[str, Any], timeouts: Mapping[str, float | None],
-           client_policy: DestinationPolicy | None = None) -> "McpServer":
-        """`timeouts` has every configured server's label; any other server is the
-        client's, and reached only through `client_policy` (the strictest by default)."""
-        headers = {str(k): str(v) for k, v in (tool.get("headers") or {}).items()}
-        if tool.get("authorization"):
-            headers["Authorization"] = f"Bearer {tool['authorization']}"
-        label = str(tool.get("server_label"))
-        guard = None if label in timeouts else client_policy or DestinationPolicy()
-        return cls(label, str(tool.get("server_url")), headers, timeouts.get(label) or DEFAULT_TIMEOUT, guard)
 
 
 async def list_tools(server: McpServer) -> list[dict[str, Any]]:
@@ -97,7 +64,7 @@ async def call_tool(server: McpServer, name: str, arguments: dict[str, Any]) -> 
             raise McpFailure({"type": "mcp_tool_execution_error", "content": content})
         if not content and result.structured_content is not None:
             return orjson.dumps(result.structured_content).decode()
-        return _text_of(content)
+        return text_of(content)
 
     return await _bounded(server, run())
 
@@ -126,15 +93,9 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
-    return "" if content is None else str(content)
-
-
 def error_text(error: Mapping[str, Any]) -> str:
     """What the model reads for a failed call."""
-    return str(error.get("message") or _text_of(error.get("content")) or error.get("type"))
+    return str(error.get("message") or text_of(error.get("content")) or error.get("type"))
 
 
 def model_name(label: str, name: str, taken: set[str]) -> str:
@@ -150,9 +111,10 @@ def model_name(label: str, name: str, taken: set[str]) -> str:
     return candidate
 
 
-class McpExecutor:
+class McpExecutor(EngineTool):
     """Runs the calls of tools the engine listed from MCP servers (`ToolCall.tool` is
-    the definition `mcp_tools.py` made: the server and the tool's own name)."""
+    the definition `mcp_tools.py` made: the server and the tool's own name).
+    `mcp_tools.McpTools` is the one the engine plugs in: it lists them too."""
 
     def can_execute(self, tool: dict[str, Any]) -> bool:
         return tool.get("type") == "mcp_tool"

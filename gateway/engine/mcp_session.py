@@ -17,7 +17,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from gateway.engine.mcp import McpFailure, McpServer
+from gateway.engine.mcp_types import McpFailure, McpServer
 from gateway.engine.mcp_connect import guarded_client, refusal_of, tls_context
 
 log = logging.getLogger("gateway.engine.mcp")

@@ -23,15 +23,20 @@ anything runs.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Callable, Iterable, Mapping
+from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Sequence
 
+from gateway.config import McpServerConfig
 from gateway.destinations import DestinationPolicy
 from gateway.engine.emitter import Emitter
-from gateway.engine.loop import Plan
-from gateway.engine.executor import ToolCall
-from gateway.engine.mcp import McpExecutor, McpFailure, McpServer, error_text, list_tools, model_name
+from gateway.engine.executor import Setup, ToolCall
+from gateway.engine.items import CallItem
+from gateway.engine.mcp import McpExecutor, error_text, list_tools, model_name
+from gateway.engine.mcp_types import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, McpFailure, McpServer
+from gateway.engine.plan import Plan
+from gateway.engine.translate import unsupported
 from gateway.schema.errors import ApiError, invalid_attribute
 from gateway.schema.ids import new_item_id
+from gateway.streaming.enrich import scrub_tool_echo
 from gateway.streaming.events import Event
 
 
@@ -115,7 +120,7 @@ def mcp_prelude(tools: list[dict[str, Any]], earlier: Iterable[dict[str, Any]], 
         pending = []
         for tool, server in servers:
             if server.label not in listed:
-                opened = emitter.list_started({"id": new_item_id("mcpl"), "type": "mcp_list_tools",
+                opened = emitter.list_started({"id": new_item_id(MCP_LIST_TOOLS.id_prefix), "type": MCP_LIST_TOOLS.type,
                                                "server_label": server.label, "tools": [], "error": None})
                 pending.append((tool, server, opened))
         if pending:
@@ -146,7 +151,8 @@ async def _approved(approvals: list[Approval], servers: list[tuple[dict[str, Any
     jobs = []
     for request, approve in approvals:
         if approve:
-            emitter.call_running({"id": new_item_id("mcp"), "type": "mcp_call", "server_label": request["server_label"],
+            emitter.call_running({"id": new_item_id(MCP_CALL.id_prefix), "type": MCP_CALL.type,
+                                  "server_label": request["server_label"],
                                   "name": request["name"], "arguments": request.get("arguments") or "{}",
                                   "approval_request_id": request["id"], "output": None, "error": None,
                                   "status": "in_progress"}, request["id"])
@@ -191,11 +197,48 @@ def _offer(servers: list[tuple[dict[str, Any], McpServer]], listed: Mapping[Any,
                 function["description"] = entry["description"]
             chat_tools.append({"type": "function", "function": function})
             emitter.call_items[name] = (
-                {"type": "mcp_approval_request", "server_label": server.label, "name": entry["name"]}
+                CallItem(MCP_APPROVAL_REQUEST, {"server_label": server.label, "name": entry["name"]})
                 if needs_approval(tool, entry["name"]) else
-                {"type": "mcp_call", "server_label": server.label, "name": entry["name"], "output": None,
-                 "error": None})
+                CallItem(MCP_CALL, {"server_label": server.label, "name": entry["name"], "output": None,
+                                    "error": None}))
     if not chat_tools:  # no server answered and no function tools: a plain chat request
         del plan.chat["tools"]
         plan.chat.pop("parallel_tool_calls", None)
         plan.tool_choice = None
+
+
+class McpTools(McpExecutor):
+    """A request's `mcp` tools in the engine: checked, echoed without what the gateway
+    attached, listed before the first round (`mcp_prelude`), their calls run by
+    `McpExecutor`. `servers` are the operator's (their labels and timeouts); any other
+    server is a client's (`tools.py` let it through the config's rules), and its
+    connections go only where `client_policy` allows (`mcp_connect.py`)."""
+
+    item_kinds = (MCP_CALL, MCP_APPROVAL_REQUEST, MCP_LIST_TOOLS)
+
+    def __init__(self, servers: Sequence[McpServerConfig] = (), client_policy: DestinationPolicy | None = None):
+        self._timeouts = {server.name: server.timeout for server in servers}
+        self._labels = frozenset(self._timeouts)
+        self._client_policy = client_policy
+
+    def check(self, body: dict[str, Any]) -> None:
+        for tool in body.get("tools") or ():
+            label = tool.get("server_label")
+            if tool.get("type") == "mcp" and label not in self._labels and not tool.get("server_url"):
+                raise unsupported(f"MCP server {label!r}: the local engine reaches MCP servers by URL, "
+                                  "not by connector_id", param="tools")
+
+    def echo(self, tool: dict[str, Any]) -> dict[str, Any] | None:
+        if tool.get("type") != "mcp":
+            return None
+        shown = {"tools": [echoed(tool)]}
+        scrub_tool_echo(shown, self._labels)  # never the credentials the gateway attached
+        return shown["tools"][0]
+
+    def offer(self, setup: Setup) -> None:
+        # Answers to earlier approval requests: a 422 before anything runs, MCP tools or not.
+        approvals = approvals_of(setup.inputs, setup.history, setup.tools)
+        servers = [tool for tool in setup.tools if tool.get("type") == "mcp"]
+        if servers:
+            setup.plan.prelude = mcp_prelude(servers, setup.history + setup.inputs, setup.plan, setup.emitter,
+                                             self._timeouts, approvals, self._client_policy)

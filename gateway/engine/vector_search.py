@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from gateway.config import ByokRagConfig, LlamaStackConfig
 from gateway.engine import file_search
-from gateway.engine.executor import ToolCall, ToolResult
+from gateway.engine.executor import EngineTool, Setup, ToolCall, ToolResult
 from gateway.schema.errors import ApiError
 from gateway.upstream.client import TIMED_OUT, UpstreamClient
 
@@ -35,7 +35,9 @@ class SearchFailed(Exception):
     """One store could not be searched; the message is what the model reads."""
 
 
-class FileSearchExecutor:
+class FileSearchExecutor(EngineTool):
+    item_kinds = (file_search.ITEM,)
+
     def __init__(self, upstream: UpstreamClient, stores: Sequence[ByokRagConfig] = ()):
         self._upstream = upstream
         self._stores: dict[str, ByokRagConfig] = {}
@@ -53,6 +55,9 @@ class FileSearchExecutor:
     async def close(self) -> None:
         for client in self._clients.values():
             await client.close()
+
+    def offer(self, setup: Setup) -> None:
+        file_search.offer(setup.tools, setup.body.get("include"), setup.plan, setup.emitter, setup.history)
 
     def can_execute(self, tool: dict[str, Any]) -> bool:
         return tool.get("type") == "file_search"

@@ -14,7 +14,7 @@ of another shape) is an error result: the model reads `Error: …` and the
 `web_search_call` item ends `failed`; the turn goes on.
 
 The model sees the tool as a function `web_search(query)`; its call is a
-`web_search_call` item (`emitter.py`: `output_item.added` with `action: {type:
+`web_search_call` item (the search lifecycle, `items.py`: `output_item.added` with `action: {type:
 search}`, then `response.web_search_call.in_progress` and `….searching` when its
 arguments are complete, `….completed` and `output_item.done` with `action.query`, and
 `action.sources` when the request's `include` asks for `web_search_call.action.sources`).
@@ -31,30 +31,54 @@ import orjson
 from gateway.config import WebSearchConfig
 from gateway.engine.citations import Citations
 from gateway.engine.emitter import Emitter
-from gateway.engine.executor import ToolCall, ToolResult
+from gateway.engine.executor import EngineTool, Setup, ToolCall, ToolResult
+from gateway.engine.items import CallItem, ItemKind, Lifecycle
 from gateway.engine.json_service import JsonService, ServiceRefused, ServiceUnavailable
-from gateway.engine.loop import Plan
 from gateway.engine.mcp import model_name
+from gateway.engine.plan import Plan
+from gateway.engine.translate import unsupported
 from gateway.schema.responses_tools import WEB_SEARCH_TYPES
 
 SOURCES_INCLUDE = "web_search_call.action.sources"
 MAX_CONTENT_CHARS = 4_000  # per result, for the model
 TOOL_TYPE = "web_search_tool"  # the engine's own definition in Plan.tools
+ITEM = ItemKind("web_search_call", "ws", Lifecycle.SEARCH)  # how its calls are shown
 FUNCTION = {"description": "Search the web. Returns numbered results; cite a result by its marker, e.g. [1].",
             "parameters": {"type": "object", "properties": {"query": {
                 "type": "string", "description": "What to search the web for"}}, "required": ["query"]}}
 
 
-class WebSearchExecutor:
-    def __init__(self, config: WebSearchConfig):
-        self._service = JsonService.at(config.url, config.api_key, config.timeout, "The web search service")
-        self._max_results = config.max_results
+class WebSearchExecutor(EngineTool):
+    """`config` None: the gateway has no search endpoint, and requests with a web_search
+    tool are refused."""
+
+    item_kinds = (ITEM,)
+
+    def __init__(self, config: WebSearchConfig | None):
+        self._service = None if config is None else JsonService.at(config.url, config.api_key, config.timeout,
+                                                                   "The web search service")
+        self._max_results = 0 if config is None else config.max_results
 
     async def start(self) -> None:
-        await self._service.start()
+        if self._service is not None:
+            await self._service.start()
 
     async def close(self) -> None:
-        await self._service.close()
+        if self._service is not None:
+            await self._service.close()
+
+    def check(self, body: dict[str, Any]) -> None:
+        searches = web_search_tools(body.get("tools") or [])
+        if searches and self._service is None:
+            raise unsupported("web_search needs a search endpoint: the gateway's configuration has no "
+                              "web_search section", param="tools")
+        if forces_web_search(body) and not searches:
+            raise unsupported("tool_choice names web_search, which is not among the request's tools",
+                              param="tool_choice")
+
+    def offer(self, setup: Setup) -> None:
+        for tool in web_search_tools(setup.tools)[:1]:  # one search tool is all the model needs
+            offer_web_search(tool, setup.body, setup.plan, setup.emitter)
 
     def can_execute(self, tool: dict[str, Any]) -> bool:
         return tool.get("type") == TOOL_TYPE
@@ -74,6 +98,7 @@ class WebSearchExecutor:
         domains = (request.get("filters") or {}).get("allowed_domains")
         if isinstance(domains, list) and domains:
             body["allowed_domains"] = [str(domain) for domain in domains]
+        assert self._service is not None  # check() refused the request otherwise
         try:
             results = _results(await self._service.post(body))[:self._max_results]
         except (ServiceUnavailable, ServiceRefused, ValueError) as exc:
@@ -137,4 +162,4 @@ def offer_web_search(tool: dict[str, Any], body: dict[str, Any], plan: Plan, emi
     plan.tools[name] = {"type": TOOL_TYPE, "name": name, "request": tool, "citations": citations,
                         "include_sources": isinstance(include, list) and SOURCES_INCLUDE in include}
     plan.chat.setdefault("tools", []).append({"type": "function", "function": {"name": name, **FUNCTION}})
-    emitter.call_items[name] = {"type": "web_search_call", "action": {"type": "search"}}
+    emitter.call_items[name] = CallItem(ITEM, {"action": {"type": "search"}})

@@ -8,7 +8,7 @@ from typing import Any, AsyncIterator
 
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolCall, ToolResult
-from gateway.engine.loop import Plan
+from gateway.engine.plan import Plan
 
 
 def text_round(text: str, finish: str = "stop", usage: tuple[int, int] = (3, 2)) -> list[dict[str, Any]]:

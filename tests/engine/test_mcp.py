@@ -10,8 +10,10 @@ from gateway.engine import mcp as mcp_module
 from gateway.engine import mcp_session
 from gateway.engine.executor import ToolCall, ToolResult
 from gateway.engine.loop import Loop
+from gateway.engine.items import CallItem
 from gateway.engine.mcp import MAX_OUTPUT_CHARS, McpExecutor, McpFailure, McpServer, model_name
 from gateway.engine.mcp_session import error_of
+from gateway.engine.mcp_types import MCP_APPROVAL_REQUEST, MCP_CALL
 from gateway.engine.mcp_tools import allowed_names, approvals_of, echoed, needs_approval
 from gateway.schema.errors import ApiError
 from tests.engine.fakes import FakeModel, calls_round, emitter, plan, text_round
@@ -143,9 +145,9 @@ def mcp_plan(approval=False):
     the_plan.tools = {"add": {"type": "mcp_tool", "name": "add"}}
     the_plan.tool_choice = "auto"
     the_emitter = emitter()
-    kind = "mcp_approval_request" if approval else "mcp_call"
-    the_emitter.call_items["add"] = {"type": kind, "server_label": "calc", "name": "add"} | (
-        {} if approval else {"output": None, "error": None})
+    kind = MCP_APPROVAL_REQUEST if approval else MCP_CALL
+    the_emitter.call_items["add"] = CallItem(kind, {"server_label": "calc", "name": "add"} | (
+        {} if approval else {"output": None, "error": None}))
     return the_plan, the_emitter
 
 
