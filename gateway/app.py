@@ -15,6 +15,7 @@ from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
 from gateway.engine.executor import ToolExecutor
 from gateway.engine.guardrails import Moderation
+from gateway.engine.images import image_policy
 from gateway.engine.mcp import McpExecutor
 from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
@@ -60,7 +61,8 @@ async def build_services(config: Configuration) -> Services:
     if config.web_search is not None:
         executors.append(WebSearchExecutor(config.web_search))
     engine = LocalEngine(upstream, ResponseStore(db), config.inference, executors, config.mcp_servers,
-                         Moderation.of(config.guardrails, upstream), client_mcp=tools.client_mcp)
+                         Moderation.of(config.guardrails, upstream), client_mcp=tools.client_mcp,
+                         images=image_policy(config.client_tools.allowed_image_destinations))
     await engine.start()
     pipeline = Pipeline(config, conversations, writer, backend, catalog, quota, tools,
                         engine)

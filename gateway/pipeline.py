@@ -104,6 +104,7 @@ class Pipeline:
         if engine:
             assert self.engine is not None
             self.engine.check({**raw, "tools": tools})
+            await self.engine.check_destinations(raw)
         else:
             await self._tools.check_client_servers(tools)  # the upstream will connect: judge the names now
 

@@ -23,6 +23,7 @@ from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import ToolExecutor
 from gateway.engine.guardrails import Moderation, guardrail_ids, with_guardrails
+from gateway.engine.images import check_images, image_policy
 from gateway.engine.loop import Loop, Model, Plan
 from gateway.engine.mcp_tools import approvals_of, echoed, mcp_prelude
 from gateway.engine.web_search import TOOL_TYPE as WEB_SEARCH_TOOL
@@ -46,7 +47,8 @@ _ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output
 class LocalEngine:
     def __init__(self, client: UpstreamClient, store: ResponseStore, inference: InferenceConfig,
                  executors: Sequence[ToolExecutor] = (), mcp_servers: Sequence[McpServerConfig] = (),
-                 moderation: Moderation | None = None, client_mcp: DestinationPolicy | None = None):
+                 moderation: Moderation | None = None, client_mcp: DestinationPolicy | None = None,
+                 images: DestinationPolicy | None = None):
         self._client = client
         self._moderation = moderation  # where `guardrails` are checked
         self.store = store
@@ -59,6 +61,7 @@ class LocalEngine:
         self._mcp_timeouts = {server.name: server.timeout for server in mcp_servers}
         self._mcp_labels = frozenset(self._mcp_timeouts)
         self._client_mcp = client_mcp
+        self._images = images or image_policy([])  # where the upstream may fetch input_image URLs from
 
     def check(self, body: dict[str, Any]) -> None:
         """Refuse (422) what the engine cannot run, before the turn creates anything."""
@@ -74,6 +77,11 @@ class LocalEngine:
         if forces_web_search(body) and not web_search_tools(body.get("tools") or []):
             raise translate.unsupported("tool_choice names web_search, which is not among the request's tools",
                                         param="tool_choice")
+
+    async def check_destinations(self, body: dict[str, Any]) -> None:
+        """Refuse (400) an `input_image` URL the upstream must not fetch (images.py),
+        before the turn creates anything."""
+        await check_images(body.get("input"), self._images)
 
     def _clients(self) -> list[Any]:
         """What holds connections of its own (configured endpoints), to start and close."""
