@@ -43,7 +43,8 @@ log = logging.getLogger("gateway")
 
 async def build_services(config: Configuration) -> Services:
     db = await open_database(config.database)
-    upstream = UpstreamClient(config.llama_stack)
+    tools = ConfiguredTools(config)
+    upstream = UpstreamClient(config.llama_stack, redact=tools.redactor.text)
     await upstream.start()
     catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)
     conversations = ConversationRepository(db)
@@ -56,7 +57,6 @@ async def build_services(config: Configuration) -> Services:
         writer.after_commit = quota.after_commit
     if quota.shares_turn_database and quota.store is not None:
         writer.combine = quota.store.combine
-    tools = ConfiguredTools(config)
     executors: list[ToolExecutor] = [McpExecutor(), FileSearchExecutor(upstream, config.byok_rag)]
     if config.web_search is not None:
         executors.append(WebSearchExecutor(config.web_search))

@@ -174,12 +174,12 @@ class Pipeline:
     def enricher(self, turn: Turn) -> Enricher:
         """What every response object of this turn gets (JSON body or stream events)."""
         return Enricher(turn.conversation, turn.previous_response_id, turn.display_model, self._tools.labels,
-                        turn.background)
+                        turn.background, self._tools.redactor)
 
     def stored_enricher(self, record: TurnRecord) -> Enricher:
         """What a stored response gets when it is read back (`GET /v1/responses/{id}`)."""
         return Enricher(openai_conversation_id(record.conversation_id), record.previous_response_id,
-                        configured_labels=self._tools.labels)
+                        configured_labels=self._tools.labels, redactor=self._tools.redactor)
 
     async def settle(self, turn: Turn) -> dict[str, int]:
         """Before the terminal event or body: charge the turn's tokens and commit its

@@ -39,6 +39,7 @@ from gateway.config import Configuration, McpServerConfig
 from gateway.destinations import RESOLVE_TIMEOUT, DestinationPolicy, ForbiddenDestination
 from gateway.identity import Identity
 from gateway.mcp_approval import tighter
+from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError, invalid_attribute, not_found, tool_conflict
 
 # How long the OAuth probe waits for a server's answer.
@@ -64,6 +65,8 @@ class ConfiguredTools:
         self.client_mcp = DestinationPolicy.of(config.client_tools.allowed_mcp_destinations) \
             if config.client_tools.allow_unconfigured_mcp_servers else None
         self._secrets = {name: _read_secrets(server) for name, server in self._servers.items()}
+        # What the upstream's words are scrubbed of: the credentials and URLs the gateway sends.
+        self.redactor = Redactor.of(config, self._secrets)
         # What request validation needs: which labels are configured, and at which URL.
         self.server_urls: dict[str, str] = {name: server.url for name, server in self._servers.items()}
         self.labels = frozenset(self._servers)

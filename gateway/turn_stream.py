@@ -78,4 +78,4 @@ async def pump(pipeline: Pipeline, turn: Turn, rewriter: StreamRewriter, start: 
 def _refuse_before_the_first_byte(rewriter: StreamRewriter, turn: Turn) -> None:
     refusal = rewriter.repairer.refusal
     if refusal is not None:
-        raise upstream_error(refusal[0], refusal[1], turn.model.id)
+        raise upstream_error(refusal[0], rewriter.enricher.redactor.text(refusal[1]), turn.model.id)

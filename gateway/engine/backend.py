@@ -202,17 +202,32 @@ class LocalEngine:
     async def _chat(self, request: dict[str, Any], model: str) -> AsyncIterator[list[Chunk]]:
         """The upstream's chat stream, decoded: the chunks of each read."""
         decoder = ChatDecoder()
-        async with UpstreamStream(self._client.open("POST", CHAT_PATH, json=request), model) as reads:
+        redact = self._client.redact
+        async with UpstreamStream(self._client.open("POST", CHAT_PATH, json=request), model, redact) as reads:
             try:
                 async for data in reads:
                     chunks = decoder.feed(data)
                     if chunks:
+                        if data.find(b'"error"') >= 0:  # rare: only then look for error chunks
+                            _redact_errors(chunks, redact)
                         yield chunks
             except StreamBroken as exc:
                 raise UpstreamChatError(str(exc)) from None
             tail = decoder.close()
             if tail:
+                _redact_errors(tail, redact)
                 yield tail
+
+
+def _redact_errors(chunks: list[Chunk], redact: Any) -> None:
+    """An error chunk's message without what the gateway sent the upstream (its key)."""
+    for chunk in chunks:
+        if chunk.__class__ is dict and chunk.get("error") is not None:  # type: ignore[union-attr]
+            error = chunk["error"]  # type: ignore[index]
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                error["message"] = redact(error["message"])
+            elif isinstance(error, str):
+                chunk["error"] = redact(error)  # type: ignore[index]
 
 
 def _with_id(item: dict[str, Any]) -> dict[str, Any]:
