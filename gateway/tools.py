@@ -141,7 +141,9 @@ class ConfiguredTools:
             self._check_client_url(tool)
             return _with_headers(tool, tool.get("headers") or {})
         server_headers = self._headers(server, identity, headers) or {}
-        completed = {**tool, "server_url": server.url}
+        # The operator's URL, never a connector the upstream would resolve elsewhere:
+        # the operator's credentials go only to the operator's server.
+        completed = {**{key: value for key, value in tool.items() if key != "connector_id"}, "server_url": server.url}
         # The operator's headers win: a client must not replace the credentials the
         # gateway attaches to a server it configured.
         completed = _with_headers(completed, {**(tool.get("headers") or {}), **server_headers})

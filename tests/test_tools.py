@@ -120,3 +120,9 @@ def test_a_connector_under_an_unconfigured_label_is_a_clients_server(tmp_path, c
     with pytest.raises(ApiError) as caught:  # with a URL, the URL is judged as any client server's
         tools.for_request([{**connector, "server_url": "http://169.254.169.254/mcp"}], None, USER, {})
     assert caught.value.code == ("mcp_server_forbidden" if client_tools else "mcp_server_not_allowed")
+
+
+def test_a_configured_server_named_with_a_connector_keeps_the_operators_url(tmp_path):
+    tool = tools_for(tmp_path).for_request([{"type": "mcp", "server_label": "a", "connector_id": "connector_x"}],
+                                           None, USER, {})[0]
+    assert "connector_id" not in tool and tool["server_url"] == "http://a" and tool["authorization"] == "from-file"
