@@ -14,6 +14,7 @@ from gateway.background.watch import BackgroundWatch
 from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
 from gateway.engine.guardrails import Moderation
+from gateway.engine.images import image_policy
 from gateway.engine.mcp_tools import McpTools
 from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
@@ -46,7 +47,8 @@ log = logging.getLogger("gateway")
 
 async def build_services(config: Configuration) -> Services:
     db = await open_database(config.database)
-    upstream = UpstreamClient(config.llama_stack)
+    tools = ConfiguredTools(config)
+    upstream = UpstreamClient(config.llama_stack, redact=tools.redactor.text)
     await upstream.start()
     catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)
     conversations = ConversationRepository(db)
@@ -59,11 +61,11 @@ async def build_services(config: Configuration) -> Services:
         writer.after_commit = quota.after_commit
     if quota.shares_turn_database and quota.store is not None:
         writer.combine = quota.store.combine
-    tools = ConfiguredTools(config)
     engine = LocalEngine(upstream, ResponseStore(db), config.inference,
                          [McpTools(config.mcp_servers, tools.client_mcp), FileSearchExecutor(upstream, config.byok_rag),
                           WebSearchExecutor(config.web_search)],
-                         Moderation.of(config.guardrails, upstream))
+                         Moderation.of(config.guardrails, upstream),
+                         images=image_policy(config.client_tools.allowed_image_destinations))
     await engine.start()
     turns = _turns(config, conversations, writer, catalog, quota, tools, settler=Settler(conversations, writer, quota),
                    forward=UpstreamResponses(upstream, capabilities), engine=engine, capabilities=capabilities)
@@ -82,7 +84,7 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
     selector = BackendSelector(ForwardBackend(forward, tools, config.inference, conversations, settler),
                                EngineBackend(engine, tools, config.inference, conversations, settler), capabilities)
     preparer = Preparer(config, conversations, writer, catalog, quota, tools, settler, selector)
-    return TurnService(preparer, Runner(settler, tools.labels), settler, selector)
+    return TurnService(preparer, Runner(settler, tools.labels, tools.redactor), settler, selector)
 
 
 def create_app(config: Configuration) -> web.Application:

@@ -14,6 +14,9 @@ The rules are judged on addresses, never on names alone: a name is resolved once
 every address it resolves to must pass (then the connection goes to a checked
 address: see `engine/mcp_connect.py`), so DNS rebinding and names such as `localhost`
 or `2130706433` gain nothing. This module is pure apart from `resolve()`.
+
+The same rules judge engine mode's `input_image` URLs, which the upstream fetches
+(`engine/images.py`; `https` only, exceptions in `client_tools.allowed_image_destinations`).
 """
 
 from __future__ import annotations
@@ -91,17 +94,22 @@ class DestinationPolicy:
 
     networks: tuple[Network, ...] = ()
     hosts: frozenset[str] = frozenset()
+    # What the URLs point at, as refusals name it; and the URL schemes taken.
+    subject: str = "MCP server"
+    schemes: tuple[str, ...] = ("http", "https")
 
     @classmethod
-    def of(cls, allowed: Iterable[str]) -> "DestinationPolicy":
-        """From `client_tools.allowed_mcp_destinations` (CIDRs and host names)."""
+    def of(cls, allowed: Iterable[str], subject: str = "MCP server",
+           schemes: tuple[str, ...] = ("http", "https")) -> "DestinationPolicy":
+        """From `client_tools.allowed_mcp_destinations` (CIDRs and host names), or
+        another list of the same shape."""
         networks, hosts = [], set()
         for entry in allowed:
             try:
                 networks.append(ipaddress.ip_network(entry, strict=False))
             except ValueError:
                 hosts.add(_host_key(entry))
-        return cls(tuple(networks), frozenset(hosts))
+        return cls(tuple(networks), frozenset(hosts), subject, schemes)
 
     def host_allowed(self, host: str) -> bool:
         return _host_key(host) in self.hosts
@@ -116,7 +124,7 @@ class DestinationPolicy:
             return
         reason = refusal_reason(address)
         if reason is not None:
-            raise ForbiddenDestination(f"MCP server host {host!r} is not allowed: it is a {reason} address")
+            raise ForbiddenDestination(f"{self.subject} host {host!r} is not allowed: it is a {reason} address")
 
     def check_url(self, url: str) -> tuple[str, int]:
         """What can be judged without a resolver: the scheme, and a host that is an IP
@@ -125,9 +133,9 @@ class DestinationPolicy:
             parts = urlsplit(url)
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
-            raise ForbiddenDestination("MCP server_url is not a valid URL") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ForbiddenDestination("MCP server_url must be an http or https URL with a host")
+            raise ForbiddenDestination(f"{self._url_name} is not a valid URL") from None
+        if parts.scheme not in self.schemes or not parts.hostname:
+            raise ForbiddenDestination(f"{self._url_name} must be an {' or '.join(self.schemes)} URL with a host")
         address = parse_address(parts.hostname)
         if address is not None:
             self.check_address(parts.hostname, address)
@@ -142,11 +150,15 @@ class DestinationPolicy:
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError):
-            raise ForbiddenDestination(f"MCP server host {host!r} cannot be resolved") from None
+            raise ForbiddenDestination(f"{self.subject} host {host!r} cannot be resolved") from None
         addresses = list(dict.fromkeys(str(info[4][0]).partition("%")[0] for info in infos))
         for address in addresses:
             self.check_address(host, ipaddress.ip_address(address))
         return addresses
+
+    @property
+    def _url_name(self) -> str:
+        return "MCP server_url" if self.subject == "MCP server" else f"{self.subject} URL"
 
 
 def parse_address(host: str) -> IPAddress | None:

@@ -7,8 +7,10 @@ Explicit tools are used as given, except that:
 - an MCP server the operator configured (matched by `server_label`) gets its URL and
   credentials; its URL cannot be replaced by the client (request validation refuses
   that, see `InputToolMCP`), so the operator's credentials only ever go to the
-  operator's server;
-- an MCP server the operator did not configure (the client's own `server_url`) is
+  operator's server; the client's `require_approval` may only tighten the
+  operator's (`mcp_approval.py`);
+- an MCP server the operator did not configure (the client's own `server_url`, or a
+  `connector_id` under a label the operator did not configure) is
   refused unless `client_tools.allow_unconfigured_mcp_servers` is set, and then only
   on a public address (`gateway/destinations.py`): an IP address in the URL is judged
   here; a host name is judged on what it resolves to, by `check_client_servers` for
@@ -36,6 +38,8 @@ import orjson
 from gateway.config import Configuration, McpServerConfig
 from gateway.destinations import RESOLVE_TIMEOUT, DestinationPolicy, ForbiddenDestination
 from gateway.identity import Identity
+from gateway.mcp_approval import tighter
+from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError, invalid_attribute, not_found, tool_conflict
 
 # How long the OAuth probe waits for a server's answer.
@@ -61,6 +65,8 @@ class ConfiguredTools:
         self.client_mcp = DestinationPolicy.of(config.client_tools.allowed_mcp_destinations) \
             if config.client_tools.allow_unconfigured_mcp_servers else None
         self._secrets = {name: _read_secrets(server) for name, server in self._servers.items()}
+        # What the upstream's words are scrubbed of: the credentials and URLs the gateway sends.
+        self.redactor = Redactor.of(config, self._secrets)
         # What request validation needs: which labels are configured, and at which URL.
         self.server_urls: dict[str, str] = {name: server.url for name, server in self._servers.items()}
         self.labels = frozenset(self._servers)
@@ -130,23 +136,31 @@ class ConfiguredTools:
             return tool
         server = self._servers.get(tool["server_label"])
         if server is None:
-            if tool.get("server_url"):
-                self._check_client_url(tool)
+            # A client's own server, named by URL or by `connector_id` alike: both are
+            # refused unless clients' servers are allowed, and a URL is judged.
+            self._check_client_url(tool)
             return _with_headers(tool, tool.get("headers") or {})
         server_headers = self._headers(server, identity, headers) or {}
-        completed = {**tool, "server_url": server.url}
+        # The operator's URL, never a connector the upstream would resolve elsewhere:
+        # the operator's credentials go only to the operator's server.
+        completed = {**{key: value for key, value in tool.items() if key != "connector_id"}, "server_url": server.url}
         # The operator's headers win: a client must not replace the credentials the
         # gateway attaches to a server it configured.
         completed = _with_headers(completed, {**(tool.get("headers") or {}), **server_headers})
-        completed.setdefault("require_approval", _approval(server))
+        # The client may only tighten the operator's approval policy (mcp_approval.py):
+        # the call runs with the operator's credentials.
+        completed["require_approval"] = tighter(_approval(server), tool.get("require_approval"))
         return completed
 
     def _check_client_url(self, tool: dict[str, Any]) -> None:
-        """422 unless clients' own servers are allowed and this URL is not literally
-        forbidden (its scheme, an IP address of a forbidden kind)."""
+        """422 unless clients' own servers are allowed and this URL (if any: a
+        `connector_id` alone has none) is not literally forbidden (its scheme, an IP
+        address of a forbidden kind)."""
         if self.client_mcp is None:
             raise invalid_attribute(f"MCP server {tool['server_label']!r} is not configured, and this gateway does "
                                     "not take clients' own MCP servers", param="tools", code="mcp_server_not_allowed")
+        if not tool.get("server_url"):
+            return  # a connector: the upstream resolves it, there is no address to judge here
         try:
             self.client_mcp.check_url(tool["server_url"])
         except ForbiddenDestination as refused:

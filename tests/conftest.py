@@ -75,7 +75,10 @@ def gateway_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
     yield start
     for gateway in started:
         gateway.stop()
-    # No response of any end-to-end test may carry a credential the gateway was given.
+    # No response of any end-to-end test may carry a credential the gateway was given:
+    # every byte sent to clients is scanned, error bodies and events relayed from the
+    # upstream included (its `echo-error` triggers repeat the credentials it received:
+    # tests/e2e/test_upstream_error_redaction.py).
     leaks = {str(gateway.config_path): sorted(f"{secret[:3]}…" for secret in gateway.leaked_secrets())
              for gateway in started}
     assert not any(leaks.values()), f"configured secrets sent to clients: { {k: v for k, v in leaks.items() if v} }"

@@ -92,3 +92,37 @@ def test_merge_conflicts_are_409(tmp_path, client_tool, cause):
         tools_for(tmp_path, byok_rag=STORES).for_request([client_tool], None, USER, {MERGE_HEADER: "true"})
     assert caught.value.status == 409 and caught.value.body(openai=False) == {
         "detail": {"response": "Tool conflict", "cause": cause}}
+
+
+@pytest.mark.parametrize("operator, client, sent", [
+    ("always", "never", "always"),
+    ({"always": ["add"], "never": ["echo"]}, {"never": ["add", "echo"]}, {"always": ["add"], "never": ["echo"]}),
+    ("never", "always", "always"),
+])
+def test_a_client_only_tightens_the_operators_approval(tmp_path, operator, client, sent):
+    config = {"name": "x", "llama_stack": {"url": "http://u"},
+              "mcp_servers": [{"name": "a", "url": "http://a", "require_approval": operator}]}
+    tool = ConfiguredTools(parse_config(config)).for_request(
+        [{"type": "mcp", "server_label": "a", "require_approval": client}], None, USER, {})[0]
+    assert tool["require_approval"] == sent
+
+
+@pytest.mark.parametrize("client_tools", [{}, {"allow_unconfigured_mcp_servers": True}])
+def test_a_connector_under_an_unconfigured_label_is_a_clients_server(tmp_path, client_tools):
+    connector = {"type": "mcp", "server_label": "mine", "connector_id": "connector_dropbox"}
+    tools = tools_for(tmp_path, client_tools=client_tools)
+    if not client_tools:
+        with pytest.raises(ApiError) as caught:
+            tools.for_request([connector], None, USER, {})
+        assert caught.value.status == 422 and caught.value.code == "mcp_server_not_allowed"
+    else:
+        assert tools.for_request([connector], None, USER, {}) == [connector]
+    with pytest.raises(ApiError) as caught:  # with a URL, the URL is judged as any client server's
+        tools.for_request([{**connector, "server_url": "http://169.254.169.254/mcp"}], None, USER, {})
+    assert caught.value.code == ("mcp_server_forbidden" if client_tools else "mcp_server_not_allowed")
+
+
+def test_a_configured_server_named_with_a_connector_keeps_the_operators_url(tmp_path):
+    tool = tools_for(tmp_path).for_request([{"type": "mcp", "server_label": "a", "connector_id": "connector_x"}],
+                                           None, USER, {})[0]
+    assert "connector_id" not in tool and tool["server_url"] == "http://a" and tool["authorization"] == "from-file"

@@ -115,8 +115,11 @@ class ClientToolsConfig(Strict):
     # Exceptions to those address rules: CIDRs ("10.20.0.0/16", "fd00::/8") and host
     # names (exact; whatever address they resolve to).
     allowed_mcp_destinations: list[str] = []
+    # Engine mode: the upstream fetches `input_image` URLs itself, so they follow the
+    # same address rules (https and data: only); these are the exceptions, alike.
+    allowed_image_destinations: list[str] = []
 
-    @field_validator("allowed_mcp_destinations")
+    @field_validator("allowed_mcp_destinations", "allowed_image_destinations")
     @classmethod
     def _destinations(cls, entries: list[str]) -> list[str]:
         for entry in entries:

@@ -38,6 +38,12 @@ Triggers (words in the last user text of the current turn):
   event (no response.completed / finish chunk / [DONE]).
 * ``error-event``: responses -> the untyped ``{"error": {...}}`` event after in_progress;
   chat -> a ``data: {"error": {...}}`` chunk after the role chunk, then [DONE].
+* ``echo-error``: an error whose message repeats what the request carried (its
+  ``Authorization`` and ``X-LlamaStack-Provider-Data`` headers, its tools with URLs and
+  credentials), as a careless upstream would: responses -> 400 ``{"detail": ...}``, or
+  created, in_progress, response.failed; chat -> 400 OpenAI error body, or an error chunk
+  after the role chunk. ``echo-error-first``: the same, streamed as the first event
+  (responses: the untyped error event with code 400; chat: the first chunk).
 * chat only: ``finish-length`` / ``content-filter`` end the completion with that
   ``finish_reason``; ``think-aloud`` streams ``reasoning_content`` ("Thinking about:
   <text>") before the text; ``parallel-calls`` (with a tool trigger) calls every tool in

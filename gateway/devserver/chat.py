@@ -126,6 +126,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return web.Response(status=504)
     if trigger == triggers.FAIL_UPSTREAM:
         return openai_error(triggers.UPSTREAM_FAILURE_MESSAGE, 500, "server_error")
+    if trigger == triggers.ECHO_ERROR and not stream:
+        return openai_error(triggers.echo_of(request.headers, body), 400, "invalid_request_error")
     if trigger == triggers.CONTEXT_OVERFLOW:
         return openai_error(triggers.CONTEXT_OVERFLOW_MESSAGE, 400, "invalid_request_error",
                             "context_length_exceeded", "messages")
@@ -176,10 +178,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         await sse.write_frames(resp, frames, knobs.delay_s)
         await sse.wait_for_disconnect(request)
         return resp
-    if trigger == triggers.ERROR_EVENT:
+    if trigger in (triggers.ERROR_EVENT, triggers.ECHO_ERROR, triggers.ECHO_ERROR_FIRST):
+        message = triggers.ERROR_EVENT_MESSAGE if trigger == triggers.ERROR_EVENT \
+            else triggers.echo_of(request.headers, body)
+        if trigger == triggers.ECHO_ERROR_FIRST:
+            frames.clear()  # the error is the stream's first chunk
         frames.append(b"data: " + orjson.dumps({"error": {
-            "message": triggers.ERROR_EVENT_MESSAGE, "type": "server_error", "param": None,
-            "code": 500}}) + b"\n\n")
+            "message": message, "type": "server_error", "param": None, "code": 500}}) + b"\n\n")
         frames.append(DONE)
     elif calls:
         for index, (call_id, name, arguments) in enumerate(calls):
@@ -196,7 +201,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             pieces = pieces[:triggers.BREAK_AFTER_DELTAS]
         frames.extend(prefix + b'{"content":' + orjson.dumps(p) + b"}" + open_tail
                       for p in pieces)
-    if trigger not in (triggers.BREAK_STREAM, triggers.ERROR_EVENT):
+    if trigger not in (triggers.BREAK_STREAM, triggers.ERROR_EVENT, triggers.ECHO_ERROR, triggers.ECHO_ERROR_FIRST):
         finish = orjson.dumps(finish_reason)
         frames.append(prefix + b'{},"logprobs":null,"finish_reason":' + finish + b"}]}\n\n")
         options = body.get("stream_options")

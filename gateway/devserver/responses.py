@@ -175,6 +175,8 @@ async def _json(request: web.Request, state: ServerState,
     if trigger == triggers.HANG_UPSTREAM:
         await sse.wait_for_disconnect(request)
         return web.Response(status=504)
+    if trigger in (triggers.ECHO_ERROR, triggers.ECHO_ERROR_FIRST):
+        return detail(triggers.echo_of(request.headers, req.body), 400)
     if kind == "ghost" or trigger in (triggers.FAIL_UPSTREAM, triggers.CONTEXT_OVERFLOW):
         if kind == "ghost":
             message, status = GHOST_MESSAGE, 500
@@ -207,6 +209,9 @@ async def _stream(request: web.Request, state: ServerState,
     if trigger == triggers.HANG_UPSTREAM and model_kind is not None:
         await sse.wait_for_disconnect(request)  # not even the status line
         return web.Response(status=504)
+    if trigger == triggers.ECHO_ERROR_FIRST:
+        return web.Response(body=untyped_error_frame(triggers.echo_of(request.headers, req.body), "400"),
+                            content_type="text/event-stream", charset="utf-8")
     delay = req.knobs.delay_s
     writer = EventWriter(req.id, req.knobs.dialect)
     initial = req.response("in_progress", [])
@@ -239,6 +244,8 @@ async def _stream(request: web.Request, state: ServerState,
         message = triggers.UPSTREAM_FAILURE_MESSAGE
     elif trigger == triggers.CONTEXT_OVERFLOW:
         message = triggers.CONTEXT_OVERFLOW_MESSAGE
+    elif trigger == triggers.ECHO_ERROR:
+        message = triggers.echo_of(request.headers, req.body)
     elif (url := _unreachable_mcp(req)) is not None:
         message = f"Failed to connect to MCP server at {url}: Connection refused"
     if message is not None:

@@ -57,17 +57,23 @@ class McpServer:
     server_label: str
     server_url: str | None
     tools: list[dict[str, Any]]
-    approval: Any  # "always" | "never" | {"always": {...}, "never": {...}} | None
+    approval: Any  # "always" | "never" | {"always": [...], "never": [...]} | None
 
     def needs_approval(self, name: str) -> bool:
+        """Llama Stack's rule: a filter's `always` names win, then its `never` names;
+        a tool named in neither needs approval. Its filter takes lists of names;
+        OpenAI's `{"tool_names": [...]}` form is read alike."""
         rule = self.approval
         if rule == "always":
             return True
         if isinstance(rule, dict):
-            for key, verdict in (("never", False), ("always", True)):
-                names = (rule.get(key) or {}).get("tool_names") or []
+            for key, verdict in (("always", True), ("never", False)):
+                names = rule.get(key) or []
+                if isinstance(names, dict):
+                    names = names.get("tool_names") or []
                 if name in names:
                     return verdict
+            return True
         return False
 
 

@@ -7,7 +7,9 @@ Triggers are words in the last user text; knobs are string values in the request
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
+
+import orjson
 
 FAIL_UPSTREAM = "fail-upstream"
 CONTEXT_OVERFLOW = "context-overflow"
@@ -20,16 +22,28 @@ FINISH_LENGTH = "finish-length"        # finish_reason "length" after the text
 CONTENT_FILTER = "content-filter"      # finish_reason "content_filter" after the text
 THINK_ALOUD = "think-aloud"            # reasoning_content deltas before the text
 PARALLEL_CALLS = "parallel-calls"      # one call of every tool in one turn
+# An error whose message repeats what the request carried (credentials, tools with their
+# URLs, provider data), as a careless upstream would: after the stream began, or (the
+# `-first` one) as the stream's first event.
+ECHO_ERROR_FIRST = "echo-error-first"
+ECHO_ERROR = "echo-error"
 
 # Checked in this order; the first one found wins.
-ALL_TRIGGERS = (HANG_UPSTREAM, FAIL_UPSTREAM, CONTEXT_OVERFLOW, STALL_STREAM, BREAK_STREAM,
-                ERROR_EVENT, FINISH_LENGTH, CONTENT_FILTER, THINK_ALOUD, PARALLEL_CALLS)
+ALL_TRIGGERS = (ECHO_ERROR_FIRST, ECHO_ERROR, HANG_UPSTREAM, FAIL_UPSTREAM, CONTEXT_OVERFLOW, STALL_STREAM,
+                BREAK_STREAM, ERROR_EVENT, FINISH_LENGTH, CONTENT_FILTER, THINK_ALOUD, PARALLEL_CALLS)
 
 UPSTREAM_FAILURE_MESSAGE = "scripted upstream failure"
 CONTEXT_OVERFLOW_MESSAGE = ("Input exceeds the model's maximum context length "
                             "(context_length_exceeded)")
 ERROR_EVENT_MESSAGE = "scripted error event"
 BREAK_AFTER_DELTAS = 3  # break-stream sends this many deltas, then ends the body
+
+
+def echo_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
+    """The echo-error message: what the request carried, verbatim."""
+    return (f"scripted echo: Authorization={headers.get('Authorization')!s} "
+            f"X-LlamaStack-Provider-Data={headers.get('X-LlamaStack-Provider-Data')!s} "
+            f"tools={orjson.dumps(body.get('tools')).decode()}")
 
 
 def find_trigger(text: str) -> str | None:

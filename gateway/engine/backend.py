@@ -16,12 +16,14 @@ from contextlib import aclosing
 from typing import Any, AsyncContextManager, AsyncIterator, Sequence
 
 from gateway.config import InferenceConfig
+from gateway.destinations import DestinationPolicy
 from gateway.engine import translate
 from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import EngineTool, Setup
 from gateway.engine.guardrails import Moderation, guardrail_ids, with_guardrails
+from gateway.engine.images import check_images, image_policy
 from gateway.engine.loop import Loop, Model
 from gateway.engine.plan import Plan
 from gateway.engine.turn import EngineTurn
@@ -39,12 +41,14 @@ _ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output
 
 class LocalEngine:
     def __init__(self, client: UpstreamClient, store: ResponseStore, inference: InferenceConfig,
-                 tools: Sequence[EngineTool] = (), moderation: Moderation | None = None):
+                 tools: Sequence[EngineTool] = (), moderation: Moderation | None = None,
+                 images: DestinationPolicy | None = None):
         self._client = client
         self._moderation = moderation  # where `guardrails` are checked
         self.store = store
         self._inference = inference
         self._tool_kinds = tuple(tools)  # the kinds of server-side tools, each its own executor
+        self._images = images or image_policy([])  # where the upstream may fetch input_image URLs from
 
     def check(self, body: dict[str, Any]) -> None:
         """Refuse (422) what the engine cannot run, before the turn creates anything."""
@@ -53,6 +57,11 @@ class LocalEngine:
             kind.check(body)
         if guardrail_ids(body.get("guardrails")) and self._moderation is None:
             raise translate.unsupported("guardrails need a moderation endpoint", param="guardrails")
+
+    async def check_destinations(self, body: dict[str, Any]) -> None:
+        """Refuse (400) an `input_image` URL the upstream must not fetch (images.py),
+        before the turn creates anything."""
+        await check_images(body.get("input"), self._images)
 
     def _clients(self) -> list[Any]:
         """What holds connections of its own (configured endpoints), to start and close."""
@@ -166,17 +175,32 @@ class LocalEngine:
     async def _chat(self, request: dict[str, Any], model: str) -> AsyncIterator[list[Chunk]]:
         """The upstream's chat stream, decoded: the chunks of each read."""
         decoder = ChatDecoder()
-        async with UpstreamStream(self._client.open("POST", CHAT_PATH, json=request), model) as reads:
+        redact = self._client.redact
+        async with UpstreamStream(self._client.open("POST", CHAT_PATH, json=request), model, redact) as reads:
             try:
                 async for data in reads:
                     chunks = decoder.feed(data)
                     if chunks:
+                        if data.find(b'"error"') >= 0:  # rare: only then look for error chunks
+                            _redact_errors(chunks, redact)
                         yield chunks
             except StreamBroken as exc:
                 raise UpstreamChatError(str(exc)) from None
             tail = decoder.close()
             if tail:
+                _redact_errors(tail, redact)
                 yield tail
+
+
+def _redact_errors(chunks: list[Chunk], redact: Any) -> None:
+    """An error chunk's message without what the gateway sent the upstream (its key)."""
+    for chunk in chunks:
+        if chunk.__class__ is dict and chunk.get("error") is not None:  # type: ignore[union-attr]
+            error = chunk["error"]  # type: ignore[index]
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                error["message"] = redact(error["message"])
+            elif isinstance(error, str):
+                chunk["error"] = redact(error)  # type: ignore[index]
 
 
 def _with_id(item: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from gateway.config import LlamaStackConfig
+from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.errors import upstream_message
@@ -51,7 +52,7 @@ class JsonService:
     def at(cls, url: str, api_key: str | None, timeout: float, name: str) -> "JsonService":
         """A service at its own URL (the whole endpoint, path included), with its own key."""
         client = UpstreamClient(LlamaStackConfig(url=url, api_key=api_key, timeout=timeout, max_retries=0,
-                                                 display_name=name))
+                                                 display_name=name), redact=Redactor([api_key or ""]).text)
         # The client puts its base path before every request path: the endpoint is the base.
         return cls(client, "" if client.base_url.split("://", 1)[1].count("/") else "/", timeout, name, owned=True)
 
@@ -73,7 +74,7 @@ class JsonService:
         except ApiError:  # the client's 503: no connection, or silent past the timeout (logged there)
             raise ServiceUnavailable(f"{self.name} could not be reached") from None
         if 400 <= reply.status < 500:
-            message = upstream_message(reply.body)[:500]
+            message = self._client.redact(upstream_message(reply.body))[:500]
             if reply.status in (404, 405) and message.rsplit(": ", 1)[-1] in ("Not Found", "Method Not Allowed"):
                 raise ServiceUnavailable(f"{self.name} has no such endpoint (HTTP {reply.status})")
             raise ServiceRefused(reply.status, message)

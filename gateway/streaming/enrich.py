@@ -4,7 +4,8 @@ see (sans-I/O).
 Every response object (a JSON body, or the `response` of a lifecycle event) gets
 `conversation` (null for a `store: false` turn in no conversation); the model the
 gateway chose is shown without its provider prefix, as LCORE shows it; the `tools` echo
-loses what the gateway attached (MCP credentials and configured servers' URLs).
+loses what the gateway attached (MCP credentials and configured servers' URLs), and so
+do the upstream's error messages (the response's `error`, items' errors: `redactor`).
 `response.in_progress` gets `available_quotas: {}` and `output_text: ""`; the terminal
 event (or the JSON body) gets the balance after the turn was settled and the full
 `output_text`.
@@ -16,7 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.redaction import NOTHING, Redactor
 from gateway.streaming.events import RESPONSE_EVENTS, TERMINAL_EVENTS, Event
+
+_ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
 
 def output_text(response: dict[str, Any]) -> str:
     """The concatenated text of the response's assistant messages, like the SDK's."""
@@ -50,6 +54,7 @@ class Enricher:
     model: str | None = None            # shown instead of the upstream's when the gateway chose it
     configured_labels: frozenset[str] = frozenset()
     background: bool = False            # the gateway runs the turn detached: the upstream never knew
+    redactor: Redactor = NOTHING        # what the gateway injected, out of the upstream's words
 
     def apply(self, event: Event) -> Event:
         """Enrich a non-terminal event (terminal ones go through `terminal`)."""
@@ -59,6 +64,8 @@ class Enricher:
             if event.type == "response.in_progress":
                 response["available_quotas"] = {}
                 response["output_text"] = ""
+        elif event.type in _ITEM_EVENTS and self.redactor:
+            self.redactor.item(event.data.get("item"))
         return event
 
     def terminal(self, event: Event, available_quotas: dict[str, int]) -> Event:
@@ -84,3 +91,5 @@ class Enricher:
             response["model"] = self.model
         if response.get("tools"):
             scrub_tool_echo(response, self.configured_labels)
+        if self.redactor:
+            self.redactor.response(response)

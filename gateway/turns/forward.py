@@ -79,7 +79,7 @@ class ForwardBackend:
             return None
         response = repair_response(await self._upstream.retrieve(turn.response_id))
         Enricher(openai_conversation_id(turn.conversation_id), turn.previous_response_id,
-                 configured_labels=self._tools.labels).annotate(response)
+                 configured_labels=self._tools.labels, redactor=self._tools.redactor).annotate(response)
         return response
 
     async def delete(self, identity: Identity, response_id: str) -> bytes | None:

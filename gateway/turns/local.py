@@ -43,6 +43,7 @@ class EngineBackend:
 
     async def check(self, raw: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
         self._engine.check({**raw, "tools": tools})
+        await self._engine.check_destinations(raw)
 
     def body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
              tools: list[dict[str, Any]] | None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import asyncio
 import logging
 from typing import Any
 
+from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event
@@ -74,14 +75,15 @@ _LEFT = (asyncio.CancelledError, ConnectionResetError)
 
 
 class Runner:
-    def __init__(self, settler: Settler, labels: frozenset[str]):
+    def __init__(self, settler: Settler, labels: frozenset[str], redactor: Redactor):
         self._settler = settler
         self._labels = labels   # the operator's MCP server labels: their echo is scrubbed
+        self._redactor = redactor  # what the gateway sent upstream, out of relayed errors
 
     def enricher(self, turn: Turn) -> Enricher:
         """What every response object of this turn gets (JSON body or stream events)."""
         return Enricher(turn.conversation, turn.previous_response_id, turn.display_model, self._labels,
-                        turn.background)
+                        turn.background, self._redactor)
 
     def rewriter(self, turn: Turn) -> StreamRewriter:
         return StreamRewriter(self.enricher(turn))
@@ -156,4 +158,4 @@ class Runner:
 def _refuse_before_the_first_byte(rewriter: StreamRewriter, turn: Turn) -> None:
     refusal = rewriter.repairer.refusal
     if refusal is not None:
-        raise upstream_error(refusal[0], refusal[1], turn.model.id)
+        raise upstream_error(refusal[0], rewriter.enricher.redactor.text(refusal[1]), turn.model.id)

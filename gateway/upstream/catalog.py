@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.upstream.client import UpstreamClient
-from gateway.upstream.errors import map_upstream_error
 
 # A model we do not know triggers a refresh, at most this often, so a client cannot
 # turn every request into a catalog fetch.
@@ -83,7 +82,7 @@ class ModelCatalog:
             fetched_at = time.monotonic()
             reply = await self._client.request("GET", "/v1/models")
             if not reply.ok:
-                raise map_upstream_error(reply.status, reply.body)
+                raise self._client.error(reply.status, reply.body)
             data = reply.json()
             entries = data.get("data", data.get("models", [])) if isinstance(data, dict) else data
             self._models = [ModelInfo.from_upstream(entry) for entry in entries if isinstance(entry, dict)]

@@ -14,7 +14,7 @@ import logging
 import ssl
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlencode, urlsplit
 
 import orjson
@@ -48,8 +48,11 @@ class Reply:
 
 
 class UpstreamClient:
-    def __init__(self, config: LlamaStackConfig):
+    def __init__(self, config: LlamaStackConfig, redact: Callable[[str], str] | None = None):
         self.base_url = config.url.rstrip("/")
+        # What the upstream's error messages go through before a client sees them: out
+        # with the credentials and URLs the gateway sent (gateway/redaction.py).
+        self.redact: Callable[[str], str] = redact or _unchanged
         self.display_name = config.display_name
         self._config = config
         url = urlsplit(self.base_url)
@@ -92,8 +95,12 @@ class UpstreamClient:
         """Like `request`, but a non-2xx answer raises the mapped `ApiError`."""
         reply = await self.request(method, path, **kwargs)
         if not reply.ok:
-            raise map_upstream_error(reply.status, reply.body, model)
+            raise self.error(reply.status, reply.body, model)
         return reply
+
+    def error(self, status: int, body: bytes, model: str | None = None) -> ApiError:
+        """The error for an upstream's non-2xx answer, its message redacted."""
+        return map_upstream_error(status, body, model, self.redact)
 
     async def open(self, method: str, path: str, *, json: Any = None, headers: Mapping[str, str] | None = None,
                    params: Mapping[str, str] | None = None, timeout: float | None = None) -> Exchange:
@@ -144,6 +151,10 @@ class UpstreamClient:
         log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
         cause = TIMED_OUT if isinstance(exc, ReadTimeout) else "Connection error."
         return upstream_unavailable(self.display_name, cause)
+
+
+def _unchanged(text: str) -> str:
+    return text
 
 
 def _describe(exc: BaseException) -> str:

@@ -2,11 +2,13 @@
 
 4xx keeps its status with the upstream's message as the cause; 5xx becomes 500; a
 context-length complaint is 413 (spec 001); 429 is the model's quota (LCORE's strings).
+The message is relayed only after `redact` took out what the gateway injected into
+the request (the client's `redact`: gateway/redaction.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -49,8 +51,10 @@ def is_context_length(message: str) -> bool:
     return "context_length" in lowered or "context length" in lowered
 
 
-def map_upstream_error(status: int, body: bytes, model: str | None = None) -> ApiError:
-    return upstream_error(status, upstream_message(body), model)
+def map_upstream_error(status: int, body: bytes, model: str | None = None,
+                       redact: Callable[[str], str] | None = None) -> ApiError:
+    message = upstream_message(body)
+    return upstream_error(status, redact(message) if redact is not None else message, model)
 
 
 def upstream_error(status: int, message: str, model: str | None = None) -> ApiError:

@@ -3,7 +3,7 @@ and the upstream calls around a turn (conversations, stored responses)."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 from urllib.parse import quote
 
 from multidict import MultiDict
@@ -42,7 +42,8 @@ class UpstreamResponses:
     def stream(self, body: dict[str, Any], headers: Mapping[str, str], model: str) -> "UpstreamStream":
         """`async with backend.stream(...) as chunks`: open the upstream stream (errors
         before its first byte raise `ApiError`), then `async for chunk in chunks`."""
-        return UpstreamStream(self._client.open("POST", "/v1/responses", json=body, headers=headers), model)
+        return UpstreamStream(self._client.open("POST", "/v1/responses", json=body, headers=headers), model,
+                              self._client.redact)
 
     async def create_conversation(self) -> str | None:
         """A new upstream conversation id, or None when the upstream keeps none."""
@@ -54,7 +55,7 @@ class UpstreamResponses:
             self.capabilities.learn_conversations(False)
             return None
         if not reply.ok:
-            raise map_upstream_error(reply.status, reply.body)
+            raise self._client.error(reply.status, reply.body)
         self.capabilities.learn_conversations(True)
         return str(reply.json()["id"])
 
@@ -89,12 +90,13 @@ class UpstreamStream:
     generator frames for the stream's life and add layers of coroutine calls to every
     read of a paced stream; this calls the exchange's `readany()` itself."""
 
-    __slots__ = ("_opening", "_model", "_exchange")
+    __slots__ = ("_opening", "_model", "_exchange", "_redact")
 
-    def __init__(self, opening: Awaitable[Exchange], model: str):
+    def __init__(self, opening: Awaitable[Exchange], model: str, redact: Callable[[str], str] | None = None):
         self._opening = opening
         self._model = model
         self._exchange: Exchange | None = None
+        self._redact = redact  # the client's (UpstreamClient.redact)
 
     async def __aenter__(self) -> "UpstreamStream":
         opening, self._opening = self._opening, None
@@ -105,7 +107,7 @@ class UpstreamStream:
             except UpstreamHttpError:
                 body = b""
             exchange.close()
-            raise map_upstream_error(exchange.status, body, self._model)
+            raise map_upstream_error(exchange.status, body, self._model, self._redact)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
