@@ -170,7 +170,7 @@ class ConfiguredTools:
         """Forward mode: the upstream connects to a client's server itself, so its host
         name is resolved here and every address checked (422). The upstream resolves
         it again: a name whose answers change between the two can still slip through
-        (README, "Clients' own MCP servers"); the engine connects to what it checked."""
+        (docs/tools.md, "Clients' own MCP servers"); the engine connects to what it checked."""
         if self.client_mcp is None:
             return
         for tool in tools or ():

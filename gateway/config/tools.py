@@ -23,7 +23,7 @@ def _is_network(value: str) -> bool:
 
 
 class WebSearchConfig(Strict):
-    """The endpoint a `web_search` tool searches (the README's Engine mode section
+    """The endpoint a `web_search` tool searches (docs/engine.md, web_search
     documents its small HTTP contract). Without this section a request's `web_search`
     tool is a 422 in engine mode."""
 

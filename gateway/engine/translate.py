@@ -4,7 +4,7 @@ Request side: the conversation's items (history, then this request's input) beco
 chat `messages`; tools, `tool_choice`, `text.format` and the sampling options become
 their Chat Completions forms. Anything the engine cannot express to a Chat Completions
 server is refused here with a 422 (`unsupported`) before anything is created. The mistakes other gateways made and this module avoids are listed in
-the README's engine section: string input and items without `type` are messages,
+docs/engine.md: string input and items without `type` are messages,
 `developer` is a system message, consecutive `function_call`s are one assistant
 message, a forced `tool_choice` takes Chat Completions' nested form, usage is read
 from the trailing usage chunk.

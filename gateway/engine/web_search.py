@@ -1,7 +1,7 @@
 """The web_search executor of the local engine: a request's `web_search` tool, run
 against the search endpoint the operator configured (`web_search.url`).
 
-The endpoint's contract (the README's Engine mode section says it for operators):
+The endpoint's contract (docs/engine.md says it for operators):
 
     POST <web_search.url>            Authorization: Bearer <web_search.api_key>, if set
     {"query": "...", "max_results": 5, "search_context_size": "medium",

@@ -3,7 +3,7 @@ pydantic models the gateway validates and answers with.
 
 `OPERATIONS` is the one list of what the gateway serves, and of the action each route
 needs (LCORE's RBAC actions, `authorization.access_rules`): the application refuses to
-start with a route that is not listed (`route_actions`), the README's table of actions
+start with a route that is not listed (`route_actions`), docs/authentication.md's table of actions
 is checked against it, and the document carries each action as `x-lcore-action`.
 """
 
@@ -65,7 +65,7 @@ class Operation:
     # Required: the action a caller's roles must grant (LCORE's for LCORE's routes, its
     # nearest for the others), or AUTHENTICATED_ONLY.
     action: str = field(kw_only=True)
-    note: str = field(default="", kw_only=True)   # why this action, for the README table
+    note: str = field(default="", kw_only=True)   # why this action, for the docs' table
 
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -176,8 +176,8 @@ def route_actions(routes: Iterable[Any], root_path: str = "") -> dict[Any, str]:
 
 
 def actions_table() -> str:
-    """The README's table of routes and their actions, made from `OPERATIONS` (a test
-    keeps the README equal to it)."""
+    """The table of routes in docs/authentication.md and their actions, made from `OPERATIONS` (a test
+    keeps that page equal to it)."""
     lines = ["| route | action | |", "|---|---|---|"]
     for operation in OPERATIONS:
         note = "; ".join(part for part in ("public: no authentication" if operation.public else "",

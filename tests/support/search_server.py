@@ -1,5 +1,5 @@
 """A loopback fake of the web search endpoint the engine's web_search tool calls (the
-contract in gateway/engine/web_search.py and the README's Engine mode section).
+contract in gateway/engine/web_search.py and docs/engine.md).
 
 Run it as ``python -m tests.support.search_server --port N``. ``POST /search`` with
 ``{"query", "max_results", ...}`` answers ``{"results": [...]}``: for a query it makes up
