@@ -128,13 +128,20 @@ def test_probes_need_a_token_without_skip_for_health_probes(gateway):
     assert "skip_for_health_probes: false" in gateway.log()
 
 
-def test_megabyte_token_is_431_and_never_logged(gateway, upstream):
+def test_large_tokens_are_refused_and_never_logged(gateway, upstream):
     upstream.clear()
-    token = "eyJhbGciOiJSUzI1NiJ9." + "A" * (1 << 20)
+    # Over max_header_bytes (32 KiB), under the parser's bound (64 KiB): the envelope's 431.
+    token = "eyJhbGciOiJSUzI1NiJ9." + "A" * 40_000
     reply = gateway.post("/v1/responses", {"input": "big"}, headers=bearer(token))
     assert reply.status == 431
     assert reply.json()["detail"] == {"response": "Request header fields too large",
                                       "cause": "A request header exceeds the limit of 32768 bytes."}
+    # A megabyte: past the parser's bound, its 400, without a byte of the token in the reply.
+    megabyte = "eyJhbGciOiJSUzI1NiJ9." + "A" * (1 << 20)
+    reply = gateway.post("/v1/responses", {"input": "big"}, headers=bearer(megabyte))
+    assert reply.status == 400 and "eyJhbGciOiJSUzI1NiJ9" not in reply.body.decode()
+    assert reply.json()["detail"] == {"response": "Bad request",
+                                      "cause": "The request line or a request header exceeds 65536 bytes."}
     assert upstream.requests() == []
     assert "eyJhbGciOiJSUzI1NiJ9.AAAA" not in gateway.log()
     # A token under the limit but over aiohttp's own 8 KiB default is accepted.
@@ -227,11 +234,11 @@ def test_key_server_down_without_cached_keys(gateway_factory, upstream):
 
 
 def test_parser_errors_never_log_the_header(gateway_factory, upstream, jwks):
-    """Past the parser's own bound (the body limit) aiohttp refuses the request itself:
-    its log line must not quote the header."""
+    """Past the parser's own bound (64 KiB here) aiohttp refuses the request itself: its
+    log line must not quote the header."""
     small = gateway_factory(upstream.url, service={"max_header_bytes": 1024, "max_request_body_bytes": 2048},
                             authentication={"module": "jwk-token", "jwk_config": jwk_config(jwks.url)})
-    token = "eyJzZWNyZXQtcHJlZml4In0." + "B" * 4096
+    token = "eyJzZWNyZXQtcHJlZml4In0." + "B" * 70_000
     reply = small.get("/v1/models", headers=bearer(token))
     assert reply.status == 400
     assert "eyJzZWNyZXQtcHJlZml4In0" not in small.log()

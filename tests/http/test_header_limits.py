@@ -28,7 +28,11 @@ def test_other_records_are_untouched():
     assert ParserErrorsWithoutValues().filter(record) and record.getMessage() == "something else"
 
 
-def test_the_parser_accepts_up_to_the_body_limit():
-    config = parse_config({"name": "x", "llama_stack": {"url": "http://127.0.0.1:1"},
-                           "service": {"max_header_bytes": 65536, "max_request_body_bytes": 1048576}})
-    assert parser_limits(config.service) == {"max_field_size": 1048576, "max_line_size": 1048576}
+def test_the_parser_bound_is_twice_the_limit_and_at_least_64_kib():
+    def limits(max_header_bytes: int) -> dict:
+        return parser_limits(parse_config({"name": "x", "llama_stack": {"url": "http://127.0.0.1:1"},
+                                           "service": {"max_header_bytes": max_header_bytes}}).service)
+
+    # Never the body limit (10 MB): that is what a head could make the process hold.
+    assert limits(65536) == {"max_field_size": 131072, "max_line_size": 131072, "max_headers": 64}
+    assert limits(1024) == {"max_field_size": 65536, "max_line_size": 65536, "max_headers": 64}
