@@ -138,6 +138,12 @@ class AuthenticationConfig(Strict):
             found.append(f"authentication.skip_for_health_probes: false, so /liveness and /readiness need "
                          f"{self.module} credentials (kubelet probes carry none); set it to true to let "
                          "probes without credentials through")
+        if self.module == "trusted-proxy" and not (self.trusted_proxy_config
+                                                   and self.trusted_proxy_config.allowed_service_accounts):
+            header = self.trusted_proxy_config.user_header if self.trusted_proxy_config else "X-Forwarded-User"
+            found.append("authentication.trusted_proxy_config.allowed_service_accounts is EMPTY: ANY service-account "
+                         "token the cluster accepts (every pod's, in every namespace) may name ANY user in "
+                         f"{header} and act as that user; list the proxy's service account(s) there")
         if self.module == "rh-identity":
             found.append("authentication.module: rh-identity trusts the x-rh-identity header as sent: run the "
                          "gateway only behind a proxy that sets it and strips any client copy")
