@@ -81,6 +81,7 @@ def _attacks() -> list[tuple[str, str, str]]:
         ("wrong issuer", RSA.sign(claims(iss="https://evil.test")), "Token validation failed"),
         ("wrong audience", RSA.sign(claims(aud="someone-else")), "Token validation failed"),
         ("no audience", RSA.sign({k: v for k, v in claims().items() if k != "aud"}), "Token validation failed"),
+        ("no expiry (exp)", RSA.sign({k: v for k, v in claims().items() if k != "exp"}), "Token missing claim: exp"),
         ("missing user id claim", RSA.sign({k: v for k, v in claims().items() if k != "sub"}),
          "Token missing claim: sub"),
         ("missing username claim", RSA.sign({k: v for k, v in claims().items() if k != "preferred_username"}),
@@ -120,6 +121,24 @@ def test_missing_or_malformed_bearer(gateway):
         reply = gateway.get("/v1/models", headers=headers)
         assert reply.status == 401 and reply.headers["www-authenticate"] == "Bearer"
         assert reply.json()["detail"]["cause"] == cause
+
+
+def test_tokens_without_exp_when_the_operator_accepts_them(gateway_factory, upstream, jwks, gateway):
+    """`require_exp: false` accepts a signed token without `exp` (as LCORE does); both it
+    and an unset `audience` are start-up warnings saying what they allow."""
+    config = {k: v for k, v in jwk_config(jwks.url, require_exp=False).items() if k != "audience"}
+    lenient = gateway_factory(upstream.url, authentication={"module": "jwk-token", "jwk_config": config})
+    forever = RSA.sign({k: v for k, v in claims(sub="no-exp").items() if k != "exp"})
+    assert owner_of(lenient, lenient.post("/v1/responses", {"input": "x"}, headers=bearer(forever))) == "no-exp"
+    # Without `audience`, a token minted for another service of the same issuer passes.
+    elsewhere = RSA.sign(claims(sub="for-another-service", aud="another-service"))
+    assert owner_of(lenient, lenient.post("/v1/responses", {"input": "x"}, headers=bearer(elsewhere))) \
+        == "for-another-service"
+    audience = ("security: authentication.jwk_config.audience is not set: a token the issuer minted for ANY "
+                "other service (any `aud`, or none) is accepted here")
+    no_exp = "security: authentication.jwk_config.require_exp: false: a signed token without `exp` never expires"
+    assert audience in lenient.log() and no_exp in lenient.log()
+    assert audience not in gateway.log() and no_exp not in gateway.log()  # audience set, exp required
 
 
 def test_probes_need_a_token_without_skip_for_health_probes(gateway):
