@@ -44,8 +44,8 @@ class GatewayRequestHandler(RequestHandler):
         super().__init__(manager, **kwargs)
         self._header_timeout = header_timeout
         self._header_timer: asyncio.TimerHandle | None = None
-        # The body of the latest request whose head arrived: bytes while it is not at its
-        # end are body, not the next head.
+        # The body of the latest request whose head arrived, until it is at its end: bytes
+        # arriving meanwhile are body, not the next head.
         self._body: Any = None
         # A head the parser refused: the 400 is on its way and the connection closes after
         # it. aiohttp would go on feeding what still arrives to the failed parser, which
@@ -55,15 +55,19 @@ class GatewayRequestHandler(RequestHandler):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        if self._header_timer is None and data and self._payload_parser is None and not self._upgraded \
-                and (self._body is None or self._body.is_eof()):
-            self._header_timer = self._loop.call_later(self._header_timeout, self._head_too_slow)
+        if self._body is not None and self._body.is_eof():
+            self._body = None
+        head = data and self._body is None and self._payload_parser is None and not self._upgraded
         parsed = self._request_count
         super().data_received(data)
         if self._request_count != parsed and self._messages:
-            message, self._body = self._messages[-1]
+            message, body = self._messages[-1]
+            self._body = None if body.is_eof() else body
             self._refused = isinstance(message, _ErrInfo)
             self._stop_header_timer()
+        elif head and self._header_timer is None:
+            # Part of a head: timed from here. A head that arrives whole (most do) costs no timer.
+            self._header_timer = self._loop.call_later(self._header_timeout, self._head_too_slow)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._stop_header_timer()
