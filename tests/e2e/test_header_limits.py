@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.raw_client import wait_until
+
 # The secret-looking prefix every flooded header starts with: none of it may reach the log.
 MARKER = b"flood-marker-7c1e"
 # What the flood may add to the process's peak resident memory (VmHWM over the VmRSS
@@ -160,3 +162,13 @@ def test_the_timeout_spares_idle_connections_and_slow_bodies(hurried, upstream):
             time.sleep(0.5)
             slow.sendall(body[start:start + 6])
         assert read_reply(slow, 30).startswith(b"HTTP/1.1 200 ")
+
+
+def test_the_access_log_keeps_a_prefix_of_a_refused_header(gateway_factory, upstream):
+    logged = gateway_factory(upstream.url, service={"access_log": True})
+    agent = MARKER.decode() + "U" * 40_000  # over max_header_bytes: 431
+    reply = logged.get("/v1/models", headers={"User-Agent": agent})
+    assert reply.status == 431
+    wait_until(lambda: '"GET /v1/models HTTP/1.1" 431' in logged.log(), "the access log line")
+    line = next(line for line in logged.log().splitlines() if '"GET /v1/models HTTP/1.1" 431' in line)
+    assert agent[:128] + "...(40017 chars)" in line and len(line) < 1000
