@@ -55,7 +55,7 @@ class TrustedProxyAuthenticator:
         named = headers.getall(header, ()) if isinstance(headers, MultiMapping) else [headers.get(header) or ""]
         if len(named) > 1:
             raise unauthorized(f"Header '{header}' appears more than once: the proxy must replace the "
-                               "client's copy, not add to it", code="invalid_credentials")
+                               "client's copy, not add to it")
         user = (named[0] if named else "").strip()
         if not user:
             raise unauthorized(f"Missing required header '{header}'", code="missing_credentials")

@@ -155,9 +155,11 @@ def test_large_tokens_are_refused_and_never_logged(gateway, upstream):
     assert reply.status == 431
     assert reply.json()["detail"] == {"response": "Request header fields too large",
                                       "cause": "A request header exceeds the limit of 32768 bytes."}
-    # A megabyte: past the parser's bound, its 400, without a byte of the token in the reply.
-    megabyte = "eyJhbGciOiJSUzI1NiJ9." + "A" * (1 << 20)
-    reply = gateway.post("/v1/responses", {"input": "big"}, headers=bearer(megabyte))
+    # Past the parser's bound: its 400, without a byte of the token in the reply. (A
+    # megabyte gets the same 400, but the connection is closed while the client is still
+    # sending, so whether the client reads it is up to the kernel: tests/e2e/test_header_limits.py.)
+    past = "eyJhbGciOiJSUzI1NiJ9." + "A" * 100_000
+    reply = gateway.post("/v1/responses", {"input": "big"}, headers=bearer(past))
     assert reply.status == 400 and "eyJhbGciOiJSUzI1NiJ9" not in reply.body.decode()
     assert reply.json()["detail"] == {"response": "Bad request",
                                       "cause": "The request line or a request header exceeds 65536 bytes."}
