@@ -51,18 +51,18 @@ def check_config(args: argparse.Namespace) -> int:
 
 def _run(config: Configuration, host: str | None = None, port: int | None = None) -> None:
     from gateway.app import create_app
-    from gateway.http.header_limits import install_log_filter, parser_limits
+    from gateway.http import server
+    from gateway.http.header_limits import install_log_filter
 
     app = create_app(config)
     app.cleanup_ctx.append(memory.background)
     _tune_gc()
     install_log_filter()
     try:
-        web.run_app(app, **parser_limits(config.service), loop=_event_loop(), host=host or config.service.host,
-                    port=port or config.service.port,
-                    access_log=logging.getLogger("aiohttp.access") if config.service.access_log else None,
-                    handler_cancellation=True, print=lambda message: logging.getLogger("gateway").info(
-                        message.strip()), shutdown_timeout=10)
+        server.run(app, config.service, loop=_event_loop(), host=host or config.service.host,
+                   port=port or config.service.port,
+                   access_log=logging.getLogger("aiohttp.access") if config.service.access_log else None,
+                   announce=logging.getLogger("gateway").info, shutdown_timeout=10)
     except DatabaseUnavailable as exc:  # at start-up: the message names the key and the server
         sys.exit(f"error: {exc}")
 

@@ -72,6 +72,9 @@ class JwkConfig(Strict):
     jwks_timeout_seconds: float = Field(5, gt=0)
     # Ours: clock skew tolerated on exp, nbf and iat.
     leeway_seconds: float = Field(30, ge=0, le=600)
+    # Ours: a token without `exp` is refused (it would never expire); false accepts it, as
+    # LCORE does.
+    require_exp: bool = True
     # Ours: a verified token is remembered (by its hash) for this long, never past its exp;
     # 0 verifies the signature on every request.
     verified_token_cache_seconds: float = Field(60, ge=0)
@@ -143,6 +146,20 @@ class AuthenticationConfig(Strict):
             found.append(f"authentication.skip_for_health_probes: false, so /liveness and /readiness need "
                          f"{self.module} credentials (kubelet probes carry none); set it to true to let "
                          "probes without credentials through")
+        if self.module == "jwk-token" and self.jwk_config is not None:
+            if self.jwk_config.audience is None:
+                found.append("authentication.jwk_config.audience is not set: a token the issuer minted for ANY "
+                             "other service (any `aud`, or none) is accepted here; set it to the audience the "
+                             "issuer puts in tokens meant for this gateway")
+            if not self.jwk_config.require_exp:
+                found.append("authentication.jwk_config.require_exp: false: a signed token without `exp` never "
+                             "expires; it is accepted for as long as its key is in the key set")
+        if self.module == "trusted-proxy" and not (self.trusted_proxy_config
+                                                   and self.trusted_proxy_config.allowed_service_accounts):
+            header = self.trusted_proxy_config.user_header if self.trusted_proxy_config else "X-Forwarded-User"
+            found.append("authentication.trusted_proxy_config.allowed_service_accounts is EMPTY: ANY service-account "
+                         "token the cluster accepts (every pod's, in every namespace) may name ANY user in "
+                         f"{header} and act as that user; list the proxy's service account(s) there")
         if self.module == "rh-identity":
             found.append("authentication.module: rh-identity trusts the x-rh-identity header as sent: run the "
                          "gateway only behind a proxy that sets it and strips any client copy")

@@ -33,6 +33,9 @@ class ServiceConfig(Strict):
     # Ours: a request header (name and value) larger than this gets 431. Real JWTs with
     # many group claims pass aiohttp's 8 KiB default.
     max_header_bytes: int = Field(32 * 1024, ge=1024)
+    # Ours: a request's header section must arrive within this many seconds of its first
+    # byte, or the connection gets 408 and is closed (gateway/http/server.py).
+    header_timeout_seconds: float = Field(10, gt=0, le=300)
     # Ours: error bodies on the endpoints OpenAI SDKs call carry OpenAI's `error` object
     # beside LCORE's `detail` (`both`), or are exactly LCORE's (`lcore`).
     error_body: Literal["both", "lcore"] = "both"

@@ -4,9 +4,14 @@ by the middleware, and aiohttp's own parser errors kept out of the logs' header 
 
 aiohttp's parser refuses a header line longer than its `max_field_size` with a 400 whose
 log line quotes the first 100 bytes of the line: a bearer token's prefix. So the parser
-is given a larger bound (the request body limit: a request may already carry that much),
-the middleware answers 431 above the configured limit, and the rare request beyond the
-parser's bound is logged by the filter below without the value."""
+is given a larger bound, max(2 x `max_header_bytes`, 64 KiB), and at most 64 headers:
+a header between the limit and that bound gets the middleware's 431, beyond it the
+parser's 400 (its log line rewritten by the filter below, without the value). The bound
+is what a connection may make the process hold before its head is refused: it used to
+be the request body limit (10 MB a line, 128 lines), and a few connections sending such
+heads took hundreds of MB. How long a head may take is `gateway/http/server.py`'s.
+The access log (`service.access_log`) keeps a short prefix of the header values it
+shows (`User-Agent`, `Referer`): a refused one would otherwise be logged whole."""
 
 from __future__ import annotations
 
@@ -14,14 +19,23 @@ import logging
 from typing import Any
 
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_log import AccessLogger
 
 from gateway.config import ServiceConfig
 
 
+# What the access log keeps of a header value (`User-Agent`, `Referer`).
+LOGGED_HEADER_CHARS = 128
+# Headers a request may carry: real clients and proxies send a few dozen at most.
+MAX_HEADERS = 64
+# The parser's per-line bound is never below this, whatever `max_header_bytes` is.
+MIN_LINE_BOUND = 64 * 1024
+
+
 def parser_limits(service: ServiceConfig) -> dict[str, Any]:
-    """Keyword arguments for `web.run_app` (passed on to aiohttp's request parser)."""
-    bound = max(service.max_header_bytes, service.max_request_body_bytes)
-    return {"max_field_size": bound, "max_line_size": bound}
+    """Keyword arguments for aiohttp's request handler (passed on to its parser)."""
+    bound = max(2 * service.max_header_bytes, MIN_LINE_BOUND)
+    return {"max_field_size": bound, "max_line_size": bound, "max_headers": MAX_HEADERS}
 
 
 class ParserErrorsWithoutValues(logging.Filter):
@@ -41,3 +55,24 @@ class ParserErrorsWithoutValues(logging.Filter):
 
 def install_log_filter() -> None:
     logging.getLogger("aiohttp.server").addFilter(ParserErrorsWithoutValues())
+
+
+class AccessLogWithShortHeaders(AccessLogger):
+    """aiohttp's access log line, with each header value cut to a short prefix: a header
+    refused with 431 (up to the parser's bound) is otherwise logged whole."""
+
+    def log(self, request: Any, response: Any, time: float) -> None:
+        try:
+            values: list[Any] = []
+            extra: dict[str, Any] = {}
+            for key, value in self._format_line(request, response, time):
+                if isinstance(key, tuple):  # %{Name}i, %{Name}o: a header's value
+                    if len(value) > LOGGED_HEADER_CHARS:
+                        value = value[:LOGGED_HEADER_CHARS] + f"...({len(value)} chars)"
+                    extra.setdefault(key[0], {})[key[1]] = value
+                else:
+                    extra[key] = value
+                values.append(value)
+            self.logger.info(self._log_format % tuple(values), extra=extra)
+        except Exception:
+            self.logger.exception("Error in logging")

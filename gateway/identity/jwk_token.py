@@ -5,6 +5,8 @@ with keys whose allowed algorithms (`jwks.key_algorithms`) include the one its h
 names, so `alg: none`, HMAC signed with a public key, or an RSA key used as an EC key
 all find no key. A token without `kid` is tried against every key its algorithm allows.
 
+A token without `exp` is refused unless `require_exp: false` (LCORE accepts it).
+
 Verified tokens are remembered by their SHA-256 until the earlier of their `exp` and
 `verified_token_cache_seconds`, and forgotten when the key set changes: a busy client
 does not pay a signature check per request."""
@@ -46,7 +48,8 @@ class JwkTokenAuthenticator:
         self.jwks = JwksCache(config.jwk_config)
         self._verified: dict[bytes, tuple[float, Identity]] = {}
         self._verified_version = 0
-        self._decode_options = {"verify_aud": config.jwk_config.audience is not None}
+        self._decode_options = {"verify_aud": config.jwk_config.audience is not None,
+                                "require": ["exp"] if config.jwk_config.require_exp else []}
 
     async def authenticate(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity:
         token = bearer_token(headers)
@@ -110,6 +113,8 @@ class JwkTokenAuthenticator:
             except jwt.DecodeError as exc:
                 raise _refused("Token could not be decoded", str(exc)) from None
             except jwt.InvalidTokenError as exc:
+                if isinstance(exc, jwt.MissingRequiredClaimError) and exc.claim == "exp":  # `require_exp`
+                    raise _refused("Token missing claim: exp") from None
                 # nbf, iat, iss, aud: LCORE has no cause for these; the reason goes to the log.
                 raise _refused("Token validation failed", f"{exc.__class__.__name__}: {exc}") from None
         raise _refused("Invalid token signature", "the signature does not verify")

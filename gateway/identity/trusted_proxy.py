@@ -3,11 +3,19 @@ service-account token (checked with `TokenReview`, optionally against
 `allowed_service_accounts`) and names the end user in `user_header`.
 
 The proxy's token is never passed on: `Identity.token` is empty, so MCP servers
-configured with `authorization_headers: kubernetes` get nothing (and are skipped)."""
+configured with `authorization_headers: kubernetes` get nothing (and are skipped).
+
+A request naming its user more than once is refused: a proxy that appends its own
+header to the client's, instead of replacing it, would otherwise let the client's copy
+choose the user (the first value used to win). Without `allowed_service_accounts`
+(LCORE's default) any token the cluster accepts may name any user: the configuration
+warns at start-up (`config_auth.AuthenticationConfig.warnings`)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
+
+from multidict import MultiMapping
 
 from gateway.config.auth import AuthenticationConfig, TrustedProxyConfig
 from gateway.identity import Identity
@@ -44,7 +52,11 @@ class TrustedProxyAuthenticator:
         if self._allowed and account not in self._allowed:
             raise endpoint_forbidden(str(account))
         header = self._config.user_header
-        user = (headers.get(header) or "").strip()
+        named = headers.getall(header, ()) if isinstance(headers, MultiMapping) else [headers.get(header) or ""]
+        if len(named) > 1:
+            raise unauthorized(f"Header '{header}' appears more than once: the proxy must replace the "
+                               "client's copy, not add to it")
+        user = (named[0] if named else "").strip()
         if not user:
             raise unauthorized(f"Missing required header '{header}'", code="missing_credentials")
         return Identity(user_id=user, username=user, token="", skip_userid_check=False,

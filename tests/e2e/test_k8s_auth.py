@@ -4,11 +4,15 @@ answering `TokenReview` and `SubjectAccessReview`."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import time
 
 import pytest
 
 from tests.support.auth_peers import FakeKubeApi, TestCa, owner_of
+from tests.support.gateway_db import GatewayDb
+from tests.support.gateway_proc import HttpReply
 
 KUBE_MCP = "http://127.0.0.1:9/kube"
 FORBIDDEN = "User does not have permission to access this endpoint"
@@ -177,6 +181,54 @@ def test_trusted_proxy_forwarded_user(proxied, upstream):
     # The proxy's own token is never passed on: the `kubernetes` MCP server is skipped.
     assert "kube" not in {tool.get("server_label") for tool in upstream.last()["body"].get("tools", [])}
     assert "proxy-token" not in proxied.log()
+
+
+def post_with_headers(gateway, path: str, body: dict, headers: list[tuple[str, str]]) -> HttpReply:
+    """POST with headers as a list: a name may appear more than once (a dict cannot say so)."""
+    data = json.dumps(body).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
+    try:
+        conn.putrequest("POST", path)
+        for name, value in [("Content-Type", "application/json"), ("Content-Length", str(len(data))), *headers]:
+            conn.putheader(name, value)
+        conn.endheaders(data)
+        resp = conn.getresponse()
+        return HttpReply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("users", [("eve-the-client", "jane@example.com"),
+                                   ("jane@example.com", "jane@example.com"), ("eve-the-client", "")])
+def test_trusted_proxy_refuses_a_user_header_sent_twice(proxied, upstream, users):
+    """A proxy that appends its header to the client's copy must not let the client's
+    copy choose the user: whatever the values, twice is refused (the first used to win)."""
+    upstream.clear()
+    before = GatewayDb.of(proxied).counts()
+    headers = [("Authorization", "Bearer proxy-token"), *(("x-forwarded-user", user) for user in users)]
+    reply = post_with_headers(proxied, "/v1/responses", {"input": "hi"}, headers)
+    assert reply.status == 401 and reply.headers["www-authenticate"] == "Bearer"
+    cause = ("Header 'X-Forwarded-User' appears more than once: the proxy must replace the client's copy, "
+             "not add to it")
+    assert reply.json()["detail"] == {"response": "Missing or invalid credentials provided by client",
+                                      "cause": cause}
+    assert upstream.requests() == []
+    assert GatewayDb.of(proxied).counts() == before
+    assert "refused status=401 module=trusted-proxy route=POST /v1/responses client=127.0.0.1" \
+           in proxied.log() and f"cause={cause!r}" in proxied.log()
+    assert "eve-the-client" not in proxied.log()
+
+
+def test_trusted_proxy_without_allowed_service_accounts(gateway_factory, upstream, kube, sa_token):
+    """LCORE's default (no list) still works, and the start-up log says what it allows."""
+    open_proxy = gateway_factory(upstream.url, authentication={"module": "trusted-proxy",
+                                                               **kube_settings(kube, sa_token)})
+    reply = open_proxy.post("/v1/responses", {"input": "hi"},
+                            headers={**bearer("other-proxy-token"), "X-Forwarded-User": "anyone"})
+    assert owner_of(open_proxy, reply) == "anyone"
+    assert ("WARNING gateway: security: authentication.trusted_proxy_config.allowed_service_accounts is EMPTY: "
+            "ANY service-account token the cluster accepts (every pod's, in every namespace) may name ANY user "
+            "in X-Forwarded-User and act as that user") in open_proxy.log()
 
 
 def test_role_rules_over_the_token_review_groups(gateway_factory, upstream, kube, sa_token):

@@ -50,6 +50,9 @@ def test_k8s_cluster_api_must_be_https(tmp_path):
 
 CHOOSE = "lets every caller choose its own user id"
 PROBES = "skip_for_health_probes: false"
+AUDIENCE = "audience is not set: a token the issuer minted for ANY other service"
+NO_EXP = "require_exp: false: a signed token without `exp` never expires"
+JWKS = {"url": "https://keys.example/jwks"}
 
 
 @pytest.mark.parametrize("authentication, present, absent", [
@@ -57,6 +60,10 @@ PROBES = "skip_for_health_probes: false"
     ({"module": "noop-with-token"}, [CHOOSE, PROBES], []),
     ({"module": "noop-with-token", "skip_for_health_probes": True}, [CHOOSE], [PROBES]),
     ({"module": "rh-identity"}, ["strips any client copy", PROBES], [CHOOSE]),
+    ({"module": "jwk-token", "jwk_config": JWKS}, [AUDIENCE], [NO_EXP]),
+    ({"module": "jwk-token", "jwk_config": {**JWKS, "audience": "gw", "require_exp": False}}, [NO_EXP], [AUDIENCE]),
+    # A jwk_config given for its role_rules alone verifies no token: nothing to say about it.
+    ({"module": "noop", "jwk_config": {"jwt_configuration": {"role_rules": []}}}, [CHOOSE], [AUDIENCE]),
 ])
 def test_start_up_warnings(authentication, present, absent):
     warnings = " | ".join(parse_config({**BASE, "authentication": authentication}).authentication.warnings())

@@ -1,0 +1,178 @@
+"""Serving the application over TCP: what aiohttp's `web.run_app` does, with the
+gateway's own per-connection protocol.
+
+aiohttp bounds a request head's size (gateway/http/header_limits.py) but not its time:
+a connection that sends its headers a byte at a time keeps what it sent in memory until
+the keep-alive timeout (75 s from the connection's start, or from its last response).
+`GatewayRequestHandler` gives each head `service.header_timeout_seconds` from its first
+byte; a head still incomplete then gets 408 in the error envelope and the connection is
+closed. Idle keep-alive connections (no byte of a next request yet) and request bodies
+are not timed by it. `run_app` offers no way to choose the protocol class (its `Server`
+makes aiohttp's `RequestHandler`), hence the runner and the loop below."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Callable
+
+import orjson
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler, _ErrInfo
+from aiohttp.web_server import Server
+
+from gateway.config import ServiceConfig
+from gateway.http.header_limits import MAX_HEADERS, AccessLogWithShortHeaders, parser_limits
+from gateway.http.responses_io import json_response
+from gateway.schema.errors import ApiError
+
+log = logging.getLogger("gateway.http")
+
+# aiohttp's `run_app` default: how long a connection may stay open waiting for a request.
+KEEPALIVE_SECONDS = 75.0
+
+
+class GatewayRequestHandler(RequestHandler):
+    """aiohttp's protocol for one connection, with a deadline on each request head and
+    parser errors answered in the error envelope, without quoting the request."""
+
+    __slots__ = ("_header_timeout", "_header_timer", "_body", "_refused")
+
+    def __init__(self, manager: Server, *, header_timeout: float, **kwargs: Any):
+        super().__init__(manager, **kwargs)
+        self._header_timeout = header_timeout
+        self._header_timer: asyncio.TimerHandle | None = None
+        # The body of the latest request whose head arrived, until it is at its end: bytes
+        # arriving meanwhile are body, not the next head.
+        self._body: Any = None
+        # A head the parser refused: the 400 is on its way and the connection closes after
+        # it. aiohttp would go on feeding what still arrives to the failed parser, which
+        # keeps it (MBs per connection with a long header line): it is dropped instead.
+        self._refused = False
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._body is not None and self._body.is_eof():
+            self._body = None
+        head = data and self._body is None and self._payload_parser is None and not self._upgraded
+        parsed = self._request_count
+        super().data_received(data)
+        if self._request_count != parsed and self._messages:
+            message, body = self._messages[-1]
+            self._body = None if body.is_eof() else body
+            self._refused = isinstance(message, _ErrInfo)
+            self._stop_header_timer()
+        elif head and self._header_timer is None:
+            # Part of a head: timed from here. A head that arrives whole (most do) costs no timer.
+            self._header_timer = self._loop.call_later(self._header_timeout, self._head_too_slow)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._stop_header_timer()
+        self._body = None
+        super().connection_lost(exc)
+
+    def _stop_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._header_timer = None
+        if self.transport is None or self._force_close:
+            return
+        if self._waiter is None or self._waiter.done():
+            # A request of this connection is still being answered (the head is a
+            # pipelined next one): its response is not cut; the head is checked again later.
+            self._header_timer = self._loop.call_later(self._header_timeout, self._head_too_slow)
+            return
+        peer = self.transport.get_extra_info("peername")
+        log.warning("closed a connection from %s: its request headers did not arrive within %g s "
+                    "(service.header_timeout_seconds)", peer[0] if isinstance(peer, tuple) else peer,
+                    self._header_timeout)
+        error = ApiError(408, "Request timeout",
+                         f"The request headers did not arrive within {self._header_timeout:g} seconds.",
+                         code="request_timeout")
+        body = orjson.dumps(error.body())
+        self.transport.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        self.force_close()  # the transport closes once the reply is written
+
+    def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        # aiohttp logs the error (header_limits' filter drops the quoted header) and
+        # answers with the parser's message, which quotes the start of the offending line.
+        response = super().handle_error(request, status, exc, message)
+        if not isinstance(exc, HttpProcessingError):
+            return response
+        error = ApiError(status, "Bad request", _parser_cause(exc, self.max_field_size), code="malformed_request")
+        reply = json_response(error.body(), status)
+        reply.force_close()
+        return reply
+
+
+def _parser_cause(exc: HttpProcessingError, bound: int) -> str:
+    if isinstance(exc, LineTooLong):
+        return f"The request line or a request header exceeds {bound} bytes."
+    if "Too many headers" in exc.message:
+        return f"The request carries more than {MAX_HEADERS} headers."
+    return "The request is not valid HTTP/1.1."
+
+
+class GatewayServer(Server):
+    """aiohttp's `Server`, making the gateway's protocol for each connection."""
+
+    def __call__(self) -> RequestHandler:
+        return GatewayRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class GatewayRunner(web.AppRunner):
+    __slots__ = ()
+
+    async def _make_server(self) -> Server:
+        plain = await super()._make_server()  # starts the application
+        return GatewayServer(plain.request_handler, request_factory=plain.request_factory,
+                             handler_cancellation=plain.handler_cancellation, loop=asyncio.get_running_loop(),
+                             **plain._kwargs)
+
+
+def run(app: web.Application, service: ServiceConfig, *, host: str, port: int, loop: asyncio.AbstractEventLoop,
+        access_log: logging.Logger | None, shutdown_timeout: float, announce: Callable[[str], None]) -> None:
+    """Serve `app` on host:port until SIGINT or SIGTERM, as `web.run_app` does."""
+
+    async def serve() -> None:
+        runner = GatewayRunner(app, handle_signals=True, access_log=access_log,
+                               access_log_class=AccessLogWithShortHeaders, handler_cancellation=True,
+                               shutdown_timeout=shutdown_timeout, keepalive_timeout=KEEPALIVE_SECONDS,
+                               header_timeout=service.header_timeout_seconds, **parser_limits(service))
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+            announce(f"======== Running on {site.name} ========")
+            await loop.create_future()  # until a signal raises GracefulExit out of the loop
+        finally:
+            await runner.cleanup()
+
+    asyncio.set_event_loop(loop)
+    main = loop.create_task(serve())
+    try:
+        loop.run_until_complete(main)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        try:
+            if not main.done():
+                main.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    loop.run_until_complete(main)
+        finally:
+            # What the application left running ends before the loop closes.
+            left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
