@@ -28,7 +28,7 @@ from gateway.pipeline import Pipeline
 from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.background import BackgroundStore
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from gateway.storage.responses import ResponseStore
 from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools

@@ -42,7 +42,8 @@ from gateway.quota.ledger import Balance, Ledger
 from gateway.quota.reservation import Reservation, estimate
 from gateway.quota.store import CHARGE, Held, Pair, QuotaStore
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
-from gateway.storage.database import Database, DatabaseUnavailable, open_database
+from gateway.storage.database import Database, DatabaseUnavailable
+from gateway.storage.open import open_database
 from gateway.storage.writer import Keyed, in_lock_order
 
 log = logging.getLogger("gateway.quota")

@@ -16,7 +16,7 @@ from gateway.identity import Identity
 from gateway.quota.balances import iso
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
 LIMITERS = [

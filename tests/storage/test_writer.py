@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from gateway.storage.conversations import ConversationRepository
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from gateway.storage.writer import TurnWriter
 from tests.storage.test_conversations import conversation, turn
 
