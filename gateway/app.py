@@ -25,7 +25,7 @@ from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity import build_authenticator
 from gateway.pipeline import Pipeline
-from gateway.quota.service import QuotaService
+from gateway.quota.service import open_quota
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.background import BackgroundStore
 from gateway.storage.open import open_database
@@ -46,15 +46,11 @@ async def build_services(config: Configuration) -> Services:
     await upstream.start()
     catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)
     conversations = ConversationRepository(db)
-    writer = TurnWriter(conversations)
+    quota = await open_quota(config.quota_handlers, db, config.database)
+    quota.start()
+    writer = TurnWriter(conversations, quota.batch)   # the turns' charges commit with their records
     writer.start()
     backend = UpstreamResponses(upstream, Capabilities(upstream, config.llama_stack))
-    quota = await QuotaService.open(config.quota_handlers, db, config.database)
-    quota.start()
-    if quota.reads_after_batches:
-        writer.after_commit = quota.after_commit
-    if quota.shares_turn_database and quota.store is not None:
-        writer.combine = quota.store.combine
     tools = ConfiguredTools(config)
     executors: list[ToolExecutor] = [McpExecutor(), FileSearchExecutor(upstream, config.byok_rag)]
     if config.web_search is not None:

@@ -28,7 +28,7 @@ from gateway.engine.backend import LocalEngine
 from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
 from gateway.model_selection import ModelSelector
-from gateway.quota.reservation import Reservation
+from gateway.quota.reservation import Charge, Reservation
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, database_error, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
@@ -218,7 +218,7 @@ class Pipeline:
             return self._writer.submit(*self._records(turn))
         if not (turn.store and self._quota.shares_turn_database):
             return None
-        return self._writer.submit(*self._records(turn), extra=self._charge(turn))   # failed: `_finished`
+        return self._writer.submit(*self._records(turn), charge=self._charge(turn))   # failed: `_finished`
 
     async def _balances_after_charge(self, turn: Turn) -> dict[str, int]:
         """`available_quotas` once the turn's charge is committed: without I/O nearly
@@ -227,7 +227,7 @@ class Pipeline:
         quotas = self._quota.settled(turn.reservation)
         return quotas if quotas is not None else await self._quota.available(turn.identity.user_id)
 
-    def _charge(self, turn: Turn) -> list:
+    def _charge(self, turn: Turn) -> Charge:
         """The charge of a turn with a result: the upstream's input + output tokens; a
         turn its client stopped with no usage (a cancelled background one) is charged
         its reservation, as an abandoned stream is."""
@@ -235,24 +235,24 @@ class Pipeline:
         usage = turn.result.get("usage") or {}
         spent = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)) \
             if usage or not turn.abandoned else (turn.reservation.tokens, 0)
-        return self._quota.charge_statements(turn.reservation, *spent, turn.model.id, turn.model.provider_id)
+        return self._quota.charge(turn.reservation, *spent, turn.model.id, turn.model.provider_id)
 
     async def _settle(self, turn: Turn) -> dict[str, int]:
         """The charge (the upstream's input + output tokens to every limiter, releasing
         the reservation) and the record: one transaction when the quota storage is the
         turn database, else the charge first, then the record."""
-        charge = self._charge(turn) if turn.reservation is not None and turn.result is not None else []
+        charge = self._charge(turn) if turn.reservation is not None and turn.result is not None else None
         try:
             if turn.store and turn.result is not None:
                 if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
                     await self._append_turn(turn)
-                if charge and not self._quota.shares_turn_database:
+                if charge is not None and not self._quota.shares_turn_database:
                     await self._quota.write(charge)
-                    charge = []
-                await self._writer.submit(*self._records(turn), extra=charge)
-                if charge:
+                    charge = None
+                await self._writer.submit(*self._records(turn), charge=charge)
+                if charge is not None:
                     return await self._balances_after_charge(turn)
-            elif charge:
+            elif charge is not None:
                 await self._quota.write(charge)
         except BaseException:
             self._quota.forget(turn.reservation)   # what the ledger assumed was not written
