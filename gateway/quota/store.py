@@ -60,7 +60,7 @@ _CHARGE = ("UPDATE gateway_quota_balances SET available = available - :t, update
 # element by element). The balance rows are locked in lock order first (the scalar
 # subquery runs before any row is updated), then each is charged its sum, and the hold
 # rows and `reserved` lose what the turns held (nothing for a row the expiry sweep got
-# to first); it returns the balance rows as they are then (`QuotaService.after_commit`
+# to first); it returns the balance rows as they are then (`HoldsQuota.committed`
 # keeps them: no read after the batch). Independent of the turn records before it, so
 # it shares the last one's round trip (`SHARES_TRIP`).
 _CHARGE_BATCH = (
