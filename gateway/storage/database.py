@@ -19,7 +19,6 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from gateway.config_database import DatabaseConfig
 from gateway.storage.migrations import BASELINE, LEGACY_BOOKKEEPING, MIGRATIONS
 
 Row = Mapping[str, Any]

@@ -161,3 +161,14 @@ async def test_charges_commit_with_the_batch_in_lock_order_then_the_participant_
     assert (await db.fetchone("SELECT input_tokens FROM gateway_token_usage"))["input_tokens"] == 123
     assert len(seen) == 1
     await writer.close()
+
+
+async def test_a_charge_needs_a_batch_participant(repository):
+    """A writer made without a participant (the quota storage is another database) has
+    no way to make a charge statements: refused when handed, nothing queued."""
+    writer = TurnWriter(repository, linger=0.01)
+    writer.start()
+    with pytest.raises(ValueError):
+        writer.submit(conversation(), turn("charged"), charge=("k", "SELECT 1", {}))
+    await writer.close()
+    assert (await repository.find_turn("charged")) is None
