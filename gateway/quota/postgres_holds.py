@@ -91,7 +91,10 @@ class HoldsQuota(LimitedQuota):
             for hold in reservation.holds:
                 key = (hold.id, hold.limiter)
                 released[key] = released.get(key, 0) + reservation.tokens
-        return [charge_batch(tokens, released), *usage_rows(charge.usage for charge in charges)]
+        statements = [charge_batch(tokens, released)]
+        if self._history:
+            statements += usage_rows(charge.usage for charge in charges)
+        return statements
 
     def _ended(self, charges: Sequence[Charge]) -> None:
         for charge in charges:

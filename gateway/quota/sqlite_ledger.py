@@ -84,7 +84,10 @@ class LedgerQuota(LimitedQuota):
         for charge in charges:
             for balance in charge.reservation.balances:
                 tokens[balance.key] = tokens.get(balance.key, 0) + charge.tokens
-        return charge_rows(tokens) + usage_rows(charge.usage for charge in charges)
+        statements = charge_rows(tokens)
+        if self._history:
+            statements += usage_rows(charge.usage for charge in charges)
+        return statements
 
     async def _available(self, user_id: str, pairs: tuple[Pair, ...]) -> Sequence[int]:
         values = Ledger.available(await self._ledger.load(user_id, pairs, self.now()), time.time() + self._offset,
