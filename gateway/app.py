@@ -24,10 +24,10 @@ from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity.build import build_authenticator
-from gateway.quota.service import QuotaService
+from gateway.quota.service import QuotaService, open_quota
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.background import BackgroundStore
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from gateway.storage.responses import ResponseStore
 from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
@@ -52,15 +52,11 @@ async def build_services(config: Configuration) -> Services:
     await upstream.start()
     catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)
     conversations = ConversationRepository(db)
-    writer = TurnWriter(conversations)
+    quota = await open_quota(config.quota_handlers, db, config.database)
+    quota.start()
+    writer = TurnWriter(conversations, quota.batch)   # the turns' charges commit with their records
     writer.start()
     capabilities = Capabilities(upstream, config.llama_stack)
-    quota = await QuotaService.open(config.quota_handlers, db, config.database)
-    quota.start()
-    if quota.reads_after_batches:
-        writer.after_commit = quota.after_commit
-    if quota.shares_turn_database and quota.store is not None:
-        writer.combine = quota.store.combine
     engine = LocalEngine(upstream, ResponseStore(db), config.inference,
                          [McpTools(config.mcp_servers, tools.client_mcp), FileSearchExecutor(upstream, config.byok_rag),
                           WebSearchExecutor(config.web_search)],

@@ -9,7 +9,7 @@ A request naming its user more than once is refused: a proxy that appends its ow
 header to the client's, instead of replacing it, would otherwise let the client's copy
 choose the user (the first value used to win). Without `allowed_service_accounts`
 (LCORE's default) any token the cluster accepts may name any user: the configuration
-warns at start-up (`config_auth.AuthenticationConfig.warnings`)."""
+warns at start-up (`config/auth.py`, `AuthenticationConfig.warnings`)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import logging
 from datetime import date, timedelta
 from typing import Any, Literal
 
-from gateway.quota.balances import iso
-from gateway.quota.service import CLUSTER, QuotaService
+from gateway.quota.balances import CLUSTER, iso
+from gateway.quota.service import QuotaService
 from gateway.quota.store import BALANCE_MAX, BalanceOutOfRange
 from gateway.schema.errors import ApiError, invalid_attribute
 
@@ -83,8 +83,7 @@ class QuotaAdmin:
             raise invalid_attribute("start and end are UTC days: YYYY-MM-DD", param="start") from None
         if first > last:
             raise invalid_attribute("start is after end", param="start")
-        rows = await self._quota.store.usage(first.isoformat(), last.isoformat(), user_id) \
-            if self._quota.store is not None else []
+        rows = await self._quota.usage(first.isoformat(), last.isoformat(), user_id)
         return {"start": first.isoformat(), "end": last.isoformat(),
                 "usage": [{**row, "total_tokens": row["input_tokens"] + row["output_tokens"]} for row in rows]}
 

@@ -10,7 +10,7 @@ the batch's need on each (with a spare for the turns after it when the balance h
 plenty of room) only if each balance has room for the batch's sum (so nothing is
 overspent, across replicas too: the rows are locked). A batch that does not fit (a
 balance missing, due a top-up, or short for the sum) reserves nothing, and its turns
-try alone (`QuotaService.reserve`), each all or none as before. No lingering: a turn
+try alone (`HoldsQuota.reserve`), each all or none as before. No lingering: a turn
 alone is sent at once.
 """
 

@@ -11,6 +11,9 @@ sets `initial_quota` (once, however many periods passed).
 
 A limiter whose `period` changed in the configuration keeps the top-up time already
 stored: the current period ends then, and periods of the new length follow from it.
+
+Also what names a balance (`Pair`, its place in the lock order `balance_key`) and what a
+reader sees of one (`Held`), which the store, the ledger and the holds share.
 """
 
 from __future__ import annotations
@@ -20,6 +23,14 @@ from datetime import datetime, timezone
 
 from gateway.config.quota import QuotaLimiterConfig
 
+Pair = tuple[QuotaLimiterConfig, str]   # a limiter and one subject of it ('' = the cluster)
+CLUSTER = ""   # the cluster limiter's one subject, as in LCORE
+
+
+def balance_key(pair: Pair) -> str:
+    """A balance row's place in the one lock order every transaction follows (pairs are
+    kept sorted by it: `LimitedQuota.pairs`), so concurrent ones cannot deadlock."""
+    return f"balance\0{pair[0].name}\0{pair[1]}"
 
 _last_iso: tuple[datetime | None, str] = (None, "")
 
@@ -74,3 +85,17 @@ def brought_up_to_date(state: BalanceState, limiter: QuotaLimiterConfig, now: da
 def seconds_until(moment: datetime, now: datetime) -> int:
     """Whole seconds from `now` to `moment`, at least 1 (a Retry-After value)."""
     return max(1, int(-(-(moment - now).total_seconds() // 1)))
+
+
+@dataclass(frozen=True)
+class Held:
+    """A balance as a reader sees it: up to date, and what live reservations hold."""
+
+    limiter: QuotaLimiterConfig
+    subject: str
+    state: BalanceState
+    reserved: int
+
+    @property
+    def room(self) -> int:
+        return self.state.available - self.reserved

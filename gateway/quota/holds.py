@@ -19,7 +19,7 @@ the database, and none can overspend: every token a turn is admitted with is res
 in the database first. A balance short of room gets no spare, and behaves as if each
 turn reserved its own tokens.
 
-Every scheduler period (`QuotaService._scheduler`) the spare is given back (`tick`),
+Every scheduler period (`LimitedQuota._scheduler`) the spare is given back (`tick`),
 holds with nothing in use are deleted and the rest have their expiry renewed. So an
 idle replica holds nothing, and a balance lowered by the quota API or a top-up that
 falls due is seen by every replica within one period. A replica that dies leaves its
@@ -29,10 +29,9 @@ rows to expire; the sweep of any other replica releases them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-if TYPE_CHECKING:
-    from gateway.quota.store import Pair
+from gateway.quota.balances import Pair
 
 SPARE = 4     # a spare of this many times the batch's need, or what the hold has in use ...
 ROOMY = 8     # ... when the balance has this many spares of room beyond the batch
@@ -62,7 +61,7 @@ class Holds:
     def __len__(self) -> int:
         return len(self._by_key)
 
-    def for_pairs(self, pairs: Sequence["Pair"]) -> tuple[Hold, ...]:
+    def for_pairs(self, pairs: Sequence[Pair]) -> tuple[Hold, ...]:
         """The holds on these balances, made when missing (in memory: a row is written
         by the first admission)."""
         found = []
@@ -75,7 +74,7 @@ class Holds:
             found.append(hold)
         return tuple(found)
 
-    def admit(self, pairs: Sequence["Pair"], need: int, now: float) -> tuple[Hold, ...] | None:
+    def admit(self, pairs: Sequence[Pair], need: int, now: float) -> tuple[Hold, ...] | None:
         """The turn's holds, `need` taken from each one's spare, when every one covers
         it and no top-up is due (`now`: the database clock); else None (the database
         must be asked: it applies the top-up first)."""

@@ -24,9 +24,9 @@ from datetime import datetime
 from typing import Callable, Sequence
 
 from gateway.config.quota import QuotaLimiterConfig
-from gateway.quota.balances import BalanceState, brought_up_to_date, iso
-from gateway.quota.store import Held, Pair, QuotaStore, balance_key
-from gateway.storage.writer import Keyed
+from gateway.quota.balances import BalanceState, Held, Pair, balance_key, brought_up_to_date, iso
+from gateway.quota.store import QuotaStore
+from gateway.storage.batch import Keyed
 
 Key = tuple[str, str]   # (limiter name, subject)
 

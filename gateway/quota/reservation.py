@@ -1,5 +1,5 @@
 """What a turn reserves: its estimate (`estimate`) and the `Reservation` it carries from
-admission to its charge.
+admission to its charge; the `Charge` that ends it.
 
 The estimate: the request's `input` and `instructions` at four characters a token
 (their JSON text), plus `max_output_tokens`, or `output_reservation` without it.
@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
+from gateway.quota.balances import Pair
 from gateway.quota.holds import Hold, Holds
 from gateway.quota.ledger import Balance
-from gateway.quota.store import Pair
+from gateway.quota.store import Usage
 
 
 @dataclass(slots=True, eq=False)   # not frozen: a frozen dataclass costs a turn ~1 µs more to make
@@ -33,6 +34,18 @@ class Reservation:
         if self.open:
             self.open = False
             Holds.ended(self.holds, self.tokens, released)
+
+
+
+class Charge(NamedTuple):   # a tuple: immutable, and cheaper to make than a frozen dataclass
+    """The end of a turn's reservation: `tokens` charged to each of its balances, its
+    token history (`usage`, None when not kept). What the turn writer carries to the
+    quota service's statements when the turn's record commits with it
+    (`storage/batch.py`), or what `write` commits on its own."""
+
+    reservation: Reservation
+    tokens: int
+    usage: Usage | None = None
 
 
 def estimate(raw: Any, output_reservation: int) -> int:

@@ -11,10 +11,10 @@ limiter or on none, and no two admissions spend the same tokens. A missing row o
 top-up is handled by `bring_up_to_date` (a transaction that creates rows and applies
 elapsed periods once) before a second try.
 
-The charge (`charge_statements`) subtracts the turn's tokens and takes what it held off
-its holds' rows and off `reserved` in the same statement; a dead replica's rows are
-deleted by the expiry sweep, which takes their tokens off `reserved` as it does, so a
-reservation is released once whichever gets there first. The turn writer commits
+The charge (`charge_batch`, for a batch of turns) subtracts the turns' tokens and takes
+what they held off their holds' rows and off `reserved` in the same statement; a dead
+replica's rows are deleted by the expiry sweep, which takes their tokens off `reserved`
+as it does, so a reservation is released once whichever gets there first. The turn writer commits
 charges in the same transaction as the turn's record when both live in one database.
 Every statement that locks balance rows takes them in `balance_key` order, so
 concurrent transactions cannot deadlock.
@@ -22,25 +22,16 @@ concurrent transactions cannot deadlock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from typing import Any, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import orjson
 
 from gateway.config.quota import QuotaLimiterConfig
-from gateway.quota.balances import BalanceState, brought_up_to_date, iso, parse_iso
+from gateway.quota.balances import BalanceState, Held, Pair, balance_key, brought_up_to_date, iso, parse_iso
 from gateway.quota.holds import ROOMY
+from gateway.storage.batch import Keyed
 from gateway.storage.database import SHARES_TRIP, Database, Transaction
-from gateway.storage.writer import Keyed
-
-Pair = tuple[QuotaLimiterConfig, str]   # a limiter and one subject of it ('' = the cluster)
-
-
-def balance_key(pair: Pair) -> str:
-    """A balance row's place in the one lock order every transaction follows (pairs are
-    kept sorted by it: `QuotaService.pairs`), so concurrent ones cannot deadlock."""
-    return f"balance\0{pair[0].name}\0{pair[1]}"
 
 _COLUMNS = "available, anchor, periods, period, next_refill"
 
@@ -59,18 +50,15 @@ class BalanceOutOfRange(ValueError):
         self.subject = subject
 
 
-@dataclass(frozen=True)
-class Held:
-    """A balance as a reader sees it: up to date, and what live reservations hold."""
+class Usage(NamedTuple):
+    """A turn's row of token history (`enable_token_history`), summed per UTC day."""
 
-    limiter: QuotaLimiterConfig
-    subject: str
-    state: BalanceState
-    reserved: int
-
-    @property
-    def room(self) -> int:
-        return self.state.available - self.reserved
+    user_id: str
+    provider: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    day: date
 
 
 def _state(row: Any) -> BalanceState:
@@ -78,12 +66,6 @@ def _state(row: Any) -> BalanceState:
                         parse_iso(row["next_refill"]))
 
 
-# A turn's charge is not SQL when a turn hands it over (`charge_statements`,
-# `ledger_charge`): a marker that `combine` turns into the batch's statements, so a turn
-# builds none of its own (a few µs each, bench/quota.py). The markers' texts fail loudly
-# if one ever reaches a database.
-CHARGE = "NOT SQL: a turn's charge and what its holds release, for QuotaStore.combine"
-LEDGER_CHARGE = "NOT SQL: a turn's charge (SQLite's ledger), for QuotaStore.combine"
 # SQLite: one balance row's charges in a batch.
 _CHARGE = ("UPDATE gateway_quota_balances SET available = available - :t, updated_at = :now "
            "WHERE limiter = :l AND subject = :s")
@@ -92,7 +74,7 @@ _CHARGE = ("UPDATE gateway_quota_balances SET available = available - :t, update
 # element by element). The balance rows are locked in lock order first (the scalar
 # subquery runs before any row is updated), then each is charged its sum, and the hold
 # rows and `reserved` lose what the turns held (nothing for a row the expiry sweep got
-# to first); it returns the balance rows as they are then (`QuotaService.after_commit`
+# to first); it returns the balance rows as they are then (`HoldsQuota.committed`
 # keeps them: no read after the batch). Independent of the turn records before it, so
 # it shares the last one's round trip (`SHARES_TRIP`).
 _CHARGE_BATCH = (
@@ -114,7 +96,6 @@ _USAGE = ("INSERT INTO gateway_token_usage AS u (user_id, provider, model, day, 
           "VALUES (:u, :p, :m, :d, :i, :o) ON CONFLICT (user_id, provider, model, day) DO UPDATE SET "
           "input_tokens = u.input_tokens + excluded.input_tokens, "
           "output_tokens = u.output_tokens + excluded.output_tokens")
-History = tuple[str, str, str, int, int, date]   # user, provider, model, input, output tokens, UTC day
 
 
 class QuotaStore:
@@ -238,68 +219,6 @@ class QuotaStore:
                              int(row["reserved"]) if row is not None else 0))
         return held
 
-    @staticmethod
-    def charge_statements(reservation: Any, tokens: int, history: History | None) -> list[Keyed]:
-        """Charge `tokens` to every balance of a reservation (`QuotaService.Reservation`)
-        and take what it held off its holds (PostgreSQL), adding `history` to its usage
-        row: a marker for `combine`."""
-        return [("balance", CHARGE, {"r": reservation, "t": tokens, "history": history})]
-
-    @staticmethod
-    def ledger_charge(balances: Sequence[Any], tokens: int, history: History | None) -> Keyed:
-        """The same for the SQLite ledger's balances (`ledger.Balance`: no reservation rows)."""
-        return "balance", LEDGER_CHARGE, {"balances": balances, "t": tokens, "history": history}
-
-    def combine(self, statements: Sequence[Keyed]) -> list[Keyed]:
-        """A batch's statements with its turns' charges (the markers) made SQL: on
-        PostgreSQL one statement for every balance row (`_CHARGE_BATCH`: one round trip,
-        where a statement per row cost ~45 µs of the gateway's CPU per row), on SQLite
-        one per balance row; and one history upsert per usage row. Anything else is kept
-        as it is. Keyed by lock order (`storage.writer.Keyed`)."""
-        charges: dict[tuple[str, str], int] = {}     # by (limiter name, subject)
-        released: dict[tuple[str, str], int] = {}     # hold rows: (id, limiter name)
-        usage: dict[tuple[str, str, str, date], list[int]] = {}
-        kept: list[Keyed] = []
-        for statement in statements:
-            kind, params = statement[1], statement[2]
-            if kind == CHARGE:
-                tokens, reservation = params["t"], params["r"]
-                for limiter, subject in reservation.pairs:
-                    key = (limiter.name, subject)
-                    charges[key] = charges.get(key, 0) + tokens
-                for hold in reservation.holds:
-                    key = (hold.id, hold.limiter)
-                    released[key] = released.get(key, 0) + reservation.tokens
-            elif kind == LEDGER_CHARGE:
-                tokens = params["t"]
-                for balance in params["balances"]:
-                    charges[balance.key] = charges.get(balance.key, 0) + tokens
-            else:
-                kept.append(statement)
-                continue
-            if params["history"] is not None:
-                user, provider, model, input_tokens, output_tokens, day = params["history"]
-                row = usage.setdefault((user, provider, model, day), [0, 0])
-                row[0] += input_tokens
-                row[1] += output_tokens
-        if not charges:
-            return kept
-        stamp = iso(datetime.now(timezone.utc))   # `updated_at` only: the process clock will do
-        if self.db.shared:
-            first = min(charges)
-            kept.append((f"balance\0{first[0]}\0{first[1]}", _CHARGE_BATCH,
-                         {"c": orjson.dumps([[name, subject, tokens] for (name, subject), tokens in charges.items()])
-                          .decode(),
-                          "g": orjson.dumps([[hold, name, tokens] for (hold, name), tokens in released.items()]).decode(),
-                          "now": stamp}))
-        else:
-            kept.extend((f"balance\0{name}\0{subject}", _CHARGE, {"t": tokens, "now": stamp, "l": name, "s": subject})
-                        for (name, subject), tokens in charges.items())
-        kept.extend((f"usage\0{user}\0{provider}\0{model}\0{day.isoformat()}", _USAGE,
-                     {"u": user, "p": provider, "m": model, "d": day.isoformat(), "i": used[0], "o": used[1]})
-                    for (user, provider, model, day), used in usage.items())
-        return kept
-
     async def sweep(self, now: datetime) -> int:
         """Release holds past their expiry (PostgreSQL: a replica that stopped renewing
         them): each row deleted once, its tokens taken off `reserved`."""
@@ -353,3 +272,38 @@ def _pairs_sql(pairs: Sequence[Pair], params: dict[str, Any], alias: str) -> str
         params[f"l{index}"], params[f"s{index}"] = limiter.name, subject
         wanted.append(f"({alias}.limiter = :l{index} AND {alias}.subject = :s{index})")
     return "(" + " OR ".join(wanted) + ")"
+
+
+# A batch's charges, made statements (`LedgerQuota.statements`, `HoldsQuota.statements`):
+# by then summed per balance row (limiter name, subject) and per usage row. Keyed by
+# lock order (`storage.batch.Keyed`).
+
+def charge_rows(tokens: dict[tuple[str, str], int]) -> list[Keyed]:
+    """SQLite: one statement per balance row charged."""
+    stamp = iso(datetime.now(timezone.utc))   # `updated_at` only: the process clock will do
+    return [(f"balance\0{name}\0{subject}", _CHARGE, {"t": charged, "now": stamp, "l": name, "s": subject})
+            for (name, subject), charged in tokens.items()]
+
+
+def charge_batch(tokens: dict[tuple[str, str], int], released: dict[tuple[str, str], int]) -> Keyed:
+    """PostgreSQL: every balance row charged and what the turns' holds release (by
+    hold row: id, limiter name) as one statement (`_CHARGE_BATCH`: one round trip, where
+    a statement per row cost ~45 µs of the gateway's CPU per row)."""
+    first = min(tokens)
+    return (f"balance\0{first[0]}\0{first[1]}", _CHARGE_BATCH,
+            {"c": orjson.dumps([[name, subject, charged] for (name, subject), charged in tokens.items()]).decode(),
+             "g": orjson.dumps([[hold, name, held] for (hold, name), held in released.items()]).decode(),
+             "now": iso(datetime.now(timezone.utc))})
+
+
+def usage_rows(usages: Iterable[Usage | None]) -> list[Keyed]:
+    """One token-history upsert per (user, provider, model, day) of these charges."""
+    rows: dict[tuple[str, str, str, str], list[int]] = {}
+    for usage in usages:
+        if usage is not None:
+            row = rows.setdefault((usage.user_id, usage.provider, usage.model, usage.day.isoformat()), [0, 0])
+            row[0] += usage.input_tokens
+            row[1] += usage.output_tokens
+    return [(f"usage\0{user}\0{provider}\0{model}\0{day}", _USAGE,
+             {"u": user, "p": provider, "m": model, "d": day, "i": used[0], "o": used[1]})
+            for (user, provider, model, day), used in rows.items()]

@@ -19,7 +19,6 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from gateway.config.database import DatabaseConfig
 from gateway.storage.migrations import BASELINE, LEGACY_BOOKKEEPING, MIGRATIONS
 
 Row = Mapping[str, Any]
@@ -140,13 +139,3 @@ async def _record(tx: Transaction, version: int) -> None:
     await tx.execute("INSERT INTO gateway_migrations (version, applied_at) VALUES (:v, :at)",
                      {"v": version, "at": datetime.now(timezone.utc).isoformat()})
 
-
-async def open_database(config: DatabaseConfig) -> Database:
-    """The configured engine, connected and migrated."""
-    if config.postgres is not None:
-        from gateway.storage.postgres import PostgresDatabase
-
-        return await PostgresDatabase.open(config.postgres)
-    from gateway.storage.sqlite import SQLiteDatabase
-
-    return await SQLiteDatabase.open(config.sqlite_path)

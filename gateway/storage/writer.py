@@ -5,7 +5,8 @@ A turn's record is committed before the client gets its terminal event or body
 transaction each; instead they queue here and a single writer drains the queue in
 batches, lingering a few milliseconds so batches form (a few database round trips
 per batch, not several per turn: measured, 270 µs of CPU for a turn written alone,
-under 40 µs in a batch of ten). The queue is
+under 40 µs in a batch of ten). A turn's quota charge commits with its record, the
+batch's charges made statements together (`batch.py`). The queue is
 bounded: `admit()` makes new turns wait while it is full, so a database slower than
 the traffic slows intake instead of growing memory without limit.
 """
@@ -14,50 +15,46 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
+from gateway.storage.batch import BatchParticipant, in_lock_order
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
-from gateway.storage.database import Params, Row, committed
+from gateway.storage.database import committed
 
 log = logging.getLogger("gateway.storage")
 
 Entry = tuple[ConversationRecord, TurnRecord | None]
-# Extra statements of a turn (its quota charge): (lock order, sql, params). A batch runs
-# them sorted by the first item, a total order on the rows they lock (e.g. "balance\0
-# <limiter>\0<subject>"), so two concurrent transactions that follow it cannot deadlock.
-Keyed = tuple[str, str, Params]
-Statements = Sequence[Keyed]
+Queued = tuple[Entry, Any, asyncio.Future]   # a turn's records, its charge (or None), its waiter
 
 
 class TurnWriter:
-    def __init__(self, repository: ConversationRepository, max_queued: int = 2000, max_batch: int = 500,
-                 linger: float = 0.0025):
+    def __init__(self, repository: ConversationRepository, participant: BatchParticipant[Any] | None = None,
+                 max_queued: int = 2000, max_batch: int = 500, linger: float = 0.0025):
         self._repository = repository
+        # What the turns' charges are made of and told of (the quota service, when its
+        # balances live in this database): `storage/batch.py`.
+        self._participant = participant
         self._linger = linger
         self._max_queued = max_queued
         self._max_batch = max_batch
-        self._queue: list[tuple[Entry, Statements, asyncio.Future]] = []
+        self._queue: list[Queued] = []
         self._wakeup = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
         self._task: asyncio.Task | None = None
         self._closing = False
         self._concurrent = False  # the last batch held more than one turn
-        # Called with a committed batch's extra statements before its clients are told
-        # (the quota service reads the balances they charged, once per batch).
-        self.after_commit: Callable[[list[Keyed], list[Row]], Awaitable[None]] | None = None
-        # Merges a batch's extra statements on one row into one (`QuotaStore.combine`).
-        self.combine: Callable[[list[Keyed]], list[Keyed]] | None = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
 
-    def submit(self, conversation: ConversationRecord, turn: TurnRecord | None,
-               extra: Statements = ()) -> asyncio.Future:
-        """Queue a write; the future resolves once it is committed. `extra` statements
-        (a turn's quota charge) commit in the same transaction as the record."""
+    def submit(self, conversation: ConversationRecord, turn: TurnRecord | None, charge: Any = None) -> asyncio.Future:
+        """Queue a write; the future resolves once it is committed. A `charge` (the
+        turn's quota charge, for the participant) commits in the same transaction."""
+        if charge is not None and self._participant is None:
+            raise ValueError("a charge for a turn writer without a batch participant")
         done = asyncio.get_running_loop().create_future()
-        self._queue.append(((conversation, turn), extra, done))
+        self._queue.append(((conversation, turn), charge, done))
         if len(self._queue) >= self._max_queued:
             self._room.clear()
         self._wakeup.set()
@@ -97,34 +94,33 @@ class TurnWriter:
             if self._closing:
                 return
 
-    async def _write(self, batch: list[tuple[Entry, Statements, asyncio.Future]]) -> None:
+    async def _write(self, batch: list[Queued]) -> None:
+        participant = self._participant
         try:
-            extras = [statement for _, extra, _ in batch for statement in extra]
+            charges = [charge for _, charge, _ in batch if charge is not None]
             returned = await self._repository.save_many(
-                [entry for entry, _, _ in batch], in_lock_order(self.combine(extras) if self.combine else extras))
+                [entry for entry, _, _ in batch],
+                in_lock_order(participant.statements(charges)) if charges and participant is not None else [])
             results: list[BaseException | None] = [None] * len(batch)
         except Exception:
             # One bad entry must not lose the others: retry them one by one.
             log.exception("writing %d turns failed; retrying one by one", len(batch))
             results, returned = [], []
-            for entry, extra, _ in batch:
+            for entry, charge, _ in batch:
                 try:
-                    await self._repository.save_many([entry], in_lock_order(self.combine(extra) if self.combine else extra))
+                    await self._repository.save_many(
+                        [entry], in_lock_order(participant.statements([charge]))
+                        if charge is not None and participant is not None else [])
                     results.append(None)
                 except Exception as exc:
                     log.error("recording turn %s failed: %s", entry[1] and entry[1].response_id, exc)
                     results.append(exc)
-        if self.after_commit is not None:
-            extras = [statement for (_, extra, _), error in zip(batch, results) if error is None for statement in extra]
-            if extras:
+        if participant is not None:
+            charges = [charge for (_, charge, _), error in zip(batch, results) if error is None and charge is not None]
+            if charges:
                 try:
-                    await self.after_commit(extras, returned)
+                    await participant.committed(charges, returned)
                 except Exception as exc:  # its reader falls back to reading for itself
                     log.warning("after a batch of turns: %s", exc)
         for (_, _, done), error in zip(batch, results):
             committed(done, error)
-
-
-def in_lock_order(statements: Iterable[Keyed]) -> list[tuple[str, Params]]:
-    """Keyed statements as the database API takes them, sorted by their lock order."""
-    return [(sql, params) for _, sql, params in sorted(statements, key=lambda statement: statement[0])]

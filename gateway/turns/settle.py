@@ -17,7 +17,7 @@ import time
 from datetime import datetime, timezone
 
 from gateway.identity import Identity
-from gateway.quota.reservation import Reservation
+from gateway.quota.reservation import Charge, Reservation
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, database_error
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
@@ -86,7 +86,7 @@ class Settler:
             return self._writer.submit(*self._records(turn))
         if not (turn.store and self._quota.shares_turn_database):
             return None
-        return self._writer.submit(*self._records(turn), extra=self._charge(turn))   # failed: `_finished`
+        return self._writer.submit(*self._records(turn), charge=self._charge(turn))   # failed: `_finished`
 
     async def _balances_after_charge(self, turn: Turn) -> dict[str, int]:
         """`available_quotas` once the turn's charge is committed: without I/O nearly
@@ -95,7 +95,7 @@ class Settler:
         quotas = self._quota.settled(turn.reservation)
         return quotas if quotas is not None else await self._quota.available(turn.identity.user_id)
 
-    def _charge(self, turn: Turn) -> list:
+    def _charge(self, turn: Turn) -> Charge:
         """The charge of a turn with a result: the upstream's input + output tokens; a
         turn its client stopped with no usage (a cancelled background one) is charged
         its reservation, as an abandoned stream is."""
@@ -103,24 +103,24 @@ class Settler:
         usage = turn.result.get("usage") or {}
         spent = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)) \
             if usage or not turn.abandoned else (turn.reservation.tokens, 0)
-        return self._quota.charge_statements(turn.reservation, *spent, turn.model.id, turn.model.provider_id)
+        return self._quota.charge(turn.reservation, *spent, turn.model.id, turn.model.provider_id)
 
     async def _settle(self, turn: Turn) -> dict[str, int]:
         """The charge (the upstream's input + output tokens to every limiter, releasing
         the reservation) and the record: one transaction when the quota storage is the
         turn database, else the charge first, then the record."""
-        charge = self._charge(turn) if turn.reservation is not None and turn.result is not None else []
+        charge = self._charge(turn) if turn.reservation is not None and turn.result is not None else None
         try:
             if turn.store and turn.result is not None:
                 if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
                     await self._append_turn(turn)
-                if charge and not self._quota.shares_turn_database:
+                if charge is not None and not self._quota.shares_turn_database:
                     await self._quota.write(charge)
-                    charge = []
-                await self._writer.submit(*self._records(turn), extra=charge)
-                if charge:
+                    charge = None
+                await self._writer.submit(*self._records(turn), charge=charge)
+                if charge is not None:
                     return await self._balances_after_charge(turn)
-            elif charge:
+            elif charge is not None:
                 await self._quota.write(charge)
         except BaseException:
             self._quota.forget(turn.reservation)   # what the ledger assumed was not written

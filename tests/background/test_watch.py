@@ -8,7 +8,7 @@ import orjson
 
 from gateway.background.watch import fail_stale
 from gateway.storage.background import BackgroundStore, now_ms
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from gateway.streaming.progress import events
 from tests.background.test_runs import BATCH, CREATED
 from tests.storage.conftest import database_config  # noqa: F401  (the fixture: both engines)

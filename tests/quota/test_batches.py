@@ -10,7 +10,7 @@ import pytest
 
 from gateway.quota.balances import iso
 from gateway.schema.errors import ApiError
-from gateway.storage.writer import in_lock_order
+from gateway.storage.batch import in_lock_order
 from tests.quota.test_service import LIMITERS, REQUEST, held, open_service, who
 from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
@@ -45,7 +45,7 @@ async def test_concurrent_admissions_are_one_statement_each_all_or_none(database
                                           for r in results if r not in admitted)
         assert await rows(db) == {"cluster": 1000, "daily": 1000}
         for reservation in batch + admitted:
-            await quota.write(quota.charge_statements(reservation, 30, 7, "m", "p"))
+            await quota.write(quota.charge(reservation, 30, 7, "m", "p"))
         assert await rows(db) == {"cluster": 0, "daily": 0}
         assert await quota.available("ann") == {"daily": 1000 - 10 * 37, "cluster": 1500 - 10 * 37}
         assert await held(db) == {"cluster": 0, "daily": 0}
@@ -60,16 +60,16 @@ async def test_concurrent_admissions_are_one_statement_each_all_or_none(database
 
 
 async def test_balances_read_after_a_writer_batch_serve_its_turns(database_config):
-    """`after_commit` reads the balances a batch charged in one query; the batch's turns
-    answer `available_quotas` from it without reading again."""
+    """`committed` (after a writer batch) reads the balances a batch charged in one
+    query; the batch's turns answer `available_quotas` from it without reading again."""
     if database_config.postgres is None:
         pytest.skip("the ledger answers from memory on SQLite")
     quota, db = await open_service(database_config, [LIMITERS[0], LIMITERS[2]])
     try:
         turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "bo")]
-        charges = [quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
-        await quota.write([statement for charge in charges for statement in charge])
-        await quota.after_commit([statement for charge in charges for statement in charge])
+        charges = [quota.charge(turn, 30, 7, "m", "p") for turn in turns]
+        await quota.write(*charges)
+        await quota.committed(charges, [])
         reads = 0
         fetchall = db.fetchall
 
@@ -86,9 +86,9 @@ async def test_balances_read_after_a_writer_batch_serve_its_turns(database_confi
         assert reads == 1
         # A writer batch's combined charge returns the balances after it: no read at all.
         turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "cy")]
-        charges = [statement for turn in turns for statement in quota.charge_statements(turn, 30, 7, "m", "p")]
-        returned = await db.write(in_lock_order(quota.store.combine(charges)))
-        await quota.after_commit(charges, returned)
+        charges = [quota.charge(turn, 30, 7, "m", "p") for turn in turns]
+        returned = await db.write(in_lock_order(quota.statements(charges)))
+        await quota.committed(charges, returned)
         assert await quota.available_after_batch("ann") == {"daily": 926, "cluster": 100000 - 4 * 37}
         assert await quota.available_after_batch("cy") == {"daily": 963, "cluster": 100000 - 4 * 37}
         assert reads == 1
@@ -101,10 +101,10 @@ async def test_a_batch_of_charges_is_one_statement_per_row(database_config):
     quota, db = await open_service(database_config, [LIMITERS[0], LIMITERS[2]], enable_token_history=True)
     try:
         turns = [await quota.reserve(who(name), REQUEST) for name in ("ann", "ann", "bo")]
-        charges = [quota.charge_statements(turn, 30, 7, "m", "p") for turn in turns]
-        each = [statement for charge in charges for statement in charge]
-        combined = quota.store.combine(each)
-        # Each turn hands over one marker, made statements by `combine`: ann's daily and
+        charges = [quota.charge(turn, 30, 7, "m", "p") for turn in turns]
+        each = list(charges)
+        combined = quota.statements(each)
+        # Each turn hands over one charge, made statements with its batch's: ann's daily and
         # usage rows, bo's, and the cluster's: five rows, five statements (on PostgreSQL
         # the three balance rows' charges then go as one).
         assert len(each) == 3 and len(combined) == (3 if db.shared else 5)
@@ -114,18 +114,19 @@ async def test_a_batch_of_charges_is_one_statement_per_row(database_config):
             await db.execute("UPDATE gateway_quota_reservations SET expires_at = :t WHERE id = :id",
                              {"t": iso(quota.now()), "id": turns[2].holds[1].id})
             assert await quota.store.sweep(quota.now()) == 1
-        await quota.write(each)
+        await quota.write(*each)
         assert await quota.available("ann") == {"daily": 1000 - 2 * 37, "cluster": 100000 - 3 * 37}
         assert await quota.available("bo") == {"daily": 963, "cluster": 100000 - 3 * 37}
         # The cluster had room for a spare (holds.py); the daily balances did not.
         assert await rows(db) == {"cluster": 4 * 100 if db.shared else 0, "daily": 0}
-        await quota.give_back_holds()   # the scheduler's period
+        if db.shared:
+            await quota.give_back_holds()   # the scheduler's period (holds: PostgreSQL's)
         assert await rows(db) == {"cluster": 0, "daily": 0}
         assert await held(db) == {}
         usage = await quota.store.usage("2000-01-01", "2999-12-31", "ann")
         assert [(row["input_tokens"], row["output_tokens"]) for row in usage] == [(60, 14)]
-        # Each turn keeps its own marker (a batch that fails is retried turn by turn).
-        assert charges[0][0][2].get("r") is (turns[0] if db.shared else None)
+        # Each turn keeps its own charge (a batch that fails is retried turn by turn).
+        assert charges[0].reservation is turns[0]
     finally:
         await quota.close()
         await db.close()
@@ -155,7 +156,7 @@ async def test_a_turn_cancelled_while_its_batch_is_admitted_gives_its_tokens_bac
 
 async def test_a_batch_retried_turn_by_turn_keeps_each_good_turns_charge(database_config):
     """A writer batch that fails (here a duplicate response id) is retried turn by turn,
-    each turn's charge combined again (SQLite's `ledger_charge` markers are not SQL):
+    each turn's charge made statements again (`BatchParticipant.statements`):
     the good turn is recorded and charged, the bad one neither."""
     from gateway.storage.conversations import ConversationRepository
     from gateway.storage.writer import TurnWriter
@@ -164,13 +165,12 @@ async def test_a_batch_retried_turn_by_turn_keeps_each_good_turns_charge(databas
     quota, db = await open_service(database_config, [LIMITERS[0]])
     repository = ConversationRepository(db)
     await repository.save(conversation(), turn("taken"))
-    writer = TurnWriter(repository, linger=0.01)
-    writer.combine = quota.store.combine
+    writer = TurnWriter(repository, quota.batch, linger=0.01)
     writer.start()
     try:
         good, bad = [await quota.reserve(who("ann"), REQUEST) for _ in range(2)]
-        recorded = writer.submit(conversation(), turn("fresh"), extra=quota.charge_statements(good, 30, 7, "m", "p"))
-        failed = writer.submit(conversation(), turn("taken"), extra=quota.charge_statements(bad, 40, 9, "m", "p"))
+        recorded = writer.submit(conversation(), turn("fresh"), charge=quota.charge(good, 30, 7, "m", "p"))
+        failed = writer.submit(conversation(), turn("taken"), charge=quota.charge(bad, 40, 9, "m", "p"))
         await recorded
         with pytest.raises(Exception, match="gateway_turns.response_id"):
             await failed

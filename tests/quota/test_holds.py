@@ -81,7 +81,7 @@ async def test_a_roomy_balance_admits_from_the_spare_and_gives_it_back(database_
         await quota.reserve(who("ann"), REQUEST)                # the spare ran out: a statement again
         assert quota._admissions.statements == statements + 2
         for reservation in [first, second, *more]:
-            await quota.write(quota.charge_statements(reservation, 30, 7, "m", "p"))
+            await quota.write(quota.charge(reservation, 30, 7, "m", "p"))
         assert await quota.available("ann") == {"daily": 10 ** 6 - 6 * 37}
         (hold,) = quota._holds.for_pairs(quota.pairs("ann"))
         assert await rows(db) == await held(db) == {"daily": hold.held} and hold.used == 100
@@ -141,7 +141,7 @@ async def test_two_replicas_with_spares_never_overspend(database_config):
             most = max(most, in_progress)
             await asyncio.sleep(0.002)
             in_progress -= 1
-            await quota.write(quota.charge_statements(reservation, 60, 40, "m", "p"))   # all of its 100
+            await quota.write(quota.charge(reservation, 60, 40, "m", "p"))   # all of its 100
 
     try:
         await asyncio.gather(*(turns(quota, f"u{index}") for index in range(12) for quota in (first, second)))

@@ -14,9 +14,9 @@ from gateway.config import parse_config
 from gateway.config.database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.balances import iso
-from gateway.quota.service import QuotaService
+from gateway.quota.service import open_quota
 from gateway.schema.errors import ApiError
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
 LIMITERS = [
@@ -45,7 +45,7 @@ async def open_service(database_config, limiters=LIMITERS, **extra):
     config = parse_config({"name": "t", "llama_stack": {"url": "http://u"}, "database": storage,
                            "quota_handlers": {**storage, "limiters": limiters, **extra}})
     db = await open_database(config.database)
-    return await QuotaService.open(config.quota_handlers, db, config.database), db
+    return await open_quota(config.quota_handlers, db, config.database), db
 
 
 def who(user: str) -> Identity:
@@ -67,7 +67,7 @@ async def test_concurrent_admission_never_overspends(database_config):
         assert refused[0].status == 429 and refused[0].headers["x-should-retry"] == "false"
         # Each admitted turn used 37 tokens: the balance is what running them one by one leaves.
         for reservation in admitted:
-            await quota.write(quota.charge_statements(reservation, 30, 7, "m", "p"))
+            await quota.write(quota.charge(reservation, 30, 7, "m", "p"))
         assert await quota.available("ann") == {"daily": 1000 - 10 * 37}
         assert not any((await held(db)).values())
     finally:
@@ -87,7 +87,7 @@ async def test_limiters_have_their_own_balances_and_replenish_exactly(database_c
     quota, db = await open_service(database_config)
     try:
         reservation = await quota.reserve(who("bo"), REQUEST)
-        await quota.write(quota.charge_statements(reservation, 200, 50, "m", "p"))
+        await quota.write(quota.charge(reservation, 200, 50, "m", "p"))
         assert await quota.available("bo") == {"daily": 750, "monthly": 4750, "cluster": 99750}
         assert await quota.available("cy") == {"daily": 1000, "monthly": 5000, "cluster": 99750}
         # Move bo's stored times back 3 days and 2 hours: three daily top-ups are due,

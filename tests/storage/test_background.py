@@ -5,7 +5,7 @@ response takes, cancel requests per runner, and stale rows found by their heartb
 from __future__ import annotations
 
 from gateway.storage.background import BackgroundStore, now_ms
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 
 
 def frames(first: int, count: int) -> bytes:

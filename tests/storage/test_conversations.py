@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from gateway.storage.migrations import MIGRATIONS
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 
 
 async def test_now_is_the_databases_clock_in_utc(database_config):

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.config.database import DatabaseConfig
 from gateway.storage.conversations import ConversationRepository
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from gateway.storage.migrations import LEGACY_BOOKKEEPING, MIGRATIONS
 from tests.storage.test_conversations import conversation, turn
 

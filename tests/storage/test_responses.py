@@ -3,7 +3,7 @@ reads are scoped."""
 
 from __future__ import annotations
 
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from gateway.storage.responses import ResponseStore
 
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from gateway.storage.conversations import ConversationRepository
-from gateway.storage.database import open_database
+from gateway.storage.open import open_database
 from gateway.storage.writer import TurnWriter
 from tests.storage.test_conversations import conversation, turn
 
@@ -122,10 +122,11 @@ async def test_a_turn_alone_waits_for_no_batch_but_turns_under_load_do(repositor
     await writer.close()
 
 
-async def test_extra_statements_commit_with_the_batch_in_lock_order_then_after_commit(repository):
-    """A turn's extra statements (its quota charge) are in its batch's transaction, run
-    sorted by their lock key; `after_commit` gets those of the entries committed, before
-    their clients are told."""
+async def test_charges_commit_with_the_batch_in_lock_order_then_the_participant_is_told(repository):
+    """A turn's charge (its quota charge) is made statements by the writer's batch
+    participant, in its batch's transaction, run sorted by their lock key; the
+    participant's `committed` gets the charges of the entries committed, before their
+    clients are told."""
     db = repository._db
     await db.execute("INSERT INTO gateway_token_usage (user_id, provider, model, day, input_tokens, output_tokens) "
                      "VALUES ('u', 'p', 'm', 'd', 0, 0)")
@@ -133,15 +134,20 @@ async def test_extra_statements_commit_with_the_batch_in_lock_order_then_after_c
     seen: list = []
     order: list = []
 
-    async def after(statements, rows):
-        seen.append([key for key, _, _ in statements])
-        order.append("after")
+    class Participant:
+        """Its charges are statements already (the quota service's are `quota.Charge`s)."""
 
-    writer = TurnWriter(repository, linger=0.01)
-    writer.after_commit = after
+        def statements(self, charges):
+            return list(charges)
+
+        async def committed(self, charges, rows):
+            seen.append([key for key, _, _ in charges])
+            order.append("after")
+
+    writer = TurnWriter(repository, Participant(), linger=0.01)
     writer.start()
     await repository.save(conversation(), turn("taken"))
-    done = [writer.submit(conversation(f"x{n}"), turn(f"rx{n}", f"x{n}"), extra=[(f"k{n}", add, {"n": n})])
+    done = [writer.submit(conversation(f"x{n}"), turn(f"rx{n}", f"x{n}"), charge=(f"k{n}", add, {"n": n}))
             for n in (3, 1, 2)]
     for future in done:
         future.add_done_callback(lambda _: order.append("told"))
@@ -149,9 +155,20 @@ async def test_extra_statements_commit_with_the_batch_in_lock_order_then_after_c
     row = await db.fetchone("SELECT input_tokens FROM gateway_token_usage")
     assert row["input_tokens"] == 123     # applied as 1, 2, 3: key order, not submission order
     assert [sorted(keys) for keys in seen] == [["k1", "k2", "k3"]] and order.index("after") < order.index("told")
-    # An entry that fails takes its extra statements with it.
+    # An entry that fails takes its charge with it.
     with pytest.raises(Exception):
-        await writer.submit(conversation(), turn("taken"), extra=[("k9", add, {"n": 9})])  # a duplicate
+        await writer.submit(conversation(), turn("taken"), charge=("k9", add, {"n": 9}))  # a duplicate
     assert (await db.fetchone("SELECT input_tokens FROM gateway_token_usage"))["input_tokens"] == 123
     assert len(seen) == 1
     await writer.close()
+
+
+async def test_a_charge_needs_a_batch_participant(repository):
+    """A writer made without a participant (the quota storage is another database) has
+    no way to make a charge statements: refused when handed, nothing queued."""
+    writer = TurnWriter(repository, linger=0.01)
+    writer.start()
+    with pytest.raises(ValueError):
+        writer.submit(conversation(), turn("charged"), charge=("k", "SELECT 1", {}))
+    await writer.close()
+    assert (await repository.find_turn("charged")) is None
