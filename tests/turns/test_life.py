@@ -34,6 +34,7 @@ from gateway.upstream.catalog import ModelInfo
 MODEL = ModelInfo(id="fake/model", model_type="llm", provider_id="fake", provider_resource_id="model", raw={},
                   display_id="model")
 USER = Identity(user_id="alice", username="alice")
+CONFIG = {"name": "life", "llama_stack": {"url": "http://127.0.0.1:1"}}
 USAGE = {"input_tokens": 30, "output_tokens": 12, "total_tokens": 42}
 RESERVED = 100
 
@@ -71,7 +72,7 @@ class FakeBackend:
             raise self.refuse
 
     def body(self, raw: dict[str, Any], request: Any, turn: Turn, tools: list[dict[str, Any]] | None) -> dict:
-        return backend_body(raw, request, turn, tools, parse_config({}).inference)
+        return backend_body(raw, request, turn, tools, parse_config(CONFIG).inference)
 
     async def create_conversation(self) -> str | None:
         self.conversations_created += 1
@@ -151,7 +152,7 @@ class Life:
     """Everything a turn's life needs, around one fake backend."""
 
     def __init__(self, backend: FakeBackend, repository: ConversationRepository, writer: TurnWriter):
-        config = parse_config({})
+        config = parse_config(CONFIG)
         self.backend = backend
         self.quota = FakeQuota()
         self.repository = repository
@@ -223,9 +224,9 @@ class Frames(FrameSink):
 
 
 async def _conversation_count(repository: ConversationRepository) -> int:
-    row = await repository._db.fetchone("SELECT count(*) FROM gateway_conversations")  # noqa: SLF001
+    row = await repository._db.fetchone("SELECT count(*) AS n FROM gateway_conversations")  # noqa: SLF001
     assert row is not None
-    return int(row[0])
+    return int(row["n"])
 
 
 async def test_prepare_refuses_before_creating_anything(store):
