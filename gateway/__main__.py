@@ -11,7 +11,7 @@ import sys
 
 from aiohttp import web
 
-from gateway import memory
+from gateway import allocator
 from gateway.config import ConfigError, Configuration, load_config
 from gateway.storage.database import DatabaseUnavailable
 
@@ -55,7 +55,7 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
     from gateway.http.header_limits import install_log_filter
 
     app = create_app(config)
-    app.cleanup_ctx.append(memory.background)
+    app.cleanup_ctx.append(allocator.background)
     _tune_gc()
     install_log_filter()
     try:
@@ -103,7 +103,7 @@ def _use_system_allocator(argv: list[str]) -> None:
     CPython's own allocator returns a 1 MiB arena to the system only when every object
     in it is gone, and a few objects that outlive a load (caches, interned strings) pin
     many: after 1,000 streams the process stayed 19 MiB above its idle size for good.
-    glibc's allocator gives back free pages (`memory.release`), and costs no more CPU
+    glibc's allocator gives back free pages (`allocator.release`), and costs no more CPU
     here (bench/, A/B). Setting PYTHONMALLOC (to anything) keeps the caller's choice."""
     if "PYTHONMALLOC" in os.environ or os.environ.get("GATEWAY_REEXECED"):
         return

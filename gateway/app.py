@@ -26,9 +26,9 @@ from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Ser
 from gateway.identity.build import build_authenticator
 from gateway.quota.service import QuotaService, open_quota
 from gateway.storage.conversations import ConversationRepository
-from gateway.storage.background import BackgroundStore
+from gateway.storage.background_responses import BackgroundStore
 from gateway.storage.open import open_database
-from gateway.storage.responses import ResponseStore
+from gateway.storage.engine_responses import ResponseStore
 from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
 from gateway.turns.forward import ForwardBackend
@@ -40,7 +40,7 @@ from gateway.turns.settle import Settler
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.catalog import ModelCatalog
 from gateway.upstream.client import UpstreamClient
-from gateway.upstream.responses import UpstreamResponses
+from gateway.upstream.responses_api import UpstreamResponses
 
 log = logging.getLogger("gateway")
 

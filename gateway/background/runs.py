@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from gateway.schema.errors import ApiError, internal_error
-from gateway.storage.background import BackgroundStore
+from gateway.storage.background_responses import BackgroundStore
 from gateway.streaming.events import Event
 from gateway.streaming.progress import progress
 from gateway.streaming.rewriter import StreamRewriter

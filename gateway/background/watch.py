@@ -18,7 +18,7 @@ import asyncio
 import logging
 
 from gateway.background.runs import BackgroundRuns, interrupted_event
-from gateway.storage.background import BackgroundStore, now_ms
+from gateway.storage.background_responses import BackgroundStore, now_ms
 from gateway.streaming.enrich import output_text
 from gateway.streaming.sse import frame
 

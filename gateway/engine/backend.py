@@ -29,10 +29,10 @@ from gateway.engine.plan import Plan
 from gateway.engine.turn import EngineTurn
 from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
-from gateway.storage.responses import ResponseStore
+from gateway.storage.engine_responses import ResponseStore
 from gateway.streaming.events import TERMINAL_EVENTS, Event
 from gateway.upstream.client import UpstreamClient
-from gateway.upstream.responses import StreamBroken, UpstreamStream
+from gateway.upstream.responses_api import StreamBroken, UpstreamStream
 
 log = logging.getLogger("gateway.engine")
 CHAT_PATH = "/v1/chat/completions"

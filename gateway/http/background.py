@@ -21,7 +21,7 @@ from gateway.http.responses_io import identity, json_response
 from gateway.http.services import SERVICES
 from gateway.http.sse import SSE_HEADERS
 from gateway.schema.errors import ApiError, invalid_attribute, not_found
-from gateway.storage.background import BackgroundRow
+from gateway.storage.background_responses import BackgroundRow
 from gateway.streaming.enrich import output_text
 from gateway.streaming.progress import frames_after, progress
 from gateway.streaming.sse import DONE_FRAME

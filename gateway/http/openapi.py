@@ -19,7 +19,7 @@ from gateway.config.access import Action
 from gateway.schema.api import (AuthorizedResponse, ErrorBody, InfoResponse, InputItemList, LivenessResponse,
                                 ModelsResponse, ReadinessResponse, ResponseDeleted)
 from gateway.schema.quota_api import QuotaChange, QuotasResponse, UsageReport
-from gateway.schema.responses import ResponsesRequest
+from gateway.schema.responses_request import ResponsesRequest
 
 _REF = "#/components/schemas/{model}"
 _ERRORS = {400: "Bad request", 401: "Missing or invalid credentials", 403: "Not allowed",

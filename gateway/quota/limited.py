@@ -70,8 +70,8 @@ class LimitedQuota(ABC):
         self._task = asyncio.ensure_future(self._scheduler())
 
     async def close(self) -> None:
-        """Stop the scheduler, then what the strategy leaves behind (after the pipeline
-        drained its turns)."""
+        """Stop the scheduler, then what the strategy leaves behind (after every
+        turn was recorded)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

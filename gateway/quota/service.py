@@ -1,13 +1,13 @@
-"""`QuotaService`: what the pipeline and the quota API call, one protocol, and the
+"""`QuotaService`: what a turn's life and the quota API call, one protocol, and the
 strategy behind it chosen when it opens (`open_quota`): no quotas (`off.py`), the SQLite
 ledger (`sqlite_ledger.py`) or the PostgreSQL holds (`postgres_holds.py`), sharing what
 they can (`limited.py`).
 
-- `reserve()` before a turn (in `pipeline.prepare()`, before anything is created):
+- `reserve()` before a turn (in `turns/prepare.py`, before anything is created):
   every applicable limiter reserves the turn's estimate, atomically, or the request is
   refused with LCORE's 429; storage that cannot be reached refuses with 503 (fail
   closed). The estimate and what a turn carries: `reservation.py`.
-- `charge()` after the turn (in `pipeline.settle()`): the upstream's input + output
+- `charge()` after the turn (in `turns/settle.py`): the upstream's input + output
   tokens, charged to every applicable limiter and releasing the reservation (a
   `Charge`); the turn writer commits it with the turn's record when the quota storage
   is the turn database (`shares_turn_database`: the writer's `batch` participant), else

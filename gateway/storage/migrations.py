@@ -141,10 +141,10 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # The local engine's responses (engine mode only): the response object, this
     # request's input items and the whole item history through this response, as JSON
     # text, so a continuation reads one row. Listed per user in creation order (`seq`,
-    # given by the gateway: storage/responses.py).
+    # given by the gateway: storage/engine_responses.py).
     (3, [_RESPONSES_TABLE, _RESPONSES_INDEX]),
     (4, _QUOTA_TABLES),
-    # Background responses and their recorded events (storage/background.py).
+    # Background responses and their recorded events (storage/background_responses.py).
     (5, [_BACKGROUND_TABLE, _BACKGROUND_EVENTS_TABLE, _BACKGROUND_INDEX]),
 ]
 

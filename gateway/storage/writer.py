@@ -1,7 +1,7 @@
 """Group commit for turns: one task writes whatever has queued, in one transaction.
 
 A turn's record is committed before the client gets its terminal event or body
-(`pipeline.settle()` waits for it), so under load writes would pile up as one
+(`turns/settle.py` waits for it), so under load writes would pile up as one
 transaction each; instead they queue here and a single writer drains the queue in
 batches, lingering a few milliseconds so batches form (a few database round trips
 per batch, not several per turn: measured, 270 µs of CPU for a turn written alone,

@@ -16,7 +16,7 @@ first that applies wins (`passthrough` has the patterns, for every dialect):
    digits, and one formatting step builds the frame.
 3. **Everything else** goes through `SSEDecoder` → `StreamRepairer` → `Enricher`. The
    terminal event is handed back unframed: its `available_quotas` needs
-   `pipeline.settle()`, which is I/O.
+   `Settler.settle()` (`turns/settle.py`), which is I/O.
 
 `fast=False` takes path 3 for every event: the reference the tests compare the fast
 paths with, byte for byte.

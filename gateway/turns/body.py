@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.config import InferenceConfig
-from gateway.schema.responses import LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars
+from gateway.schema.responses_request import LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars
 from gateway.turns.turn import Turn
 
 

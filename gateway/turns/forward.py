@@ -11,7 +11,7 @@ from gateway.config import InferenceConfig
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import openai_conversation_id
-from gateway.schema.responses import ResponsesRequest
+from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRepository, TurnRecord
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.repair import repair_input_items, repair_response
@@ -21,7 +21,7 @@ from gateway.turns.body import backend_body
 from gateway.turns.settle import Settler
 from gateway.turns.turn import Feed, Turn
 from gateway.upstream.llama_stack_input import for_llama_stack
-from gateway.upstream.responses import UpstreamResponses, UpstreamStream
+from gateway.upstream.responses_api import UpstreamResponses, UpstreamStream
 
 
 class ForwardBackend:

@@ -16,7 +16,7 @@ from gateway.config import InferenceConfig
 from gateway.engine.backend import LocalEngine
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError, invalid_attribute, not_found
-from gateway.schema.responses import ResponsesRequest, parse_responses_request
+from gateway.schema.responses_request import ResponsesRequest, parse_responses_request
 from gateway.storage.conversations import ConversationRepository
 from gateway.streaming.enrich import output_text
 from gateway.streaming.events import Event

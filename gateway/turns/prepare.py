@@ -24,7 +24,7 @@ from gateway.quota.reservation import Reservation
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
-from gateway.schema.responses import ResponsesRequest, parse_responses_request, provider_data_header
+from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
 from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools

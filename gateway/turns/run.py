@@ -33,7 +33,7 @@ from gateway.streaming.rewriter import StreamRewriter
 from gateway.turns.settle import Settler
 from gateway.turns.turn import Turn
 from gateway.upstream.errors import upstream_error
-from gateway.upstream.responses import StreamBroken
+from gateway.upstream.responses_api import StreamBroken
 
 log = logging.getLogger("gateway.turns")
 

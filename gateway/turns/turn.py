@@ -12,7 +12,7 @@ from gateway.identity import Identity
 from gateway.quota.reservation import Reservation
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import openai_conversation_id
-from gateway.schema.responses import ResponsesRequest
+from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRecord
 from gateway.streaming.events import Event
 from gateway.streaming.rewriter import StreamRewriter

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 
 from gateway.background.watch import fail_stale
-from gateway.storage.background import BackgroundStore, now_ms
+from gateway.storage.background_responses import BackgroundStore, now_ms
 from gateway.storage.open import open_database
 from gateway.streaming.progress import events
 from tests.background.test_runs import BATCH, CREATED

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gateway.schema.errors import ApiError
-from gateway.schema.responses import forwarded_scalars, parse_responses_request
+from gateway.schema.responses_request import forwarded_scalars, parse_responses_request
 from gateway.schema.validation import parse_json_body
 
 HEX = "ab" * 24

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from gateway.schema.errors import ApiError
-from gateway.schema.responses import provider_data_header
+from gateway.schema.responses_request import provider_data_header
 from gateway.schema.validation import MAX_JSON_DEPTH, parse_json_body
 
 

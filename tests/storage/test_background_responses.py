@@ -4,7 +4,7 @@ response takes, cancel requests per runner, and stale rows found by their heartb
 
 from __future__ import annotations
 
-from gateway.storage.background import BackgroundStore, now_ms
+from gateway.storage.background_responses import BackgroundStore, now_ms
 from gateway.storage.open import open_database
 
 

@@ -8,7 +8,7 @@ order). The OpenAI fields LCORE lacks come after them; they are accepted here, w
 LCORE refuses them as unknown.
 
 The model validates and is what the gateway decides with; the raw JSON object is what
-gets forwarded (after the pipeline's changes), so nested objects reach the upstream as
+gets forwarded (after the turn's changes, `turns/body.py`), so nested objects reach the upstream as
 the client sent them. Top-level scalars lax validation converted (`"stream": "true"`)
 are forwarded in their converted form (`forwarded_scalars`).
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway import memory
+from gateway import allocator
 
 
 @pytest.mark.parametrize("shares, releases", [
@@ -14,16 +14,16 @@ from gateway import memory
     ([0.9, 0.01, 0.9, 0.0], [False, True, False, True]),
 ])
 def test_release_once_after_each_busy_period(shares, releases):
-    watch = memory.LoadEnd()
+    watch = allocator.LoadEnd()
     assert [watch.ended(share) for share in shares] == releases
 
 
 def test_release_runs_without_error():
-    memory.release()  # a collection, and malloc_trim where glibc has it
+    allocator.release()  # a collection, and malloc_trim where glibc has it
 
 
 def test_a_load_heavy_on_memory_and_light_on_cpu_ends_too():
-    watch = memory.LoadEnd()
+    watch = allocator.LoadEnd()
     mib = 1024
     # Never busy by CPU: a thousand slow streams held open, then closed.
     states = [(0.01, 70 * mib), (0.15, 80 * mib), (0.15, 95 * mib), (0.01, 94 * mib), (0.01, 94 * mib)]

@@ -4,7 +4,7 @@ reads are scoped."""
 from __future__ import annotations
 
 from gateway.storage.open import open_database
-from gateway.storage.responses import ResponseStore
+from gateway.storage.engine_responses import ResponseStore
 
 
 def response(response_id: str, status: str = "completed") -> dict:
