@@ -30,6 +30,7 @@ from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event
 from gateway.streaming.repair import failed_response, repair_response
 from gateway.streaming.rewriter import StreamRewriter
+from gateway.turns.hooks import Hooks
 from gateway.turns.settle import Settler
 from gateway.turns.turn import Turn
 from gateway.upstream.errors import upstream_error
@@ -75,8 +76,9 @@ _LEFT = (asyncio.CancelledError, ConnectionResetError)
 
 
 class Runner:
-    def __init__(self, settler: Settler, labels: frozenset[str], redactor: Redactor):
+    def __init__(self, settler: Settler, labels: frozenset[str], redactor: Redactor, hooks: Hooks | None = None):
         self._settler = settler
+        self.hooks = hooks or Hooks()
         self._labels = labels   # the operator's MCP server labels: their echo is scrubbed
         self._redactor = redactor  # what the gateway sent upstream, out of relayed errors
 
@@ -90,23 +92,27 @@ class Runner:
 
     async def run(self, turn: Turn, sink: BodySink | FrameSink) -> None:
         """Run the turn to its sink: respond or stream, settle, finish."""
+        error: BaseException | None = None
         try:
             if isinstance(sink, FrameSink):
                 await self._stream(turn, sink)
             else:
                 await self._respond(turn, sink)
         except BaseException as exc:
+            error = exc
             if isinstance(exc, _LEFT):
                 turn.abandoned = True  # the client left before the answer
             await sink.stopped(turn, exc)
             raise
         finally:
             self._settler.finish(turn)
+            self.hooks.finished(turn, error)
 
     async def _respond(self, turn: Turn, sink: BodySink) -> None:
         result = repair_response(await turn.backend.respond(turn))
+        self.hooks.first_event(turn)
         turn.result = result
-        quotas = await self._settler.settle(turn)
+        quotas = await self.settle(turn)
         self.enricher(turn).finish(result, quotas)
         await sink.body(result)
 
@@ -118,7 +124,7 @@ class Runner:
                 return frames
             turn.result = terminal.data["response"]
             try:
-                quotas = await self._settler.settle(turn)
+                quotas = await self.settle(turn)
             except ApiError as exc:
                 # Not recorded, so not done: the stream fails instead (decision 6).
                 terminal, quotas = Event.build({"type": "response.failed", "sequence_number": 0,
@@ -134,6 +140,7 @@ class Runner:
                     frames, terminal = feed(chunk)
                     if not started:
                         _refuse_before_the_first_byte(rewriter, turn)
+                        self.hooks.first_event(turn)
                         await sink.start()
                         started = True
                     if terminal is not None:
@@ -151,8 +158,13 @@ class Runner:
             await sink.end(await ending(frames, terminal))
 
     async def settle(self, turn: Turn) -> dict[str, int]:
-        """Settle a turn whose sink ends it itself (a cancelled background run)."""
-        return await self._settler.settle(turn)
+        """Charge and record the turn (once), before its terminal event or body; also
+        for a turn whose sink ends it itself (a cancelled background run)."""
+        quotas = await self._settler.settle(turn)
+        if not turn.observed_settled:
+            turn.observed_settled = True
+            self.hooks.settled(turn)
+        return quotas
 
 
 def _refuse_before_the_first_byte(rewriter: StreamRewriter, turn: Turn) -> None:

@@ -20,7 +20,9 @@ class TurnService:
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
         """A turn ready to run, or the 4xx that refuses it with nothing created."""
-        return await self._preparer.prepare(identity, raw, headers)
+        turn = await self._preparer.prepare(identity, raw, headers)
+        self.runner.hooks.prepared(turn)
+        return turn
 
     async def run(self, turn: Turn, sink: BodySink | FrameSink) -> None:
         await self.runner.run(turn, sink)

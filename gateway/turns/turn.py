@@ -51,6 +51,7 @@ class Turn:
     quotas: dict[str, int] | None = None  # available_quotas once settled
     reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
     abandoned: bool = False              # the client left before the backend finished
+    observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
     _settling: asyncio.Future | None = None
 
     @property

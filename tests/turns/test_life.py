@@ -25,6 +25,7 @@ from gateway.streaming.events import Event
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.tools import ConfiguredTools
 from gateway.turns.body import backend_body
+from gateway.turns.hooks import Hooks, TurnHooks
 from gateway.turns.prepare import BackendSelector, Preparer
 from gateway.turns.run import BodySink, FrameSink, Runner
 from gateway.turns.settle import Settler
@@ -161,10 +162,37 @@ class Life:
         selector = BackendSelector(backend, backend, _Forward())  # type: ignore[arg-type]
         self.preparer = Preparer(config, repository, writer, FakeCatalog(), self.quota, tools,  # type: ignore[arg-type]
                                  self.settler, selector)
-        self.runner = Runner(self.settler, tools.labels, tools.redactor)
+        self.seen: list[str] = []
+        self.runner = Runner(self.settler, tools.labels, tools.redactor, Hooks([_Broken(), _Seen(self.seen)]))
 
     async def prepare(self, **raw: Any) -> Turn:
         return await self.preparer.prepare(USER, {"input": "hello", **raw}, {})
+
+
+class _Seen(TurnHooks):
+    def __init__(self, seen: list[str]):
+        self.seen = seen
+
+    def first_event(self, turn: Turn) -> None:
+        self.seen.append("first_event")
+
+    def settled(self, turn: Turn) -> None:
+        self.seen.append(f"settled {turn.result and turn.result['status']}")
+
+    def finished(self, turn: Turn, error: BaseException | None) -> None:
+        self.seen.append(f"finished {type(error).__name__ if error else ''}".strip())
+
+
+class _Broken(TurnHooks):
+    """An observer that fails at every moment: the turn goes on regardless."""
+
+    def first_event(self, turn: Turn) -> None:
+        raise RuntimeError("observer bug")
+
+    settled = first_event
+
+    def finished(self, turn: Turn, error: BaseException | None) -> None:
+        raise RuntimeError("observer bug")
 
 
 class _Forward:
@@ -254,6 +282,8 @@ async def test_a_json_turn_is_settled_once_before_its_body(store):
     assert await turns.settler.settle(turn) == {"daily": 958}
     await turns.settler.drain()
     assert turns.quota.written == [(MODEL.id, 42)] and turns.quota.released == []
+    # Each named moment once, in order, although another observer raised at each.
+    assert turns.seen == ["first_event", "settled completed", "finished"]
 
 
 async def test_a_stream_starts_once_and_ends_with_the_settled_terminal(store):
@@ -283,6 +313,7 @@ async def test_a_stream_whose_client_leaves_is_abandoned_and_charged_in_full(sto
         await running
     await turns.settler.drain()
     assert turn.abandoned
+    assert turns.seen == ["first_event", "finished CancelledError"]
     assert turns.quota.released == [RESERVED]   # no usage reported: its reservation, in full
     assert turns.quota.written == []
 
@@ -307,6 +338,7 @@ async def test_a_stopped_turn_that_its_sink_ends_is_charged_and_recorded(store):
         await running
     await turns.settler.drain()
     assert sink.calls[-1] == "stopped"
+    assert turns.seen == ["first_event", "settled cancelled", "finished CancelledError"]
     assert turns.quota.written == [(MODEL.id, RESERVED)]   # abandoned without usage: the reservation
     assert turns.quota.released == []                      # settled once: finish() left it alone
     conversation = await turns.repository.get(turn.conversation_id or "")

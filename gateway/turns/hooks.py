@@ -1,0 +1,71 @@
+"""Named moments of a turn's life that observers hang on (metrics, traces, audit),
+instead of being called from the business code: `prepared` (the turn is valid and
+its backend chosen), `first_event` (the backend's first read, or its JSON answer),
+`settled` (charged and recorded: `turn.result` holds the usage and status),
+`finished` (after the response, with the exception that ended it, if any).
+
+Hooks are synchronous and cheap; one that raises is logged and never fails a request.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+from gateway.turns.turn import Turn
+
+log = logging.getLogger("gateway.turns")
+
+
+class TurnHooks:
+    """An observer of turns: override the moments it cares about."""
+
+    def prepared(self, turn: Turn) -> None:
+        """The turn is valid, its backend chosen and what it needs created."""
+
+    def first_event(self, turn: Turn) -> None:
+        """The backend answered: its stream's first read, or its JSON response."""
+
+    def settled(self, turn: Turn) -> None:
+        """Charged and recorded, before the client is told (`turn.result`, `turn.quotas`)."""
+
+    def finished(self, turn: Turn, error: BaseException | None) -> None:
+        """After the response (`turn.abandoned`: its client left)."""
+
+
+class Hooks(TurnHooks):
+    """Every registered observer, each shielded from the others and from the turn."""
+
+    def __init__(self, observers: Sequence[TurnHooks] = ()):
+        self._observers = tuple(observers)
+
+    def add(self, observer: TurnHooks) -> None:
+        self._observers = (*self._observers, observer)
+
+    def prepared(self, turn: Turn) -> None:
+        for observer in self._observers:
+            try:
+                observer.prepared(turn)
+            except Exception:
+                log.exception("turn hook %s.prepared failed", type(observer).__name__)
+
+    def first_event(self, turn: Turn) -> None:
+        for observer in self._observers:
+            try:
+                observer.first_event(turn)
+            except Exception:
+                log.exception("turn hook %s.first_event failed", type(observer).__name__)
+
+    def settled(self, turn: Turn) -> None:
+        for observer in self._observers:
+            try:
+                observer.settled(turn)
+            except Exception:
+                log.exception("turn hook %s.settled failed", type(observer).__name__)
+
+    def finished(self, turn: Turn, error: BaseException | None) -> None:
+        for observer in self._observers:
+            try:
+                observer.finished(turn, error)
+            except Exception:
+                log.exception("turn hook %s.finished failed", type(observer).__name__)
