@@ -122,7 +122,8 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
             response = await handler(request)
         except ApiError as exc:
             if exc.status in REFUSALS:
-                log_refusal(request, module, exc.status, exc.cause)
+                log_refusal(_route(request), request.remote, request.get("request_id"), module, exc.status,
+                            exc.cause)
             return error_response(exc, request, extra)
         except web.HTTPException as exc:
             return error_response(_http_error(exc, request), request, extra)
@@ -150,3 +151,9 @@ def _preflight(request: web.Request, cors, headers: dict[str, str]) -> web.Respo
         "Access-Control-Allow-Headers": asked if "*" in cors.allow_headers else ", ".join(cors.allow_headers),
         "Access-Control-Max-Age": "600",
     })
+
+
+def _route(request: web.Request) -> str:
+    """The method and route template of a request, for the audit line."""
+    resource = request.match_info.route.resource
+    return f"{request.method} {resource.canonical if resource is not None else request.path}"

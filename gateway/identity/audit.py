@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import logging
 
-from aiohttp import web
-
 log = logging.getLogger("gateway.audit")
 
 REFUSALS = frozenset({401, 403, 431})
 
 
-def log_refusal(request: web.Request, module: str, status: int, cause: str) -> None:
-    route = request.match_info.route.resource
+def log_refusal(route: str, client: str | None, request_id: str | None, module: str, status: int,
+                cause: str) -> None:
+    """`route` is the method and the route template (`POST /v1/responses`), never a raw
+    path with ids in it where a template exists."""
     log.warning("refused status=%d module=%s route=%s client=%s request_id=%s cause=%r",
-                status, module, f"{request.method} {route.canonical if route is not None else request.path}",
-                request.remote, request.get("request_id"), cause)
+                status, module, route, client, request_id, cause)
