@@ -68,7 +68,7 @@ async def build_services(config: Configuration) -> Services:
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, turns=turns, engine=engine, quota=quota,
+                    writer=writer, turns=turns, quota=quota,
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
                     background=runs)
 
@@ -116,7 +116,7 @@ def create_app(config: Configuration) -> web.Application:
         await services.writer.close()
         await services.quota.close()
         await services.upstream.close()
-        await services.engine.close()
+        await services.turns.close()
         await services.authenticator.close()
         await services.db.close()
 

@@ -8,7 +8,6 @@ from aiohttp import web
 
 from gateway.background.runs import BackgroundRuns
 from gateway.config import Configuration
-from gateway.engine.backend import LocalEngine
 from gateway.identity import Authenticator
 from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
@@ -28,7 +27,6 @@ class Services:
     conversations: ConversationRepository
     writer: TurnWriter
     turns: TurnService
-    engine: LocalEngine
     authenticator: Authenticator
     background: BackgroundRuns
     quota: QuotaService

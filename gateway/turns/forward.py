@@ -96,6 +96,9 @@ class ForwardBackend:
             return None
         return repair_input_items(await self._upstream.input_items(turn.response_id, query))
 
+    async def close(self) -> None:
+        pass  # the upstream client is the wiring's to close
+
     async def list(self, identity: Identity, query: Mapping[str, str]) -> dict[str, Any]:
         # The upstream's list is every user's: the gateway would have to filter it.
         raise ApiError(501, "Not implemented", "Listing responses is available in engine mode only "

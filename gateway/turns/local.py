@@ -95,6 +95,9 @@ class EngineBackend:
             ordered = ordered[position + 1:]
         return _listing(ordered[:limit], len(ordered) > limit)
 
+    async def close(self) -> None:
+        await self._engine.close()
+
     async def list(self, identity: Identity, query: Mapping[str, str]) -> dict[str, Any]:
         after, limit, descending = _page(query)
         page = await self._store.list(identity.user_id, after=after, limit=limit, descending=descending)

@@ -47,6 +47,10 @@ class BackendSelector:
         self._capabilities = capabilities
         self._chosen: Backend | None = None
 
+    async def close(self) -> None:
+        for backend in (self._forward, self._engine):
+            await backend.close()
+
     async def __call__(self) -> Backend:
         if self._chosen is None:
             self._chosen = self._engine if await self._capabilities.uses_engine() else self._forward

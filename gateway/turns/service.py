@@ -34,3 +34,7 @@ class TurnService:
     async def drain(self) -> None:
         """Wait until every finished turn is recorded (at shutdown)."""
         await self._settler.drain()
+
+    async def close(self) -> None:
+        """After `drain()`: the backends' own connections."""
+        await self._backend.close()

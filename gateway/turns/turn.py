@@ -116,3 +116,6 @@ class Backend(Protocol):
 
     async def list(self, identity: Identity, query: Mapping[str, str]) -> dict[str, Any]:
         """The caller's responses, newest first unless asked otherwise."""
+
+    async def close(self) -> None:
+        """At shutdown: what the backend holds open (the engine's tools' connections)."""
