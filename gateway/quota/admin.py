@@ -10,9 +10,9 @@ import logging
 from datetime import date, timedelta
 from typing import Any, Literal
 
-from gateway.quota.balances import CLUSTER, iso
+from gateway.quota.balances import BALANCE_MAX, CLUSTER, iso
 from gateway.quota.service import QuotaService
-from gateway.quota.store import BALANCE_MAX, BalanceOutOfRange
+from gateway.quota.store import BalanceOutOfRange
 from gateway.schema.errors import ApiError, invalid_attribute
 
 audit = logging.getLogger("gateway.audit")

@@ -61,6 +61,11 @@ class BalanceState:   # not frozen: the SQLite ledger adds charges to its own in
         return cls(limiter.initial_quota, now, 0, limiter.period, limiter.parsed_period.boundary(now, 1))
 
 
+# What a balance column holds on both engines (SQLite's INTEGER, PostgreSQL's BIGINT).
+BALANCE_MAX = 2**63 - 1
+BALANCE_MIN = -(2**63)
+
+
 def brought_up_to_date(state: BalanceState, limiter: QuotaLimiterConfig, now: datetime) -> BalanceState:
     """The balance with every period boundary up to `now` applied once."""
     if now < state.next_refill and state.period == limiter.period:
@@ -73,7 +78,8 @@ def brought_up_to_date(state: BalanceState, limiter: QuotaLimiterConfig, now: da
     available = state.available
     if due > 0:
         if limiter.replenish == "increase":
-            available += due * limiter.quota_increase
+            # However long a balance went unused, it stays a signed 64-bit integer.
+            available = min(BALANCE_MAX, available + due * limiter.quota_increase)
         elif limiter.replenish == "reset":
             available = limiter.initial_quota
         elif available < limiter.initial_quota:

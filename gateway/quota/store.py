@@ -28,7 +28,8 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import orjson
 
 from gateway.config.quota import QuotaLimiterConfig
-from gateway.quota.balances import BalanceState, Held, Pair, balance_key, brought_up_to_date, iso, parse_iso
+from gateway.quota.balances import (BALANCE_MAX, BALANCE_MIN, BalanceState, Held, Pair, balance_key, brought_up_to_date,
+                                    iso, parse_iso)
 from gateway.quota.holds import ROOMY
 from gateway.storage.batch import Keyed
 from gateway.storage.database import SHARES_TRIP, Database, Transaction
@@ -36,10 +37,8 @@ from gateway.storage.database import SHARES_TRIP, Database, Transaction
 _COLUMNS = "available, anchor, periods, period, next_refill"
 
 # A balance is a signed 64-bit integer (BIGINT): past it PostgreSQL refuses the update
-# and SQLite silently stores a REAL, while the process keeps the exact value.
-BALANCE_MAX = 2**63 - 1
-BALANCE_MIN = -(2**63)
-
+# and SQLite silently stores a REAL, while the process keeps the exact value; admin
+# changes past it are refused, top-ups stop at it (balances.py).
 
 class BalanceOutOfRange(ValueError):
     """An admin change would take a balance out of BALANCE_MIN..BALANCE_MAX; nothing changed."""

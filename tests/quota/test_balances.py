@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from gateway.config.quota import QuotaLimiterConfig
-from gateway.quota.balances import BalanceState, brought_up_to_date, seconds_until
+from gateway.quota.balances import BALANCE_MAX, BalanceState, brought_up_to_date, seconds_until
 
 UTC = timezone.utc
 
@@ -32,6 +32,15 @@ def test_each_elapsed_period_applies_once(mode, available, days, expected):
     assert after.next_refill == T0 + timedelta(days=days + 1)
     # Applying again at the same moment (a restart, another replica) changes nothing.
     assert brought_up_to_date(after, rule, T0 + timedelta(days=days, minutes=1)) == after
+
+
+def test_top_ups_stop_at_a_signed_64_bit_integer():
+    """A balance near the column's limit that tops up for years stays an integer the
+    database can hold (SQLite would turn the column into REAL past it)."""
+    rule = limiter(replenish="increase", quota_increase=2**62)
+    state = BalanceState(BALANCE_MAX - 5, T0, 0, "1 day", T0 + timedelta(days=1))
+    after = brought_up_to_date(state, rule, T0 + timedelta(days=400))
+    assert after.available == BALANCE_MAX and after.periods == 400
 
 
 def test_a_changed_period_keeps_the_stored_top_up_time():
