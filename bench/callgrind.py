@@ -1,0 +1,155 @@
+"""`python -m bench.callgrind`: instructions a whole `gateway serve` executes per JSON
+turn and per relayed SSE event, counted by `valgrind --tool=callgrind` over the real
+process (HTTP server, middleware, the turn's life, the upstream client, SQLite writes).
+
+CPU time on a shared machine moves by tens of percent from minute to minute; counted
+instructions repeat to about 1 %, so two checkouts can be compared on a busy machine
+(`--gateway` names another checkout's `gateway` command; the scripted upstream is this
+checkout's). Each workload runs after a warm-up with the counters zeroed
+(`callgrind_control -z`) and ends, once the gateway is idle again (turns are recorded
+after the response), with a dump (`callgrind_control -d`) whose total is read.
+
+    python -m bench.callgrind                                   # this checkout
+    python -m bench.callgrind --gateway ../base/.venv/bin/gateway --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import yaml
+
+from bench.procs import free_port, gateway_config
+from bench.scenarios import json_body, sse_body
+
+TURNS = 300
+STREAMS = 60
+CONCURRENCY = 32
+
+
+async def _json_turns(url: str, count: int) -> int:
+    async with aiohttp.ClientSession() as session:
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one() -> None:
+            async with gate, session.post(url, json=json_body()) as reply:
+                assert reply.status == 200, await reply.text()
+                await reply.read()
+        await asyncio.gather(*(one() for _ in range(count)))
+    return count
+
+
+async def _streams(url: str, count: int, dialect: str) -> int:
+    """The streams' events (data frames, `[DONE]` excluded)."""
+    events = 0
+    async with aiohttp.ClientSession() as session:
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one() -> None:
+            nonlocal events
+            async with gate, session.post(url, json=sse_body(dialect)) as reply:
+                assert reply.status == 200, await reply.text()
+                body = await reply.read()
+                events += body.count(b"\ndata: ") + body.startswith(b"data: ") - body.count(b"data: [DONE]")
+        await asyncio.gather(*(one() for _ in range(count)))
+    return events
+
+
+def _wait_http(url: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            subprocess.run(["curl", "-sf", "-o", "/dev/null", url], check=True, timeout=5)
+            return
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            time.sleep(0.5)
+    raise SystemExit(f"{url} did not answer within {seconds} s")
+
+
+def _dump_total(pid: int, out: Path, before: set[Path]) -> int:
+    subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        new = sorted(set(out.parent.glob(out.name + ".*")) - before)
+        for path in new:
+            match = re.search(r"^(?:totals|summary): (\d+)", path.read_text(errors="replace"), re.M)
+            if match:
+                before.add(path)
+                return int(match.group(1))
+        time.sleep(0.2)
+    raise SystemExit("callgrind wrote no dump")
+
+
+def measure(gateway: str, turns: int, streams: int) -> dict[str, float]:
+    work = Path(tempfile.mkdtemp(prefix="bench-callgrind-"))
+    upstream_port, port = free_port(), free_port()
+    upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(upstream_port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    config = gateway_config(f"http://127.0.0.1:{upstream_port}", work / "gateway.db", port)
+    (work / "config.yaml").write_text(yaml.safe_dump(config))
+    out = work / "callgrind.out"
+    # As `gateway serve` runs itself (it re-executes on glibc's allocator otherwise,
+    # which valgrind would not follow).
+    env = {**os.environ, "PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": "WARNING"}
+    target = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                               gateway, "serve", "-c", str(work / "config.yaml")],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(f"http://127.0.0.1:{upstream_port}/v1/models", 30)
+        _wait_http(f"{base}/liveness", 300)
+        dumps: set[Path] = set()
+        results: dict[str, float] = {}
+        workloads = [("json turn", lambda: _json_turns(base + "/v1/responses", turns))]
+        for dialect in ("llama-stack", "openai"):
+            workloads.append((f"sse event, {dialect}",
+                              lambda dialect=dialect: _streams(base + "/v1/responses", streams, dialect)))
+        for name, run in workloads:
+            asyncio.run(_warm(run))
+            time.sleep(2)
+            subprocess.run(["callgrind_control", "-z", str(target.pid)], check=True, capture_output=True)
+            units = asyncio.run(run())
+            time.sleep(3)  # idle: the turns' records are written
+            results[name] = _dump_total(target.pid, out, dumps) / units
+        return results
+    finally:
+        target.terminate()
+        upstream.terminate()
+        target.wait(60)
+        upstream.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def _warm(run) -> None:  # type: ignore[no-untyped-def]
+    await run()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.callgrind", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gateway", default=str(Path(sys.executable).parent / "gateway"),
+                        help="the `gateway` command to measure (default: this venv's)")
+    parser.add_argument("--turns", type=int, default=TURNS)
+    parser.add_argument("--streams", type=int, default=STREAMS)
+    parser.add_argument("--json", action="store_true", help="print {workload: instructions per unit}")
+    args = parser.parse_args()
+    results = measure(args.gateway, args.turns, args.streams)
+    if args.json:
+        print(json.dumps(results))
+        return
+    for name, value in results.items():
+        print(f"{name:28} {value / 1000:10.1f}k instructions")
+
+
+if __name__ == "__main__":
+    main()
