@@ -150,12 +150,16 @@ def responses_request(request: QueryRequest, stream: bool, configured_mcp: Mappi
         raw["instructions"] = request.system_prompt
     if request.no_tools:
         raw["tool_choice"] = "none"
-    elif request.vector_store_ids is not None:
-        tools: list[dict[str, Any]] = []
-        if request.vector_store_ids:
-            tools.append({"type": "file_search", "vector_store_ids": list(request.vector_store_ids)})
-        tools += [{"type": "mcp", "server_label": label, "server_url": url} for label, url in configured_mcp.items()]
-        raw["tools"] = tools
+    else:
+        # LCORE's referenced documents and rag chunks are the file_search results.
+        raw["include"] = ["file_search_call.results"]
+        if request.vector_store_ids is not None:
+            tools: list[dict[str, Any]] = []
+            if request.vector_store_ids:
+                tools.append({"type": "file_search", "vector_store_ids": list(request.vector_store_ids)})
+            tools += [{"type": "mcp", "server_label": label, "server_url": url}
+                      for label, url in configured_mcp.items()]
+            raw["tools"] = tools
     if request.shield_ids is not None:
         raw["shield_ids"] = request.shield_ids
     if request.solr is not None:
