@@ -122,4 +122,5 @@ def create_app(config: Configuration) -> web.Application:
         await services.db.close()
 
     app.cleanup_ctx.append(lifecycle)
+    app.cleanup_ctx.append(query.interrupts_across_replicas)
     return app

@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from typing import Any, AsyncIterator
 
 from aiohttp import web
 
 from gateway.config.access import Action
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
-from gateway.legacy.interrupts import ALREADY_FINISHED, INTERRUPTED, StreamRegistry, check_request_id
+from gateway.legacy.interrupts import (ALREADY_FINISHED, INTERRUPTED, StreamRegistry, check_request_id,
+                                       interrupt_forbidden)
+from gateway.legacy.remote import RemoteInterrupts
 from gateway.legacy.request import QueryRequest, overrides_model, parse_query_request, responses_request
 from gateway.legacy.response import query_response
 from gateway.legacy.rewriter import LegacyRewriter
@@ -30,6 +32,7 @@ from gateway.turns.turn import Turn
 log = logging.getLogger("gateway.http")
 
 STREAMS: web.AppKey[StreamRegistry] = web.AppKey("legacy_streams", StreamRegistry)
+REMOTE: web.AppKey[RemoteInterrupts] = web.AppKey("legacy_remote_interrupts", RemoteInterrupts)
 _FINISHED = ("completed", "requires_action")
 
 
@@ -136,9 +139,26 @@ async def interrupt(request: web.Request) -> web.Response:
                                          "msg": "Extra inputs are not permitted", "input": body[key]}
                                         for key in extra])
     request_id = check_request_id(body["request_id"])
-    stopped = request.app[STREAMS].interrupt(request_id, identity(request).user_id)
+    registry, user_id = request.app[STREAMS], identity(request).user_id
+    remote = request.app.get(REMOTE)
+    outcome = None
+    if registry.owner(request_id) is None and remote is not None and remote.enabled:
+        outcome = await remote.ask(request_id, user_id)   # another replica's stream
+    if outcome == "forbidden":
+        raise interrupt_forbidden(user_id, request_id)
+    stopped = outcome == "interrupted" if outcome is not None else registry.interrupt(request_id, user_id)
     return json_response({"request_id": request_id, "interrupted": stopped,
                           "message": INTERRUPTED if stopped else ALREADY_FINISHED})
+
+
+async def interrupts_across_replicas(app: web.Application) -> AsyncIterator[None]:
+    """A cleanup context, after the services': on PostgreSQL, interrupts reach the
+    replica that runs the stream (`legacy/remote.py`)."""
+    remote = RemoteInterrupts(app[SERVICES].db, app[STREAMS])
+    await remote.start()
+    app[REMOTE] = remote
+    yield
+    await remote.close()
 
 
 def add_routes(app: web.Application, prefix: str) -> None:

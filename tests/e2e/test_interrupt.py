@@ -5,6 +5,7 @@ running stream (it ends with the stopped-by-the-user token and `interrupted`, no
 from __future__ import annotations
 
 import http.client
+import time
 import json
 import uuid
 
@@ -97,3 +98,32 @@ def test_the_refusals(slow):
     assert reply.status == 422 and reply.json()["detail"][0]["type"] == "missing"
     reply = gateway.post("/v1/streaming_query/interrupt?user_id=ian", {"request_id": unknown, "x": 1})
     assert reply.status == 422 and reply.json()["detail"][0]["type"] == "extra_forbidden"
+
+
+@pytest.fixture(scope="module")
+def replicas(upstream_with, gateway_factory, postgres):
+    """Two replicas on one PostgreSQL, in front of the slow upstream."""
+    upstream = upstream_with("--delay-ms", "150")
+    keys = postgres.new_database(namespace="lightspeed-stack")
+    return gateway_factory(upstream.url, database={"postgres": keys}), \
+        gateway_factory(upstream.url, database={"postgres": keys}), upstream
+
+
+def test_an_interrupt_reaches_the_replica_that_runs_the_stream(replicas):
+    runner, other, upstream = replicas
+    stream = Stream(runner, {"query": "tell me a long story", "no_tools": True}, "pat")
+    request_id = stream.next_event()["data"]["request_id"]
+    assert stream.next_event()["event"] == "token"
+    assert interrupt(other, request_id, "mallory").status == 403
+    started = time.monotonic()
+    stopped = interrupt(other, request_id, "pat")
+    latency = time.monotonic() - started
+    assert stopped.ok() == {"request_id": request_id, "interrupted": True, "message": "Streaming request interrupted"}
+    rest = stream.rest()
+    assert [event["event"] for event in rest][-2:] == ["token", "interrupted"]
+    wait_until(lambda: upstream.open_streams() == 0, "the upstream stream to be closed")
+    assert interrupt(other, request_id, "pat").ok()["interrupted"] is False
+    unknown = interrupt(other, str(uuid.uuid4()), "pat")   # asked every replica, none has it
+    assert unknown.status == 404
+    print(f"cross-replica interrupt answered in {latency * 1000:.1f} ms")
+    assert latency < 1.0
