@@ -19,10 +19,10 @@ from gateway.http.services import SERVICES
 from gateway.legacy.interrupts import (ALREADY_FINISHED, INTERRUPTED, StreamRegistry, check_request_id,
                                        interrupt_forbidden)
 from gateway.legacy.remote import RemoteInterrupts
-from gateway.legacy.request import QueryRequest, overrides_model, parse_query_request, responses_request
+from gateway.legacy.request import QueryRequest, overrides_model, parse_query_request, query_input, responses_request
 from gateway.legacy.response import query_response
 from gateway.legacy.rewriter import LegacyRewriter
-from gateway.legacy.stream import LegacyStream, failure
+from gateway.legacy.stream import LegacyStream, failure, interrupted_response
 from gateway.schema.errors import ApiError, conversation_forbidden, model_override_forbidden
 from gateway.schema.validation import request_validation_error
 from gateway.turns.run import BodySink, FrameSink
@@ -81,9 +81,12 @@ _CONTENT_TYPES = {False: "text/event-stream; charset=utf-8", True: "text/plain; 
 
 
 class _LegacySocket(FrameSink):
-    def __init__(self, turns: TurnService, turn: Turn, request: web.Request, legacy: LegacyStream):
+    def __init__(self, turns: TurnService, turn: Turn, request: web.Request, legacy: LegacyStream,
+                 query: QueryRequest):
         super().__init__(LegacyRewriter(turns.runner.enricher(turn), legacy))
         self.legacy = legacy
+        self.interrupted = False   # set by the handler when the user interrupted it
+        self._query = query
         self._request = request
         self.response = web.StreamResponse(headers={
             "Content-Type": _CONTENT_TYPES[legacy.text], "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
@@ -97,6 +100,21 @@ class _LegacySocket(FrameSink):
             if start:
                 await self.response.write(start)
 
+    async def stopped(self, turn: Turn, exc: BaseException) -> None:
+        """An interrupted turn whose conversation the upstream keeps is recorded with its
+        partial answer, added to that conversation (`Settler` appends a chained turn's
+        input and output), and charged as an abandoned turn. On the local engine the
+        interrupted turn is an abandoned one: charged, not recorded."""
+        if not (self.interrupted and isinstance(exc, asyncio.CancelledError)) or turn.result is not None \
+                or turn.upstream_conversation_id is None:
+            return
+        failed = self.rewriter.repairer.fail("interrupted")
+        if not failed:
+            return
+        turn.result = interrupted_response(failed[0].data["response"], self.legacy.partial_text())
+        turn.append_to_upstream = True
+        turn.appended_input = query_input(self._query)
+
     async def end(self, frames: bytes) -> None:
         if frames:
             await self.response.write(frames)
@@ -108,10 +126,10 @@ async def streaming_query(request: web.Request) -> web.StreamResponse:
     turns = request.app[SERVICES].turns
     request_id = str(uuid.uuid4())
     legacy = LegacyStream(turn.conversation_id, request_id, turn.model.id, text=query.media_type == "text/plain")
-    sink = _LegacySocket(turns, turn, request, legacy)
+    sink = _LegacySocket(turns, turn, request, legacy, query)
     streams = request.app[STREAMS]
     running = asyncio.ensure_future(turns.run(turn, sink))
-    streams.add(request_id, turn.identity.user_id, running)
+    streams.add(request_id, turn.identity.user_id, running, sink)
     try:
         await running
     except asyncio.CancelledError:

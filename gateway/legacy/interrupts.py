@@ -9,6 +9,7 @@ import asyncio
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.schema.errors import ApiError, not_found
 from gateway.schema.validation import request_validation_error, value_error_at
@@ -23,6 +24,7 @@ ALREADY_FINISHED = "Streaming request already finished"
 class _Running:
     user_id: str
     task: asyncio.Task
+    sink: Any = None          # told it was interrupted (`interrupted = True`) before its task is cancelled
     interrupted: bool = False
 
 
@@ -48,8 +50,8 @@ class StreamRegistry:
         self._running: dict[str, _Running] = {}
         self._finished: OrderedDict[str, str] = OrderedDict()   # request id -> owner
 
-    def add(self, request_id: str, user_id: str, task: asyncio.Task) -> None:
-        self._running[request_id] = _Running(user_id, task)
+    def add(self, request_id: str, user_id: str, task: asyncio.Task, sink: Any = None) -> None:
+        self._running[request_id] = _Running(user_id, task, sink)
 
     def finished(self, request_id: str) -> None:
         running = self._running.pop(request_id, None)
@@ -79,5 +81,7 @@ class StreamRegistry:
         if running is None or running.task.done() or running.interrupted:
             return False
         running.interrupted = True
+        if running.sink is not None:
+            running.sink.interrupted = True
         running.task.cancel()
         return True

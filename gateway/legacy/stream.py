@@ -73,6 +73,15 @@ def answer_text(response: dict[str, Any]) -> str:
     return "".join(texts) or "".join(refusals)
 
 
+def interrupted_response(response: dict[str, Any], text: str) -> dict[str, Any]:
+    """What a stream its user interrupted is recorded as: the response so far, with the
+    partial answer and no usage (charged as an abandoned turn)."""
+    message = {"type": "message", "role": "assistant", "status": "incomplete",
+               "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    return {**response, "status": "incomplete", "error": None, "incomplete_details": {"reason": "interrupted"},
+            "output": [message] if text else [], "usage": None}
+
+
 class LegacyStream:
     """One streaming query's translator: feed it the turn's Responses events, get its
     legacy frames."""

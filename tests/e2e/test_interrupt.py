@@ -127,3 +127,18 @@ def test_an_interrupt_reaches_the_replica_that_runs_the_stream(replicas):
     assert unknown.status == 404
     print(f"cross-replica interrupt answered in {latency * 1000:.1f} ms")
     assert latency < 1.0
+
+
+def test_the_partial_answer_is_kept_and_the_conversation_goes_on(slow):
+    gateway, upstream = slow
+    stream = Stream(gateway, {"query": "tell me a long story", "no_tools": True}, "kim")
+    start = stream.next_event()["data"]
+    assert stream.next_event()["event"] == "token"
+    assert interrupt(gateway, start["request_id"], "kim").ok()["interrupted"] is True
+    stream.rest()
+    wait_until(lambda: upstream.open_streams() == 0, "the upstream stream to be closed")
+    # Recorded before the next request of this conversation is prepared (it waits for it).
+    later = gateway.post("/v1/query?user_id=kim", {"query": "go on", "no_tools": True,
+                                                   "conversation_id": start["conversation_id"]}).ok()
+    # The upstream conversation holds the question and the partial answer.
+    assert later["response"].startswith("Scripted reply (turn 2, 3 messages): go on"), later
