@@ -7,12 +7,16 @@ only the framing differs (`LegacyStream`)."""
 
 from __future__ import annotations
 
+import re
+
 from gateway.legacy.stream import LegacyStream
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import TERMINAL_EVENTS, Event, Framed
 from gateway.streaming.rewriter import StreamRewriter
 
 _DELTA = "response.output_text.delta"
+_DELTA_TYPE = b'"type":"response.output_text.delta"'
+_DELTA_LITERAL = re.compile(rb'"delta":("(?:[^"\\]|\\.)*")')
 _DELTA_KEY = b'"delta":'
 _SEQUENCE_KEY = b',"sequence_number":'
 
@@ -25,6 +29,28 @@ class LegacyRewriter(StreamRewriter):
         # does not send.
         super().__init__(enricher, fast=False)
         self.legacy = legacy
+
+    def _blocks(self, data: bytes) -> tuple[bytes, Event | None]:
+        """`StreamRewriter._blocks` for this stream: a text delta's block (either
+        dialect) becomes its `token` straight from its bytes (nothing to repair in one,
+        and nothing is renumbered); every other block is decoded and repaired."""
+        out: list[bytes] = []
+        legacy = self.legacy
+        pos = 0
+        while (stop := data.find(b"\n\n", pos)) >= 0:
+            if data.find(_DELTA_TYPE, pos, stop) >= 0 and (match := _DELTA_LITERAL.search(data, pos, stop)):
+                if match[1] != b'""':
+                    out.append(legacy.delta(match[1]))
+                pos = stop + 2
+                continue
+            event = self._decoder.decode(data[pos:stop])
+            pos = stop + 2
+            if event is not None:
+                terminal = self._events(event, out)
+                if terminal is not None:
+                    return b"".join(out), terminal
+        self._rest = data[pos:] if pos else data
+        return b"".join(out), None
 
     def _events(self, event: Event, out: list[bytes]) -> Event | None:
         for fixed in self.repairer.feed(event):

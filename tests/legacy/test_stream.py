@@ -155,3 +155,16 @@ def test_engine_framed_deltas():
     events = decode(rewriter.emit([framed, done]))
     assert events[0] == {"event": "token", "data": {"id": 0, "token": 'a"b'}}
     assert [e["event"] for e in events] == ["token", "tool_call", "tool_result"]
+
+
+def test_openai_dialect_blocks_and_reads_split_anywhere():
+    """`event:` lines, `type` first, a delta quoting `"delta":` itself; the same bytes cut
+    into reads at every position give the same frames."""
+    block = (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"m",'
+             b'"output_index":0,"content_index":0,"delta":"say \\"delta\\":\\"x\\"","sequence_number":3}\n\n')
+    final = response("completed", [message('say "delta":"x"')])
+    whole = block + terminal("response.completed", final)
+    expected = decode(run([whole]))
+    assert expected[1]["data"] == {"id": 0, "token": 'say "delta":"x"'}
+    for cut in range(1, len(whole)):
+        assert decode(run([whole[:cut], whole[cut:]])) == expected
