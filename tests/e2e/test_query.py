@@ -55,10 +55,13 @@ def test_fields_map_onto_the_responses_request(gateway, upstream):
 def test_text_attachments_are_appended_and_images_are_data_urls(gateway, upstream):
     upstream.clear()
     attachments = [{"attachment_type": "log", "content_type": "text/plain", "content": "line 1"},
-                   {"attachment_type": "configuration", "content_type": "application/yaml", "content": "a: 1"}]
+                   {"attachment_type": "configuration", "content_type": "application/yaml", "content": "a: 1"},
+                   {"attachment_type": "api object", "content_type": "application/json", "content": '{"k": 1}'},
+                   {"attachment_type": "event", "content_type": "application/xml", "content": "<e/>"}]
     ask(gateway, {"query": "what failed?", "attachments": attachments}).ok()
-    assert upstream.last()["body"]["input"] == \
+    assert upstream.last()["body"]["input"] == (
         "what failed?\n\n[Attachment: log]\nline 1\n\n[Attachment: configuration]\na: 1"
+        '\n\n[Attachment: api object]\n{"k": 1}\n\n[Attachment: event]\n<e/>')
     image = {"attachment_type": "image", "content_type": "image/png", "content": PNG}
     ask(gateway, {"query": "what is this?", "attachments": [image]}).ok()
     message, = upstream.last()["body"]["input"]
@@ -122,6 +125,24 @@ def _lcore_bodies(gateway_factory, upstream):
     return _LCORE_ONLY["gateway"]
 
 
+@pytest.mark.parametrize("body, status", [({}, 422), ({"query": "q", "conversation_id": "123e4567"}, 422),
+                                          ({"query": "q", "model": "m"}, 422),
+                                          ({"query": "q", "conversation_id": "0" * 48}, 404)])
+def test_streaming_query_refuses_the_same_way_before_the_stream(gateway, upstream, body, status):
+    upstream.clear()
+    streamed = gateway.post("/v1/streaming_query?user_id=ann", body)
+    assert streamed.status == status and streamed.json() == ask(gateway, body).json()
+    assert upstream.requests("/v1/responses") == []
+
+
+def test_an_unreachable_upstream_is_503(gateway_factory):
+    down = gateway_factory("http://127.0.0.1:9")
+    for path in ("/v1/query", "/v1/streaming_query"):
+        reply = down.post(f"{path}?user_id=ann", {"query": "anyone?"})
+        assert reply.status == 503 and reply.json() == {"detail": {"response": "Unable to connect to Llama Stack",
+                                                                   "cause": "Connection error."}}
+
+
 def test_a_bad_media_type_is_422(gateway):
     reply = ask(gateway, {"query": "q", "media_type": "text/html"})
     assert reply.status == 422 and reply.json()["detail"][0]["loc"] == ["body", "media_type"]
@@ -160,6 +181,9 @@ def as_(user):
 
 
 def test_any_provider_and_model_needs_model_override_even_the_default(rbac, upstream):
+    for path in ("/v1/query", "/v1/streaming_query", "/v1/streaming_query/interrupt"):
+        reply = rbac.post(path, {"query": "q"})
+        assert reply.status == 401 and reply.json()["detail"]["cause"] == "No Authorization header found"
     upstream.clear()
     default = {"query": "q", "provider": "scripted", "model": "scripted-chat"}
     reply = rbac.post("/v1/query", default, headers=as_("querier"))
@@ -201,7 +225,10 @@ def test_quota_is_checked_before_any_upstream_call(gateway_factory, upstream, tm
 def test_a_length_stop_is_413_charged_and_not_recorded(gateway_factory, chat_upstream, tmp_path):
     db_path = tmp_path / "engine.db"
     engine = gateway_factory(chat_upstream.url, llama_stack={"url": chat_upstream.url, "api": "chat_completions"},
-                             database={"sqlite": {"db_path": str(db_path)}})
+                             database={"sqlite": {"db_path": str(db_path)}}, quota_handlers={
+                                 "sqlite": {"db_path": str(db_path)},
+                                 "limiters": [{"name": "daily", "type": "user_limiter", "initial_quota": 100000,
+                                               "quota_increase": 0, "period": "1 day"}]})
     reply = engine.post("/v1/query?user_id=len", {"query": "go on finish-length"})
     assert reply.status == 413 and reply.json()["detail"]["response"] == "Prompt is too long"
     reply = engine.post("/v1/query?user_id=len", {"query": "go on content-filter"})
@@ -211,3 +238,5 @@ def test_a_length_stop_is_413_charged_and_not_recorded(gateway_factory, chat_ups
     db = GatewayDb.of(engine)
     db.flush()
     assert db.counts(user_id="len") == Counts(conversations=0, turns=0)
+    # Charged what the upstream reported (LCORE charges nothing for these).
+    assert engine.get("/v1/quotas?user_id=len").ok()["available_quotas"]["daily"] < 100000
