@@ -80,6 +80,11 @@ async def query(request: web.Request) -> web.Response:
 _CONTENT_TYPES = {False: "text/event-stream; charset=utf-8", True: "text/plain; charset=utf-8"}
 
 
+class _Stream(web.StreamResponse):
+    # Headers go out with the `start` frame, not in a write of their own (as http/sse.py).
+    _send_headers_immediately = False
+
+
 class _LegacySocket(FrameSink):
     def __init__(self, turns: TurnService, turn: Turn, request: web.Request, legacy: LegacyStream,
                  query: QueryRequest):
@@ -88,7 +93,7 @@ class _LegacySocket(FrameSink):
         self.interrupted = False   # set by the handler when the user interrupted it
         self._query = query
         self._request = request
-        self.response = web.StreamResponse(headers={
+        self.response = _Stream(headers={
             "Content-Type": _CONTENT_TYPES[legacy.text], "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
             "X-Request-ID": request["request_id"]})
         self.write = self.response.write   # type: ignore[method-assign]
@@ -116,9 +121,7 @@ class _LegacySocket(FrameSink):
         turn.appended_input = query_input(self._query)
 
     async def end(self, frames: bytes) -> None:
-        if frames:
-            await self.response.write(frames)
-        await self.response.write_eof()
+        await self.response.write_eof(frames)
 
 
 async def streaming_query(request: web.Request) -> web.StreamResponse:
