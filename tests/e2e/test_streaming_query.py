@@ -16,6 +16,7 @@ from tests.support.mcp_server import running_mcp_server
 from tests.support.vector_store import start_vector_store
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "lcore"
+SEARCH = "search the handbook with file_search for the Falcon launch code"
 LIMITS = [{"name": "daily", "type": "user_limiter", "initial_quota": 100000, "quota_increase": 0,
            "period": "1 day"}]
 
@@ -104,8 +105,7 @@ def test_text_plain_is_the_text_only(mode):
 
 def test_a_file_search_is_a_tool_call_a_result_and_a_referenced_document(mode):
     gateway, _, _, _ = mode
-    events = frames(stream(gateway, {"query": "search the handbook with file_search for the Falcon launch code",
-                                     "vector_store_ids": ["handbook"]}).body)
+    events = frames(stream(gateway, {"query": SEARCH, "vector_store_ids": ["handbook"]}).body)
     call = next(event["data"] for event in events if event["event"] == "tool_call"
                 and event["data"]["type"] == "file_search_call")
     result = next(event["data"] for event in events if event["event"] == "tool_result"
@@ -117,8 +117,7 @@ def test_a_file_search_is_a_tool_call_a_result_and_a_referenced_document(mode):
     tokens = "".join(event["data"]["token"] for event in events if event["event"] == "token")
     assert tokens == events[-2]["data"]["token"]
     # The same as JSON.
-    body = gateway.post("/v1/query?user_id=sam", {"query": "search the handbook with file_search for the Falcon launch code",
-                                                 "vector_store_ids": ["handbook"]}).ok()
+    body = gateway.post("/v1/query?user_id=sam", {"query": SEARCH, "vector_store_ids": ["handbook"]}).ok()
     searched = [call for call in body["tool_calls"] if call["type"] == "file_search_call"]
     assert searched[0]["name"] == "file_search" and body["rag_chunks"] and body["referenced_documents"]
     assert [result["round"] for result in body["tool_results"]] == list(range(1, len(body["tool_results"]) + 1))
