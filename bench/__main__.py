@@ -31,7 +31,7 @@ from bench.scenarios import DIALECTS, Settings, Target
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "engine")
+WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "legacy", "engine")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -136,6 +136,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         if "quota" in wanted:
             from bench.quota import quota_workload
             results.quota = await quota_workload(settings, upstream, workdir, args.rounds)
+        if "legacy" in wanted:
+            from bench.legacy import legacy_workload
+            results.legacy = await legacy_workload(settings, workdir, args.rounds, dialects)
         for workload in args.profile:
             print(f"bench: profiling a gateway with py-spy during SSE {workload}", flush=True)
             from bench.profile import profile_sse

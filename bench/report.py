@@ -29,6 +29,7 @@ class Results:
     auth: Any = None  # bench.auth.AuthRuns (the `jwk` workload)
     engine: tuple[list[str], list[tuple[str, bool, str]]] | None = None  # bench/engine.py: rows, verdicts
     quota: Any = None  # bench.quota.QuotaRuns (the `quota` workload)
+    legacy: Any = None  # bench.legacy.LegacyRuns (the `legacy` workload)
 
 
 @dataclass
@@ -157,6 +158,10 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
         from bench.quota import render as render_quota
 
         lines += [""] + render_quota(results.quota, verdicts)
+    if results.legacy is not None:
+        from bench.legacy import render as render_legacy
+
+        lines += [""] + render_legacy(results.legacy, verdicts)
     if results.engine:
         rows, engine_verdicts = results.engine
         lines += rows

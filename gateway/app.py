@@ -19,7 +19,7 @@ from gateway.engine.mcp_tools import McpTools
 from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
-from gateway.http import authorized, health, quotas, responses, root
+from gateway.http import authorized, health, query, quotas, responses, root
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
@@ -95,6 +95,7 @@ def create_app(config: Configuration) -> web.Application:
         root.add_routes(app, prefix)
         authorized.add_routes(app, prefix)
         quotas.add_routes(app, prefix)
+        query.add_routes(app, prefix)
     actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
     app[PUBLIC] = root.PUBLIC_HANDLERS
     app[SKIP_WITHOUT_CREDENTIAL] = health.PROBE_HANDLERS if config.authentication.skip_for_health_probes \
@@ -121,4 +122,5 @@ def create_app(config: Configuration) -> web.Application:
         await services.db.close()
 
     app.cleanup_ctx.append(lifecycle)
+    app.cleanup_ctx.append(query.interrupts_across_replicas)
     return app

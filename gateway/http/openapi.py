@@ -42,6 +42,7 @@ class _Later:
 
 GatewayResponse = _Later("gateway.schema.api_response", "GatewayResponse")
 _STREAM_EVENT = _Later("openai.types.responses", "ResponseStreamEvent")
+_QUERY_REQUEST = _Later("gateway.legacy.request", "QueryRequest")
 
 # The action of a route any authenticated caller may use (LCORE's `POST /authorized`).
 AUTHENTICATED_ONLY = "authenticated only"
@@ -101,6 +102,19 @@ OPERATIONS: tuple[Operation, ...] = (
               query=(("after", "An item id to list after"), ("before", "An item id to list before"),
                      ("include", "Additional fields to include"), ("limit", "How many items (1-100)"),
                      ("order", "`asc` or `desc`"))),
+    Operation("query", "post", "/v1/query", "LCORE's legacy query (JSON `QueryResponse`)", "query",
+              request=_QUERY_REQUEST,
+              errors=(401, 403, 404, 413, 422, 429, 500, 503), action=Action.QUERY,
+              note="LCORE's; any `provider`/`model` also needs `model_override`, another user's conversation "
+                   "`query_other_conversations`"),
+    Operation("streaming_query", "post", "/v1/streaming_query",
+              "LCORE's legacy streaming query (`data: {\"event\", \"data\"}` frames, or text/plain)", "query",
+              request=_QUERY_REQUEST,
+              errors=(401, 403, 404, 422, 429, 500, 503), action=Action.STREAMING_QUERY,
+              note="LCORE's; as `/v1/query`"),
+    Operation("interrupt_streaming_query", "post", "/v1/streaming_query/interrupt",
+              "Stop one of the caller's running streaming queries", "query",
+              errors=(401, 403, 404, 422, 500), action=Action.STREAMING_QUERY, note="LCORE's"),
     Operation("list_models", "get", "/v1/models",
               "The upstream's models, in LCORE's and OpenAI's shapes at once", "models",
               ok=ModelsResponse, errors=(401, 403, 500, 503), action=Action.GET_MODELS,
@@ -208,6 +222,7 @@ def _schemas() -> dict[str, Any]:
     inputs = [(model.__name__, "serialization", TypeAdapter(model)) for model in models]
     inputs.append(("ResponsesRequest", "validation", TypeAdapter(ResponsesRequest)))
     inputs.append(("QuotaChange", "validation", TypeAdapter(QuotaChange)))
+    inputs.append(("QueryRequest", "validation", TypeAdapter(_QUERY_REQUEST.load())))
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))
     refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)
     definitions["$defs"]["ResponseStreamEvent"] = refs[("ResponseStreamEvent", "serialization")]

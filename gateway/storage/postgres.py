@@ -20,7 +20,7 @@ import ssl
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 import asyncpg
 
@@ -151,6 +151,26 @@ class PostgresDatabase(database.Database):
     async def ping(self) -> None:
         async with asyncio.timeout(PING_TIMEOUT), self._connection() as conn:
             await conn.fetchval("SELECT COUNT(*) FROM gateway_migrations")
+
+    async def listen(self, channel: str, callback: Callable[[str], None]) -> Callable[[], Awaitable[None]]:
+        """Call `callback(payload)` for every NOTIFY on `channel` (one pooled connection
+        held for it); returns the coroutine function that stops listening."""
+        conn = await self._pool.acquire()
+
+        def received(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+            callback(payload)
+        await conn.add_listener(channel, received)
+
+        async def stop() -> None:
+            try:
+                await conn.remove_listener(channel, received)
+            finally:
+                await self._pool.release(conn)
+        return stop
+
+    async def notify(self, channel: str, payload: str) -> None:
+        async with self._connection() as conn:
+            await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         async with self._connection() as conn:

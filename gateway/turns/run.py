@@ -46,6 +46,11 @@ class BodySink:
         """The finished, settled and enriched response object."""
         raise NotImplementedError
 
+    def keep(self, response: dict[str, Any]) -> bool:
+        """Whether the finished turn is recorded (False: the caller answers it as an
+        error, as `/v1/query` does a stopped turn; it is still charged)."""
+        return True
+
     async def stopped(self, turn: Turn, exc: BaseException) -> None:
         """The turn ended without an answer (the exception propagates after this)."""
 
@@ -112,6 +117,8 @@ class Runner:
         result = repair_response(await turn.backend.respond(turn))
         self.hooks.first_event(turn)
         turn.result = result
+        if not sink.keep(result):
+            turn.store = False
         quotas = await self.settle(turn)
         self.enricher(turn).finish(result, quotas)
         await sink.body(result)

@@ -31,7 +31,7 @@ ACCESS_RULES = [
 ]
 # What each user may do, written out (not computed from the rules under test).
 ALLOWED = {
-    "root": {"responses", "get_models", "info", "admin"},
+    "root": {"responses", "get_models", "info", "admin", "query", "streaming_query"},
     "alice": {"responses", "info"},
     "bob": {"responses", "info"},
     "carol": {"get_models", "info"},
@@ -64,6 +64,9 @@ ROUTES = {
     ("get", "/v1/quotas/users/{user_id}"): (None, 200),
     ("put", "/v1/quotas/users/{user_id}"): ({"limiters": {"daily": 5}}, 422),
     ("post", "/v1/quotas/users/{user_id}/increments"): ({"limiters": {"daily": 5}}, 400),
+    ("post", "/v1/query"): ({"query": "hello", "no_tools": True}, 200),
+    ("post", "/v1/streaming_query"): ({"query": "hello", "no_tools": True}, 200),
+    ("post", "/v1/streaming_query/interrupt"): ({"request_id": "00000000-0000-4000-8000-000000000000"}, 404),
 }
 OPENAI_PATHS = ("/v1/responses", "/v1/models")
 

@@ -1,0 +1,190 @@
+"""LCORE's legacy query API: `POST /v1/query`, `POST /v1/streaming_query` and
+`POST /v1/streaming_query/interrupt`. Each is an adapter of the one turn runner: the
+request is translated into a Responses request (`legacy/request.py`), prepared and run
+like any turn, and its answer translated back (`legacy/response.py`, and for streams
+`legacy/rewriter.py`, the runner's rewriter for this sink)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any, AsyncIterator
+
+from aiohttp import web
+
+from gateway.config.access import Action
+from gateway.http.responses_io import identity, json_response, read_json
+from gateway.http.services import SERVICES
+from gateway.legacy.interrupts import (ALREADY_FINISHED, INTERRUPTED, StreamRegistry, check_request_id,
+                                       interrupt_forbidden)
+from gateway.legacy.remote import RemoteInterrupts
+from gateway.legacy.request import QueryRequest, overrides_model, parse_query_request, query_input, responses_request
+from gateway.legacy.response import query_response
+from gateway.legacy.rewriter import LegacyRewriter
+from gateway.legacy.stream import LegacyStream, failure, interrupted_response
+from gateway.schema.errors import ApiError, conversation_forbidden, model_override_forbidden
+from gateway.schema.validation import request_validation_error
+from gateway.turns.run import BodySink, FrameSink
+from gateway.turns.service import TurnService
+from gateway.turns.turn import Turn
+
+log = logging.getLogger("gateway.http")
+
+STREAMS: web.AppKey[StreamRegistry] = web.AppKey("legacy_streams", StreamRegistry)
+REMOTE: web.AppKey[RemoteInterrupts] = web.AppKey("legacy_remote_interrupts", RemoteInterrupts)
+_FINISHED = ("completed", "requires_action")
+
+
+async def _prepare(request: web.Request, stream: bool) -> tuple[QueryRequest, Turn]:
+    """LCORE's request, its RBAC, then the turn prepared from its Responses form (every
+    refusal before anything is created)."""
+    query = parse_query_request(await read_json(request))
+    caller = identity(request)
+    if overrides_model(query) and Action.MODEL_OVERRIDE not in caller.actions:
+        raise model_override_forbidden()
+    services = request.app[SERVICES]
+    raw = responses_request(query, stream, {server.name: server.url for server in services.config.mcp_servers})
+    try:
+        return query, await services.turns.prepare(caller, raw, request.headers)
+    except ApiError as exc:
+        if exc.code == "conversation_forbidden" and query.conversation_id:
+            # LCORE names the conversation as the request did, not in its `conv_` form.
+            raise conversation_forbidden(caller.user_id, query.conversation_id) from None
+        raise
+
+
+class _QueryBody(BodySink):
+    def __init__(self) -> None:
+        self.response: dict[str, Any] = {}
+
+    def keep(self, response: dict[str, Any]) -> bool:
+        # A turn stopped for length or a content filter is this endpoint's 413 / 500:
+        # charged what the upstream reported, not recorded.
+        return response.get("status") in _FINISHED
+
+    async def body(self, response: dict[str, Any]) -> None:
+        self.response = response
+
+
+async def query(request: web.Request) -> web.Response:
+    query, turn = await _prepare(request, stream=False)
+    sink = _QueryBody()
+    await request.app[SERVICES].turns.run(turn, sink)
+    error = failure(str(sink.response.get("status")), sink.response, turn.model.id)
+    if error is not None:
+        raise error
+    return json_response(query_response(turn.conversation_id, sink.response))
+
+
+_CONTENT_TYPES = {False: "text/event-stream; charset=utf-8", True: "text/plain; charset=utf-8"}
+
+
+class _Stream(web.StreamResponse):
+    # Headers go out with the `start` frame, not in a write of their own (as http/sse.py).
+    _send_headers_immediately = False
+
+
+class _LegacySocket(FrameSink):
+    def __init__(self, turns: TurnService, turn: Turn, request: web.Request, legacy: LegacyStream,
+                 query: QueryRequest):
+        super().__init__(LegacyRewriter(turns.runner.enricher(turn), legacy))
+        self.legacy = legacy
+        self.interrupted = False   # set by the handler when the user interrupted it
+        self._query = query
+        self._request = request
+        self.response = _Stream(headers={
+            "Content-Type": _CONTENT_TYPES[legacy.text], "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+            "X-Request-ID": request["request_id"]})
+        self.write = self.response.write   # type: ignore[method-assign]
+
+    async def start(self) -> None:
+        if not self.response.prepared:
+            await self.response.prepare(self._request)
+            start = self.legacy.start()
+            if start:
+                await self.response.write(start)
+
+    async def stopped(self, turn: Turn, exc: BaseException) -> None:
+        """An interrupted turn whose conversation the upstream keeps is recorded with its
+        partial answer, added to that conversation (`Settler` appends a chained turn's
+        input and output), and charged as an abandoned turn. On the local engine the
+        interrupted turn is an abandoned one: charged, not recorded."""
+        if not (self.interrupted and isinstance(exc, asyncio.CancelledError)) or turn.result is not None \
+                or turn.upstream_conversation_id is None:
+            return
+        failed = self.rewriter.repairer.fail("interrupted")
+        if not failed:
+            return
+        turn.result = interrupted_response(failed[0].data["response"], self.legacy.partial_text())
+        turn.append_to_upstream = True
+        turn.appended_input = query_input(self._query)
+
+    async def end(self, frames: bytes) -> None:
+        await self.response.write_eof(frames)
+
+
+async def streaming_query(request: web.Request) -> web.StreamResponse:
+    query, turn = await _prepare(request, stream=True)
+    turns = request.app[SERVICES].turns
+    request_id = str(uuid.uuid4())
+    legacy = LegacyStream(turn.conversation_id, request_id, turn.model.id, text=query.media_type == "text/plain")
+    sink = _LegacySocket(turns, turn, request, legacy, query)
+    streams = request.app[STREAMS]
+    running = asyncio.ensure_future(turns.run(turn, sink))
+    streams.add(request_id, turn.identity.user_id, running, sink)
+    try:
+        await running
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not streams.was_interrupted(request_id) or (current is not None and current.cancelling()):
+            raise
+        # Interrupted by its user: the turn was abandoned (charged in full, not recorded).
+        await sink.start()
+        await sink.end(legacy.interrupted())
+    except ConnectionResetError:
+        log.info("client went away during the streaming query of %s", turn.conversation_id)
+    finally:
+        streams.finished(request_id)
+    return sink.response
+
+
+async def interrupt(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    if not isinstance(body, dict) or "request_id" not in body:
+        raise request_validation_error([{"type": "missing", "loc": ["body", "request_id"], "msg": "Field required",
+                                         "input": body}])
+    extra = [key for key in body if key != "request_id"]
+    if extra:
+        raise request_validation_error([{"type": "extra_forbidden", "loc": ["body", key],
+                                         "msg": "Extra inputs are not permitted", "input": body[key]}
+                                        for key in extra])
+    request_id = check_request_id(body["request_id"])
+    registry, user_id = request.app[STREAMS], identity(request).user_id
+    remote = request.app.get(REMOTE)
+    outcome = None
+    if registry.owner(request_id) is None and remote is not None and remote.enabled:
+        outcome = await remote.ask(request_id, user_id)   # another replica's stream
+    if outcome == "forbidden":
+        raise interrupt_forbidden(user_id, request_id)
+    stopped = outcome == "interrupted" if outcome is not None else registry.interrupt(request_id, user_id)
+    return json_response({"request_id": request_id, "interrupted": stopped,
+                          "message": INTERRUPTED if stopped else ALREADY_FINISHED})
+
+
+async def interrupts_across_replicas(app: web.Application) -> AsyncIterator[None]:
+    """A cleanup context, after the services': on PostgreSQL, interrupts reach the
+    replica that runs the stream (`legacy/remote.py`)."""
+    remote = RemoteInterrupts(app[SERVICES].db, app[STREAMS])
+    await remote.start()
+    app[REMOTE] = remote
+    yield
+    await remote.close()
+
+
+def add_routes(app: web.Application, prefix: str) -> None:
+    if STREAMS not in app:
+        app[STREAMS] = StreamRegistry()
+    app.router.add_post(f"{prefix}/v1/query", query)
+    app.router.add_post(f"{prefix}/v1/streaming_query", streaming_query)
+    app.router.add_post(f"{prefix}/v1/streaming_query/interrupt", interrupt)

@@ -1,0 +1,89 @@
+"""LCORE's QueryRequest and its translation into a Responses request (tables)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from gateway.legacy.request import overrides_model, parse_query_request, responses_request
+from gateway.schema.errors import ApiError
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n1234").decode()
+MCP = {"calc": "http://mcp.example/mcp"}
+
+
+@pytest.mark.parametrize("body, expected", [
+    ({"query": "hi"},
+     {"input": "hi", "stream": False, "store": True, "generate_topic_summary": True,
+      "include": ["file_search_call.results"]}),
+    ({"query": "hi", "conversation_id": "conv_" + "a" * 48, "provider": "p", "model": "m", "system_prompt": "S",
+      "generate_topic_summary": False},
+     {"input": "hi", "stream": False, "store": True, "generate_topic_summary": False,
+      "conversation": "conv_" + "a" * 48, "model": "p/m", "instructions": "S", "include": ["file_search_call.results"]}),
+    ({"query": "hi", "no_tools": True, "vector_store_ids": ["x"]},
+     {"input": "hi", "stream": False, "store": True, "generate_topic_summary": True, "tool_choice": "none"}),
+    ({"query": "hi", "vector_store_ids": ["okp"]},
+     {"input": "hi", "stream": False, "store": True, "generate_topic_summary": True,
+      "include": ["file_search_call.results"],
+      "tools": [{"type": "file_search", "vector_store_ids": ["okp"]},
+                {"type": "mcp", "server_label": "calc", "server_url": "http://mcp.example/mcp"}]}),
+    ({"query": "hi", "vector_store_ids": []},
+     {"input": "hi", "stream": False, "store": True, "generate_topic_summary": True,
+      "include": ["file_search_call.results"],
+      "tools": [{"type": "mcp", "server_label": "calc", "server_url": "http://mcp.example/mcp"}]}),
+    ({"query": "hi", "shield_ids": ["s"], "solr": {"mode": "hybrid", "filters": {"a": 1}}, "no_tools": True},
+     {"input": "hi", "stream": False, "store": True, "generate_topic_summary": True, "tool_choice": "none",
+      "shield_ids": ["s"], "solr": {"mode": "hybrid", "filters": {"a": 1}}}),
+    ({"query": "q", "no_tools": True, "attachments": [
+        {"attachment_type": "stack trace", "content_type": "text/plain", "content": "boom"}]},
+     {"input": "q\n\n[Attachment: stack trace]\nboom", "stream": False, "store": True,
+      "generate_topic_summary": True, "tool_choice": "none"}),
+    ({"query": "q", "no_tools": True, "attachments": [
+        {"attachment_type": "image", "content_type": "image/png", "content": PNG}]},
+     {"input": [{"type": "message", "role": "user", "content": [
+         {"type": "input_text", "text": "q"},
+         {"type": "input_image", "detail": "auto", "image_url": f"data:image/png;base64,{PNG}"}]}],
+      "stream": False, "store": True, "generate_topic_summary": True, "tool_choice": "none"}),
+])
+def test_translation(body, expected):
+    assert responses_request(parse_query_request(body), False, MCP) == expected
+
+
+def test_a_stream_asks_for_one():
+    assert responses_request(parse_query_request({"query": "q"}), True, {})["stream"] is True
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"query": "q", "conversation_id": "nope"}, "Value error, Improper conversation ID 'nope'"),
+    ({"query": "q", "model": "m"}, "Value error, Provider must be specified if model is specified"),
+    ({"query": "q", "provider": "p"}, "Value error, Model must be specified if provider is specified"),
+    ({"query": "q", "media_type": "text/html"}, "Input should be 'application/json' or 'text/plain'"),
+    ({"query": "q", "other": 1}, "Extra inputs are not permitted"),
+    ({"query": 1}, "Input should be a valid string"),
+])
+def test_fastapi_422s(body, message):
+    with pytest.raises(ApiError) as refused:
+        parse_query_request(body)
+    assert refused.value.status == 422 and refused.value.detail[0]["msg"] == message
+
+
+@pytest.mark.parametrize("attachment, fragment", [
+    ({"attachment_type": "x", "content_type": "text/plain", "content": "c"}, "Invalid attachment type x"),
+    ({"attachment_type": "log", "content_type": "text/x", "content": "c"}, "Invalid attachment content type text/x"),
+    ({"attachment_type": "image", "content_type": "text/plain", "content": "c"}, "does not match content type"),
+    ({"attachment_type": "image", "content_type": "image/png", "content": "%%%"}, "not valid base64"),
+    ({"attachment_type": "image", "content_type": "image/png", "content": base64.b64encode(b"GIF89a").decode()},
+     "not a valid image/png image"),
+])
+def test_attachment_422s(attachment, fragment):
+    with pytest.raises(ApiError) as refused:
+        parse_query_request({"query": "q", "attachments": [attachment]})
+    assert refused.value.status == 422 and refused.value.response == "Invalid attribute value"
+    assert fragment in refused.value.cause
+
+
+@pytest.mark.parametrize("body, overrides", [
+    ({"query": "q"}, False), ({"query": "q", "provider": "p", "model": "m"}, True)])
+def test_any_model_is_an_override(body, overrides):
+    assert overrides_model(parse_query_request(body)) is overrides
