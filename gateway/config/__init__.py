@@ -40,8 +40,8 @@ from gateway.config.tools import (ApprovalFilter, ByokRagConfig, ClientToolsConf
 __all__ = [
     "DEFAULT_USER_ID", "DEFAULT_USERNAME", "LCORE_AUTH_MODULES", "SUPPORTED_AUTH_MODULES",
     "ApprovalFilter", "AuthenticationConfig", "ByokRagConfig", "ClientToolsConfig", "ConfigError", "Configuration",
-    "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig", "McpServerConfig",
-    "PostgresConfig", "SQLiteConfig", "ServiceConfig", "WebSearchConfig", "load_config", "parse_config",
+    "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
+    "McpServerConfig", "PostgresConfig", "SQLiteConfig", "ServiceConfig", "WebSearchConfig", "load_config", "parse_config",
     "substitute_env",
 ]
 

@@ -78,8 +78,8 @@ def question_text(input_: Any) -> str:
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
-            texts.extend(part["text"] for part in content
-                         if isinstance(part, dict) and part.get("type") == "input_text" and isinstance(part.get("text"), str))
+            texts.extend(part["text"] for part in content if isinstance(part, dict)
+                         and part.get("type") == "input_text" and isinstance(part.get("text"), str))
     return " ".join(text for text in texts if text)
 
 
