@@ -240,6 +240,9 @@ def gateway_config(upstream_url: str, db_path: Path, port: int, authentication: 
         "llama_stack": {"url": upstream_url, "max_retries": 0, "max_connections": 4096, "timeout": 60},
         "authentication": authentication or {"module": "noop"},
         "database": {"sqlite": {"db_path": str(db_path)}},
+        # A new conversation's topic summary is a second upstream call: off, so a turn
+        # costs one call and the figures stay comparable with earlier runs.
+        "customization": {"topic_summaries": False},
     }
 
 

@@ -8,7 +8,8 @@ we do not have, a database we cannot reach) are errors instead.
 
 This module holds the whole file (`Configuration`), its warnings and its loading
 (`${env.VAR}`, errors naming the key); each section is a module beside it (`service`,
-`llama_stack`, `inference`, `auth`, `access`, `database`, `quota`, `tools`), on `base`.
+`llama_stack`, `inference`, `auth`, `access`, `database`, `quota`, `tools`,
+`customization`), on `base`.
 The package imports nothing else of the gateway.
 """
 
@@ -20,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import PrivateAttr, ValidationError, model_validator
+from pydantic import PrivateAttr, ValidationError, field_validator, model_validator
 
 from gateway.config.access import AccessRule, AuthorizationConfig, RoleRule, raw_role_rules, role_rules_adapter
 from gateway.config.auth import (DEFAULT_USER_ID, DEFAULT_USERNAME, LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,
                                  AuthenticationConfig)
 from gateway.config.base import Strict, is_not_built, not_built
+from gateway.config.customization import CustomizationConfig
 from gateway.config.database import DatabaseConfig, PostgresConfig, SQLiteConfig
 from gateway.config.inference import InferenceConfig
 from gateway.config.llama_stack import LlamaStackConfig
@@ -38,8 +40,8 @@ from gateway.config.tools import (ApprovalFilter, ByokRagConfig, ClientToolsConf
 __all__ = [
     "DEFAULT_USER_ID", "DEFAULT_USERNAME", "LCORE_AUTH_MODULES", "SUPPORTED_AUTH_MODULES",
     "ApprovalFilter", "AuthenticationConfig", "ByokRagConfig", "ClientToolsConfig", "ConfigError", "Configuration",
-    "CorsConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig", "McpServerConfig",
-    "PostgresConfig", "SQLiteConfig", "ServiceConfig", "WebSearchConfig", "load_config", "parse_config",
+    "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
+    "McpServerConfig", "PostgresConfig", "SQLiteConfig", "ServiceConfig", "WebSearchConfig", "load_config", "parse_config",
     "substitute_env",
 ]
 
@@ -60,7 +62,7 @@ class Configuration(Strict):
     config_format_version: Any = not_built()
     user_data_collection: Any = not_built()
     authorization: AuthorizationConfig | None = None
-    customization: Any = not_built()
+    customization: CustomizationConfig = CustomizationConfig()
     conversation_cache: Any = not_built()
     compaction: Any = not_built()
     approvals: Any = not_built()
@@ -80,6 +82,11 @@ class Configuration(Strict):
     reranker: Any = not_built()
 
     _role_rules: list[RoleRule] = PrivateAttr(default_factory=list)
+
+    @field_validator("customization", mode="before")
+    @classmethod
+    def _empty_customization(cls, value: Any) -> Any:
+        return {} if value is None else value  # LCORE's `customization:` with nothing under it
 
     @model_validator(mode="after")
     def _unique_names(self) -> "Configuration":
@@ -133,7 +140,7 @@ def _unbuilt(key: str) -> str:
 
 # The LCORE keys accepted but not built, from the fields marked with `not_built()`: at
 # the top level (in field order), and inside the sections that are one model (`service`,
-# `llama_stack`, `inference`; by key name within a section), with their defaults.
+# `llama_stack`, `inference`, `customization`; by key name within a section), with their defaults.
 NOT_BUILT_KEYS = tuple(name for name, field in Configuration.model_fields.items() if is_not_built(field))
 _NOT_BUILT_SECTION_KEYS = tuple(
     (section, key, inner.default)

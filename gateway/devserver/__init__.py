@@ -23,7 +23,10 @@ has a trigger word (tool, call, use, search, weather, add); ``Tool said: <output
 a tool result. MCP servers are simulated (tools `add` and `echo`); file_search returns
 made-up deterministic chunks.
 
-Triggers (words in the last user text of the current turn):
+Triggers (words in the last user text of the current turn; in a turn whose text has
+none, in its instructions (Responses) or its first message when that is the system's
+(chat), so a test can make only the calls with a given system prompt fail, e.g. the
+gateway's topic-summary calls):
 
 * ``fail-upstream``: chat -> 500 OpenAI error body; responses -> 500
   ``{"detail":"scripted upstream failure"}``, or created, in_progress, response.failed.

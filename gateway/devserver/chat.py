@@ -120,6 +120,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if knobs.deltas is None:
         knobs.deltas = state.chat_deltas
     trigger = triggers.find_trigger(content_text(messages[-1].get("content")))
+    if trigger is None and messages[0].get("role") == "system":
+        trigger = triggers.find_trigger(content_text(messages[0].get("content")))
     stream = body.get("stream") is True
     if trigger == triggers.HANG_UPSTREAM:
         await sse.wait_for_disconnect(request)

@@ -71,6 +71,8 @@ class CreateRequest:
         self.trigger = triggers.find_trigger(last_user_text(current))
         messages = to_messages(self.history) + current if self.history else current
         instructions = self.body.get("instructions")
+        if self.trigger is None and isinstance(instructions, str):
+            self.trigger = triggers.find_trigger(instructions)
         if instructions:
             messages.insert(0, {"role": "system", "content": instructions})
         self.messages = messages

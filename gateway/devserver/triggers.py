@@ -1,6 +1,6 @@
 """Error-path triggers and per-request knobs (see the package docstring for the list).
 
-Triggers are words in the last user text; knobs are string values in the request's
+Triggers are words in the last user text (else in the system prompt); knobs are string values in the request's
 ``metadata``. Both are parsed here once so handlers only branch on the result.
 """
 

@@ -172,6 +172,18 @@ class LocalEngine:
             raise not_found("Response", previous_id, code="response_not_found", param="previous_response_id")
         return previous.context
 
+    async def complete(self, model: str, instructions: str, text: str) -> str:
+        """One plain chat completion outside any turn (no tools, nothing stored): the
+        assistant's text for `text` under the system prompt `instructions`."""
+        request = {"model": model, "stream": False,
+                   "messages": [{"role": "system", "content": instructions}, {"role": "user", "content": text}]}
+        reply = (await self._client.request_ok("POST", CHAT_PATH, json=request, model=model)).json()
+        try:
+            content = reply["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise UpstreamChatError("the upstream's chat completion has no message") from None
+        return content if isinstance(content, str) else ""
+
     async def _chat(self, request: dict[str, Any], model: str) -> AsyncIterator[list[Chunk]]:
         """The upstream's chat stream, decoded: the chunks of each read."""
         decoder = ChatDecoder()

@@ -136,11 +136,11 @@ class ConversationRepository:
             for piece in _chunks([first]):
                 statements.append((
                     "INSERT INTO gateway_conversations AS c (id, user_id, upstream_id, created_at, last_message_at, "
-                    "last_used_model, last_used_provider, generate_topic_summary) VALUES "
-                    + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(piece))
+                    "last_used_model, last_used_provider, topic_summary, generate_topic_summary) VALUES "
+                    + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(piece))
                     + " ON CONFLICT (id) DO UPDATE SET turns_recorded = c.turns_recorded",
                     [v for c in piece for v in (c.id, c.user_id, c.upstream_id, c.created_at, c.last_message_at,
-                                                c.last_used_model, c.last_used_provider,
+                                                c.last_used_model, c.last_used_provider, c.topic_summary,
                                                 int(c.generate_topic_summary))]))
         for round_ in _chunks(_rounds(entries)):
             turns = [(t.response_id, t.conversation_id, t.conversation_id, t.conversation_id,
@@ -155,18 +155,18 @@ class ConversationRepository:
                     + ", ".join(["(?, ?, COALESCE((SELECT turns_recorded FROM gateway_conversations WHERE id = ?), 0)"
                                  " + 1, (SELECT last_response_id FROM gateway_conversations WHERE id = ?), "
                                  "?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row]))
-            # A new conversation is created with its first turn counted, an existing one
-            # gets its last-turn fields; an entry without a turn (a failed first turn)
-            # only makes sure the conversation exists.
+            # A new conversation is created with its first turn counted (and its topic
+            # summary), an existing one gets its last-turn fields; an entry without a turn
+            # (a failed first turn) only makes sure the conversation exists.
             counted = [(c.id, c.user_id, c.upstream_id, c.created_at,
                         t.completed_at if t else c.last_message_at, c.last_used_model, c.last_used_provider,
-                        t.response_id if t else None, 1 if t else 0, 1 if t else 0,
+                        t.response_id if t else None, 1 if t else 0, 1 if t else 0, c.topic_summary,
                         int(c.generate_topic_summary)) for c, t in round_]
             statements.append((
                 "INSERT INTO gateway_conversations AS c (id, user_id, upstream_id, created_at, last_message_at, "
                 "last_used_model, last_used_provider, last_response_id, message_count, turns_recorded, "
-                "generate_topic_summary) VALUES "
-                + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(counted))
+                "topic_summary, generate_topic_summary) VALUES "
+                + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(counted))
                 + " ON CONFLICT (id) DO UPDATE SET last_message_at = excluded.last_message_at, "
                 "last_used_model = excluded.last_used_model, last_used_provider = excluded.last_used_provider, "
                 "last_response_id = excluded.last_response_id, message_count = c.message_count + 1, "

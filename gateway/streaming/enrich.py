@@ -3,7 +3,8 @@ see (sans-I/O).
 
 Every response object (a JSON body, or the `response` of a lifecycle event) gets
 `conversation` (null for a `store: false` turn in no conversation); the model the
-gateway chose is shown without its provider prefix, as LCORE shows it; the `tools` echo
+gateway chose is shown without its provider prefix, as LCORE shows it, and the operator's
+system prompt as LCORE's placeholder (`<server prompt applied>`); the `tools` echo
 loses what the gateway attached (MCP credentials and configured servers' URLs), and so
 do the upstream's error messages (the response's `error`, items' errors: `redactor`).
 `response.in_progress` gets `available_quotas: {}` and `output_text: ""`; the terminal
@@ -21,6 +22,9 @@ from gateway.redaction import NOTHING, Redactor
 from gateway.streaming.events import RESPONSE_EVENTS, TERMINAL_EVENTS, Event
 
 _ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
+# What a response shows as its `instructions` when they were the operator's system prompt
+# (LCORE's `SUBSTITUTED_INSTRUCTIONS_PLACEHOLDER`): the server's prompt is not the client's to read.
+SERVER_PROMPT_PLACEHOLDER = "<server prompt applied>"
 
 def output_text(response: dict[str, Any]) -> str:
     """The concatenated text of the response's assistant messages, like the SDK's."""
@@ -55,6 +59,7 @@ class Enricher:
     configured_labels: frozenset[str] = frozenset()
     background: bool = False            # the gateway runs the turn detached: the upstream never knew
     redactor: Redactor = NOTHING        # what the gateway injected, out of the upstream's words
+    server_prompt: bool = False         # the instructions are the operator's: LCORE's placeholder instead
 
     def apply(self, event: Event) -> Event:
         """Enrich a non-terminal event (terminal ones go through `terminal`)."""
@@ -89,6 +94,8 @@ class Enricher:
             response["previous_response_id"] = self.previous_response_id
         if self.model is not None and "model" in response:
             response["model"] = self.model
+        if self.server_prompt:
+            response["instructions"] = SERVER_PROMPT_PLACEHOLDER
         if response.get("tools"):
             scrub_tool_echo(response, self.configured_labels)
         if self.redactor:

@@ -19,6 +19,11 @@ def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: Turn, too
     body = {key: value for key, value in raw.items() if key not in LCORE_EXTENSIONS}
     body.update(forwarded_scalars(raw, request))
     body["model"] = turn.model.id
+    # The system prompt `prepare()` resolved (`turns/prompts.py`): the request's, or the operator's.
+    if request.instructions is None:
+        body.pop("instructions", None)
+    else:
+        body["instructions"] = request.instructions
     # The gateway runs a background turn itself (streamed upstream, so it records the
     # events); the backend sees an ordinary turn and the settlement is any turn's.
     body.pop("background", None)
@@ -58,6 +63,24 @@ def input_items(input_: Any) -> list[dict[str, Any]]:
     if isinstance(input_, str):
         return [{"type": "message", "role": "user", "content": input_}]
     return [item if "type" in item else {"type": "message", **item} for item in input_ if isinstance(item, dict)]
+
+
+def question_text(input_: Any) -> str:
+    """The text of the request's user messages (a string input is one), what a topic
+    summary is made of (LCORE's `extract_text_from_input`)."""
+    if isinstance(input_, str):
+        return input_
+    texts: list[str] = []
+    for item in input_ if isinstance(input_, list) else ():
+        if not isinstance(item, dict) or item.get("role") != "user" or item.get("type", "message") != "message":
+            continue
+        content = item.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(part["text"] for part in content if isinstance(part, dict)
+                         and part.get("type") == "input_text" and isinstance(part.get("text"), str))
+    return " ".join(text for text in texts if text)
 
 
 def has_item_reference(raw: Any) -> bool:

@@ -13,7 +13,7 @@ from gateway.schema.errors import ApiError
 from gateway.schema.ids import openai_conversation_id
 from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRepository, TurnRecord
-from gateway.streaming.enrich import Enricher
+from gateway.streaming.enrich import Enricher, output_text
 from gateway.streaming.repair import repair_input_items, repair_response
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.tools import ConfiguredTools
@@ -66,6 +66,12 @@ class ForwardBackend:
 
     def feed(self, rewriter: StreamRewriter) -> Feed:
         return rewriter.feed  # the upstream's bytes: the rewriter's fast path
+
+    async def summarize(self, model: str, instructions: str, text: str) -> str:
+        # LCORE's call: the upstream's Responses API, not stored, no tools.
+        response = await self._upstream.create({"model": model, "input": text, "instructions": instructions,
+                                                "stream": False, "store": False}, {}, model)
+        return output_text(response)
 
     async def _owned(self, identity: Identity, response_id: str) -> TurnRecord | None:
         return await self._settler.owned_turn(identity, response_id)

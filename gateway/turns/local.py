@@ -64,6 +64,9 @@ class EngineBackend:
     def feed(self, rewriter: StreamRewriter) -> Feed:
         return rewriter.feed_events  # the engine's events, a list per upstream read
 
+    async def summarize(self, model: str, instructions: str, text: str) -> str:
+        return await self._engine.complete(model, instructions, text)
+
     async def owns(self, identity: Identity, response_id: str) -> bool:
         return await self._store.get(response_id, identity.user_id) is not None
 

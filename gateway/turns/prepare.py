@@ -30,7 +30,9 @@ from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
 from gateway.turns.body import answers_approval, has_item_reference
 from gateway.turns.model import ModelSelector
+from gateway.turns.prompts import SystemPrompts
 from gateway.turns.settle import Settler
+from gateway.turns.summary import TopicSummaries
 from gateway.turns.turn import Backend, Turn
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.catalog import ModelCatalog
@@ -67,9 +69,15 @@ class Preparer:
         self._quota = quota
         self._tools = tools
         self._settler = settler
+        self._prompts = SystemPrompts(config.customization)
+        self._summaries = TopicSummaries(config.customization)
         self.backend = backend
 
-    async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
+    async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
+                      prompt_field: str = "instructions") -> Turn:
+        """`prompt_field`: what the client's request called its system prompt (the
+        legacy endpoints' `system_prompt` arrives as `instructions`), named by LCORE's
+        422 where the operator disabled them."""
         request = await self._parse(raw)
         if request.background and not request.store:
             # OpenAI's rule: a background response is only ever read back, so it is stored.
@@ -83,14 +91,15 @@ class Preparer:
         await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
         reservation = await self._quota.reserve(identity, raw)  # 429 before anything else is looked up
         try:
-            return await self._prepare(identity, raw, request, tools, reservation)
+            return await self._prepare(identity, raw, request, tools, reservation, prompt_field)
         except BaseException:
             if reservation is not None:
                 await asyncio.shield(self._quota.release(reservation))
             raise
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
-                       reservation: Reservation | None) -> Turn:
+                       reservation: Reservation | None, prompt_field: str) -> Turn:
+        server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
         existing, forked_from = await self._resolve_conversation(identity, request)
         model = await self._models.select(identity, request.model, existing)
         backend = await self.backend()
@@ -105,7 +114,7 @@ class Preparer:
                     body={}, headers={}, model=model, display_model=request.model or model.display_id,
                     conversation_id=conversation_id, upstream_conversation_id=upstream_id,
                     existing=existing if forked_from is None else None, forked_from=forked_from, store=request.store,
-                    reservation=reservation, background=bool(request.background))
+                    reservation=reservation, background=bool(request.background), server_prompt=server_prompt)
         if request.store and upstream_id is not None and turn.existing is not None \
                 and turn.existing.last_response_id and answers_approval(raw["input"]):
             # Llama Stack finds the approval request only in the previous response, and
@@ -116,6 +125,7 @@ class Preparer:
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
+        self._summaries.start(turn, raw["input"])   # beside the turn, once its conversation exists
         return turn
 
     async def _parse(self, raw: Any) -> ResponsesRequest:

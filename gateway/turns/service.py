@@ -18,9 +18,11 @@ class TurnService:
         self._settler = settler
         self._backend = backend
 
-    async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
-        """A turn ready to run, or the 4xx that refuses it with nothing created."""
-        turn = await self._preparer.prepare(identity, raw, headers)
+    async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
+                      prompt_field: str = "instructions") -> Turn:
+        """A turn ready to run, or the 4xx that refuses it with nothing created
+        (`prompt_field`: what the client called its system prompt, see `Preparer`)."""
+        turn = await self._preparer.prepare(identity, raw, headers, prompt_field)
         self.runner.hooks.prepared(turn)
         return turn
 

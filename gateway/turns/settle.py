@@ -23,12 +23,21 @@ from gateway.schema.errors import ApiError, database_error
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
 from gateway.storage.writer import TurnWriter
 from gateway.turns.body import input_items
+from gateway.turns.summary import summary_of
 from gateway.turns.turn import Turn
 
 # Llama Stack's add-items endpoint, like OpenAI's, takes at most this many items a call.
 _ITEMS_PER_CALL = 20
 # requires_action: a local-engine response waiting for the client's function results.
 _RECORDED_STATUSES = ("completed", "incomplete", "requires_action")
+
+
+def _made_summary(turn: Turn) -> str:
+    """The turn's topic summary, made by now (`summary_of()` waited for it), or ""."""
+    made = turn.summary
+    if made is None or not made.done() or made.cancelled() or made.exception() is not None:
+        return ""
+    return made.result()
 
 
 def _now() -> str:
@@ -80,7 +89,7 @@ class Settler:
         """The common turn's settling without a task of its own (a few µs a turn): its
         record, with its charge when the quota storage is the turn database, handed to
         the writer at once; the writer's future. None: `_settle()` it is."""
-        if turn.append_to_upstream or turn.result is None:
+        if turn.append_to_upstream or turn.result is None or (turn.summary is not None and not turn.summary.done()):
             return None
         if turn.reservation is None:
             return self._writer.submit(*self._records(turn))
@@ -112,6 +121,7 @@ class Settler:
         charge = self._charge(turn) if turn.reservation is not None and turn.result is not None else None
         try:
             if turn.store and turn.result is not None:
+                await summary_of(turn)   # committed with the record (started with the turn, so rarely awaited)
                 if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
                     await self._append_turn(turn)
                 if charge is not None and not self._quota.shares_turn_database:
@@ -135,6 +145,8 @@ class Settler:
         if turn._settling is not None:
             return
         if turn.result is None:
+            if turn.summary is not None:
+                turn.summary.cancel()   # no record to put it in
             if turn.reservation is not None:
                 done = asyncio.ensure_future(self._quota.release(
                     turn.reservation, turn.reservation.tokens if turn.abandoned else 0))
@@ -181,7 +193,8 @@ class Settler:
         conversation = ConversationRecord(
             id=turn.conversation_id, user_id=turn.identity.user_id, upstream_id=turn.upstream_conversation_id,
             created_at=started_at, last_message_at=completed_at, last_used_model=turn.model.id,
-            last_used_provider=turn.model.provider_id, last_response_id=None, message_count=0, topic_summary="",
+            last_used_provider=turn.model.provider_id, last_response_id=None, message_count=0,
+            topic_summary=_made_summary(turn),
             generate_topic_summary=turn.generate_topic_summary is not False and turn.existing is None)
         if response.get("status") not in _RECORDED_STATUSES or not isinstance(response.get("id"), str):
             return conversation, None  # a failed turn: the conversation exists, the turn does not count

@@ -52,6 +52,8 @@ class Turn:
     reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
     abandoned: bool = False              # the client left before the backend finished
     observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
+    server_prompt: bool = False          # the instructions are the operator's: shown as LCORE's placeholder
+    summary: asyncio.Future | None = None  # the topic summary being made (`turns/summary.py`), its text
     _settling: asyncio.Future | None = None
 
     @property
@@ -98,6 +100,10 @@ class Backend(Protocol):
 
     def feed(self, rewriter: StreamRewriter) -> Feed:
         """The rewriter's entry for what this backend's stream yields."""
+
+    async def summarize(self, model: str, instructions: str, text: str) -> str:
+        """One extra call, stored nowhere and charged to no one: the model's answer to
+        `text` under `instructions` (a new conversation's topic summary)."""
 
     # Stored responses (`GET`/`DELETE /v1/responses/{id}`, its input items, the list),
     # scoped to the caller: None where the caller owns no such response.

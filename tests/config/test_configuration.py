@@ -29,10 +29,26 @@ def test_minimal_defaults():
 
 def test_lcore_file_with_unbuilt_features_starts_with_warnings():
     config = parse_config({**MINIMAL, "user_data_collection": {"feedback_enabled": False},
-                           "customization": {"system_prompt": "hi"},
+                           "customization": {"system_prompt": "hi", "profile_path": "/p.py"},
                            "llama_stack": {"url": "http://u", "use_as_library_client": False,
                                            "allow_degraded_mode": True}})
-    assert sorted(w.split(":")[0] for w in config.warnings()) == ["customization", "user_data_collection"]
+    assert sorted(w.split(":")[0] for w in config.warnings()) == ["customization.profile_path",
+                                                                  "user_data_collection"]
+
+
+def test_customization_system_prompt_defaults_and_file(tmp_path):
+    assert parse_config(MINIMAL).customization.default_system_prompt == "You are a helpful assistant"
+    assert parse_config({**MINIMAL, "customization": None}).customization.default_system_prompt == \
+        "You are a helpful assistant"
+    assert parse_config({**MINIMAL, "customization": {"system_prompt": ""}}).customization.default_system_prompt == ""
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("From the file.\n")
+    # As LCORE: the file wins over `system_prompt`.
+    config = parse_config({**MINIMAL, "customization": {"system_prompt": "inline", "system_prompt_path": str(prompt)}})
+    assert config.customization.default_system_prompt == "From the file.\n"
+    assert config.customization.topic_summaries and "topic summarizer" in config.customization.topic_summary_prompt
+    with pytest.raises(ConfigError, match=r"customization.system_prompt_path: cannot read .*missing.txt"):
+        parse_config({**MINIMAL, "customization": {"system_prompt_path": str(tmp_path / "missing.txt")}})
 
 
 PG = {"db": "d", "user": "u", "password": "s3cret-pw"}

@@ -14,6 +14,8 @@ from tests.support.raw_client import open_stream, read_until, reset, wait_until
 CHAT = "/v1/chat/completions"
 RESPONSE_ID = re.compile(rb'"id":"(resp_[0-9a-f]{48})"')
 OPTIONS = {"stream": True, "stream_options": {"include_usage": True}}
+# LCORE's default system prompt, sent when the request has no instructions (turns/prompts.py).
+SYSTEM = {"role": "system", "content": "You are a helpful assistant"}
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +34,9 @@ def test_text_with_the_sdk(engine, chat_upstream):
     assert response.output_text == "Scripted reply (turn 1, 1 messages): Hello engine"
     assert re.fullmatch(r"resp_[0-9a-f]{48}", response.id) and re.fullmatch(r"msg_[0-9a-f]{48}", response.output[0].id)
     assert CONV.match(conversation_of(response)) and response.model == "scripted-chat"
-    assert response.usage.input_tokens == 2 and response.usage.output_tokens == 8
+    assert response.usage.input_tokens == 2 + 5 and response.usage.output_tokens == 8   # + the system prompt
     assert last_chat(chat_upstream) == {"model": "scripted-chat", **OPTIONS, "temperature": 0.5,
-                                        "messages": [{"role": "user", "content": "Hello engine"}]}
+                                        "messages": [SYSTEM, {"role": "user", "content": "Hello engine"}]}
 
 
 def test_raw_json_body_validates(engine):
@@ -78,7 +80,7 @@ def test_function_round_trip_by_previous_response_id(engine, chat_upstream):
     assert second.output_text == "Tool said: 22 C and sunny"
     assert second.previous_response_id == first.id and conversation_of(second) == conversation_of(first)
     assert last_chat(chat_upstream)["messages"] == [
-        {"role": "user", "content": "What is the weather in Paris? Use the tool."},
+        SYSTEM, {"role": "user", "content": "What is the weather in Paris? Use the tool."},
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": calls[0].call_id, "type": "function",
              "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}]},
@@ -105,7 +107,8 @@ def test_multi_turn_by_conversation(engine, chat_upstream):
     third = engine.post("/v1/responses", {"input": "third turn", "conversation": conversation[5:],
                                           "stream": False}).ok()
     assert third["output_text"] == "Scripted reply (turn 3, 5 messages): third turn"
-    assert [m["role"] for m in last_chat(chat_upstream)["messages"]] == ["user", "assistant"] * 2 + ["user"]
+    roles = [m["role"] for m in last_chat(chat_upstream)["messages"]]
+    assert roles == ["system"] + ["user", "assistant"] * 2 + ["user"]
 
 
 def test_image_input(engine, chat_upstream):
@@ -114,7 +117,7 @@ def test_image_input(engine, chat_upstream):
         {"type": "input_text", "text": "What is in this image?"},
         {"type": "input_image", "image_url": image, "detail": "low"}]}])
     assert response.output_text == "Scripted reply (turn 1, 1 messages): What is in this image?"
-    assert last_chat(chat_upstream)["messages"] == [{"role": "user", "content": [
+    assert last_chat(chat_upstream)["messages"] == [SYSTEM, {"role": "user", "content": [
         {"type": "text", "text": "What is in this image?"},
         {"type": "image_url", "image_url": {"url": image, "detail": "low"}}]}]
 
@@ -305,6 +308,8 @@ SHAPES = [
 @pytest.mark.parametrize("request_body, expected", SHAPES)
 def test_the_upstream_receives_exactly(engine, chat_upstream, request_body, expected):
     engine.post("/v1/responses", request_body).ok()
+    if "instructions" not in request_body:
+        expected = {**expected, "messages": [SYSTEM, *expected["messages"]]}
     assert last_chat(chat_upstream) == {"model": "scripted-chat", **OPTIONS, **expected}
 
 
@@ -325,8 +330,8 @@ def test_item_reference_names_an_earlier_item(engine, chat_upstream, gateway):
             "input": [{"type": "item_reference", "id": answer}, {"role": "user", "content": "and now?"}]}
     engine.post("/v1/responses", body).ok()
     messages = last_chat(chat_upstream)["messages"]
-    assert [m["role"] for m in messages] == ["user", "assistant", "assistant", "user"]
-    assert messages[2]["content"] == messages[1]["content"] == first.output_text
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "assistant", "user"]
+    assert messages[3]["content"] == messages[2]["content"] == first.output_text
     unknown = engine.post("/v1/responses", {**body, "input": [{"type": "item_reference", "id": "msg_nope"}]})
     assert unknown.status == 422 and "msg_nope" in unknown.json()["detail"]["cause"]
     forwarded = gateway.post("/v1/responses", {"input": [{"type": "item_reference", "id": answer}]})

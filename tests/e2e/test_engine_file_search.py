@@ -170,7 +170,8 @@ def test_the_next_turn_reads_the_search_again_and_may_cite_it(engine, chat_upstr
     chat_upstream.clear()
     second = engine.post("/v1/responses", {"input": "And what did it say?", "previous_response_id": first["id"]})
     assert second.status == 200, second.body
-    messages = chat_upstream.requests(CHAT)[0]["body"]["messages"]
+    system, *messages = chat_upstream.requests(CHAT)[0]["body"]["messages"]
+    assert system == {"role": "system", "content": "You are a helpful assistant"}   # LCORE's default prompt
     assert [message["role"] for message in messages] == ["user", "assistant", "tool", "assistant", "user"]
     assert messages[1]["tool_calls"][0]["function"] == {"name": "file_search", "arguments": f'{{"query":"{PROMPT}"}}'}
     assert "[1] <|file-f1|> faq.md (score 2)" in messages[2]["content"]

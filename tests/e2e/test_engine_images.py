@@ -53,11 +53,11 @@ def test_a_forbidden_image_url_is_a_400_before_anything(engine, chat_upstream, u
 def test_data_urls_still_go_through(engine, chat_upstream):
     image = "data:image/png;base64,iVBORw0KGgo="
     assert engine.post("/v1/responses", body(image)).status == 200
-    assert chat_upstream.last(CHAT)["body"]["messages"][0]["content"][1]["image_url"]["url"] == image
+    assert chat_upstream.last(CHAT)["body"]["messages"][-1]["content"][1]["image_url"]["url"] == image
 
 
 def test_the_operators_exceptions_let_an_address_in(trusting, chat_upstream):
     url = "https://127.0.0.1/cat.png"
     reply = trusting.post("/v1/responses", body(url))
     assert reply.status == 200, reply.body
-    assert chat_upstream.last(CHAT)["body"]["messages"][0]["content"][1]["image_url"]["url"] == url
+    assert chat_upstream.last(CHAT)["body"]["messages"][-1]["content"][1]["image_url"]["url"] == url

@@ -5,6 +5,7 @@ across restarts."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -151,3 +152,17 @@ async def test_replicas_on_one_database_see_each_others_turns(database_config):
     assert await first.find_turn("r1") is None
     await first_db.close()
     await second_db.close()
+
+
+async def test_a_new_conversation_keeps_its_topic_summary(database_config):
+    """Written when the conversation is created (with its first turn, or without one:
+    a failed first turn), never by a later turn's record."""
+    db = await open_database(database_config)
+    repo = ConversationRepository(db)
+    await repo.save(replace(conversation(), topic_summary="Pod Autoscaling Basics"), turn("r1"))
+    await repo.save(replace(conversation("c2"), topic_summary="Failed First Turn"), None)
+    await repo.save(conversation(), turn("r2"))   # a later turn's record carries ""
+    fresh = ConversationRepository(db)             # read from the database, not the cache
+    assert (await fresh.get("c1")).topic_summary == "Pod Autoscaling Basics"
+    assert (await fresh.get("c2")).topic_summary == "Failed First Turn"
+    await db.close()

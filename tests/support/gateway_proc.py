@@ -194,6 +194,11 @@ def gateway_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[s
         "llama_stack": {"url": upstream_url, "max_retries": 0, "timeout": 30},
         "authentication": {"module": "noop"},
         "database": {"sqlite": {"db_path": str(db_path)}},
+        # Off unless a test turns them on (tests/e2e/test_topic_summaries.py): a new
+        # conversation's summary is an extra upstream call beside the turn's, which
+        # tests that read what the upstream received would see, and the trigger words
+        # in a turn's text would fire in it too.
+        "customization": {"topic_summaries": False},
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(config.get(key), dict) and key != "database":  # one engine

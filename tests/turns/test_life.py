@@ -64,6 +64,10 @@ class FakeBackend:
         self.stall = stall             # after the first read, wait forever (a client leaves)
         self.conversations_created = 0
         self.responded = 0
+        self.summaries: list[tuple[str, str, str]] = []   # (model, instructions, text) asked
+        self.summary: str | BaseException = " Fake Topic Title \n"
+        self.summary_started = asyncio.Event()
+        self.summary_gate: asyncio.Event | None = None     # set: the summary waits for it
 
     async def accept(self, raw: Any, refusal: ApiError) -> Any:
         raise refusal
@@ -99,6 +103,15 @@ class FakeBackend:
 
     def feed(self, rewriter: StreamRewriter) -> Any:
         return rewriter.feed_events
+
+    async def summarize(self, model: str, instructions: str, text: str) -> str:
+        self.summaries.append((model, instructions, text))
+        self.summary_started.set()
+        if self.summary_gate is not None:
+            await self.summary_gate.wait()
+        if isinstance(self.summary, BaseException):
+            raise self.summary
+        return self.summary
 
 
 class FakeQuota:
@@ -152,8 +165,9 @@ class FakeCatalog:
 class Life:
     """Everything a turn's life needs, around one fake backend."""
 
-    def __init__(self, backend: FakeBackend, repository: ConversationRepository, writer: TurnWriter):
-        config = parse_config(CONFIG)
+    def __init__(self, backend: FakeBackend, repository: ConversationRepository, writer: TurnWriter,
+                 customization: dict[str, Any] | None = None):
+        config = parse_config({**CONFIG, "customization": customization or {}})
         self.backend = backend
         self.quota = FakeQuota()
         self.repository = repository
@@ -213,8 +227,9 @@ async def store(tmp_path) -> AsyncIterator[tuple[ConversationRepository, TurnWri
     await db.close()
 
 
-def life(store: tuple[ConversationRepository, TurnWriter], **backend: Any) -> Life:
-    return Life(FakeBackend(**backend), *store)
+def life(store: tuple[ConversationRepository, TurnWriter], customization: dict[str, Any] | None = None,
+         **backend: Any) -> Life:
+    return Life(FakeBackend(**backend), *store, customization=customization)
 
 
 class Body(BodySink):
