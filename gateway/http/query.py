@@ -46,7 +46,7 @@ async def _prepare(request: web.Request, stream: bool) -> tuple[QueryRequest, Tu
     services = request.app[SERVICES]
     raw = responses_request(query, stream, {server.name: server.url for server in services.config.mcp_servers})
     try:
-        return query, await services.turns.prepare(caller, raw, request.headers)
+        return query, await services.turns.prepare(caller, raw, request.headers, prompt_field="system_prompt")
     except ApiError as exc:
         if exc.code == "conversation_forbidden" and query.conversation_id:
             # LCORE names the conversation as the request did, not in its `conv_` form.
