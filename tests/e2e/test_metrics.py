@@ -291,3 +291,15 @@ def test_tool_calls_and_mcp_failures_with_clients_labels_collapsed(gateway):
     assert moved(before, after, "ls_llm_calls_total", endpoint=TURNS) == 1
     assert moved(before, after, "ls_llm_calls_failures_total") == 0                  # the turn itself completed
     no_ids_in_labels(after)
+
+
+def test_postgres_pool_and_database_latency(gateway_factory, upstream, postgres):
+    gateway = gateway_factory(upstream.url, database={"postgres": postgres.new_database()})
+    before = scrape(gateway)
+    gateway.post(TURNS + USER, {"input": "Hello"}).ok()
+    after = scrape(gateway)
+    assert value(after, "gateway_db_pool_connections", state="max") > 0
+    assert value(after, "gateway_db_pool_connections", state="in_use") >= 0
+    assert value(after, "gateway_db_pool_connections", state="idle") >= 0
+    assert moved(before, after, "gateway_db_operation_duration_seconds_count", operation="write") >= 1
+    no_ids_in_labels(after)
