@@ -101,3 +101,24 @@ def test_auth_failure_reasons():
     assert auth_failure_reason(401, had_credential=True) == "invalid_credential"
     assert auth_failure_reason(403, had_credential=True) == "forbidden"
     assert auth_failure_reason(503, had_credential=True) == "provider_unavailable"
+
+
+def test_plain_histograms_expose_cumulative_le_buckets():
+    metrics = Metrics()
+    histogram = metrics.metric("gateway_time_to_first_event_seconds").labels("forward", "stream")
+    for seconds in (0.0005, 0.001, 0.02, 0.02, 100.0):   # 0.001 falls in le="0.001" (le is <=)
+        histogram.observe(seconds)
+    text = generate_latest(metrics.registry).decode()
+    def line(suffix: str, le: str | None) -> str:
+        bucket = f',le="{le}"' if le else ""
+        return f'gateway_time_to_first_event_seconds_{suffix}{{backend="forward"{bucket},mode="stream"}}'
+    assert f"{line('bucket', '0.001')} 2.0" in text
+    assert f"{line('bucket', '0.025')} 4.0" in text
+    assert f"{line('bucket', '60.0')} 4.0" in text
+    assert f"{line('bucket', '+Inf')} 5.0" in text
+    assert f"{line('count', None)} 5.0" in text
+    gauge = metrics.metric("gateway_background_responses_running")
+    gauge.inc()
+    gauge.inc()
+    gauge.dec()
+    assert "gateway_background_responses_running 1.0" in generate_latest(metrics.registry).decode()
