@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gateway.identity import Identity
+from gateway.schema.errors import ApiError
 from gateway.turns.prepare import BackendSelector, Preparer
 from gateway.turns.run import BodySink, FrameSink, Runner
 from gateway.turns.settle import Settler
@@ -22,7 +23,11 @@ class TurnService:
                       prompt_field: str = "instructions") -> Turn:
         """A turn ready to run, or the 4xx that refuses it with nothing created
         (`prompt_field`: what the client called its system prompt, see `Preparer`)."""
-        turn = await self._preparer.prepare(identity, raw, headers, prompt_field)
+        try:
+            turn = await self._preparer.prepare(identity, raw, headers, prompt_field)
+        except ApiError as exc:
+            self.runner.hooks.refused(exc)
+            raise
         self.runner.hooks.prepared(turn)
         return turn
 
