@@ -20,10 +20,15 @@ from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
 from gateway.http import authorized, health, quotas, responses, root
+from gateway.http import metrics as metrics_routes
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity.build import build_authenticator
+from gateway.observability import startup
+from gateway.observability.http import HttpObserver
+from gateway.observability.metrics import Metrics
+from gateway.observability.turns import TurnMetrics
 from gateway.quota.service import QuotaService, open_quota
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.background_responses import BackgroundStore
@@ -45,7 +50,7 @@ from gateway.upstream.responses_api import UpstreamResponses
 log = logging.getLogger("gateway")
 
 
-async def build_services(config: Configuration) -> Services:
+async def build_services(config: Configuration, metrics: Metrics | None = None) -> Services:
     db = await open_database(config.database)
     tools = ConfiguredTools(config)
     upstream = UpstreamClient(config.llama_stack, redact=tools.redactor.text)
@@ -64,7 +69,8 @@ async def build_services(config: Configuration) -> Services:
                          images=image_policy(config.client_tools.allowed_image_destinations))
     await engine.start()
     turns = _turns(config, conversations, writer, catalog, quota, tools, settler=Settler(conversations, writer, quota),
-                   forward=UpstreamResponses(upstream, capabilities), engine=engine, capabilities=capabilities)
+                   forward=UpstreamResponses(upstream, capabilities), engine=engine, capabilities=capabilities,
+                   metrics=metrics)
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
@@ -75,18 +81,43 @@ async def build_services(config: Configuration) -> Services:
 
 def _turns(config: Configuration, conversations: ConversationRepository, writer: TurnWriter, catalog: ModelCatalog,
            quota: QuotaService, tools: ConfiguredTools, *, settler: Settler, forward: UpstreamResponses,
-           engine: LocalEngine, capabilities: Capabilities) -> TurnService:
+           engine: LocalEngine, capabilities: Capabilities, metrics: Metrics | None = None) -> TurnService:
     """A turn's life, with both backends: the selector picks one on first use."""
-    selector = BackendSelector(ForwardBackend(forward, tools, config.inference, conversations, settler),
-                               EngineBackend(engine, tools, config.inference, conversations, settler), capabilities)
+    forwarding = ForwardBackend(forward, tools, config.inference, conversations, settler)
+    local = EngineBackend(engine, tools, config.inference, conversations, settler)
+    selector = BackendSelector(forwarding, local, capabilities)
     preparer = Preparer(config, conversations, writer, catalog, quota, tools, settler, selector)
-    return TurnService(preparer, Runner(settler, tools.labels, tools.redactor), settler, selector)
+    runner = Runner(settler, tools.labels, tools.redactor)
+    if metrics is not None:
+        cluster = frozenset(limiter.name for limiter in (config.quota_handlers.limiters if config.quota_handlers else ())
+                            if limiter.type == "cluster_limiter")
+        runner.hooks.add(TurnMetrics(metrics, {id(forwarding): "forward", id(local): "engine"}, cluster))
+    return TurnService(preparer, runner, settler, selector)
+
+
+async def _reach_upstream(services: Services, metrics: Metrics | None) -> None:
+    """Ask the upstream for its models once at start-up. Unreachable: with
+    `llama_stack.allow_degraded_mode` the gateway is degraded (readiness 200 with
+    LCORE's degraded body until the upstream answers); without it, not ready."""
+    config = services.config
+    try:
+        models = await services.catalog.fresh()
+    except Exception as exc:  # any failure to reach it: it is not there
+        models = None
+        services.degraded = config.llama_stack.allow_degraded_mode
+        log.warning("upstream %s unreachable at start-up%s: %s", config.llama_stack.url,
+                    " (allow_degraded_mode: starting degraded)" if services.degraded else "", exc)
+    if metrics is not None:
+        startup.started(metrics, models, config.inference, services.degraded)
 
 
 def create_app(config: Configuration) -> web.Application:
     actions: dict = {}
+    # Each application its own registry: never the process-global one.
+    metrics = Metrics() if config.service.metrics else None
+    observer = HttpObserver(metrics, config.service.root_path, config.authentication.module) if metrics else None
     app = web.Application(client_max_size=config.service.max_request_body_bytes,
-                          middlewares=[gateway_middleware(config.service, config.authentication, actions)])
+                          middlewares=[gateway_middleware(config.service, config.authentication, actions, observer)])
     prefixes = [""] + ([config.service.root_path] if config.service.root_path else [])
     for prefix in prefixes:
         responses.add_routes(app, prefix)
@@ -95,14 +126,20 @@ def create_app(config: Configuration) -> web.Application:
         root.add_routes(app, prefix)
         authorized.add_routes(app, prefix)
         quotas.add_routes(app, prefix)
+        if metrics is not None:
+            metrics_routes.add_routes(app, prefix)
     actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
     app[PUBLIC] = root.PUBLIC_HANDLERS
-    app[SKIP_WITHOUT_CREDENTIAL] = health.PROBE_HANDLERS if config.authentication.skip_for_health_probes \
-        else frozenset()
+    app[SKIP_WITHOUT_CREDENTIAL] = (health.PROBE_HANDLERS if config.authentication.skip_for_health_probes
+                                    else frozenset()) | (metrics_routes.METRICS_HANDLERS
+                                                         if config.authentication.skip_for_metrics else frozenset())
+    if metrics is not None:
+        app[metrics_routes.METRICS] = metrics
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        services = await build_services(config)
+        services = await build_services(config, metrics)
         app[SERVICES] = services
+        await _reach_upstream(services, metrics)
         watch = BackgroundWatch(services.background)
         await watch.start()  # unfinished background responses of a stopped gateway: failed
         for warning in config.warnings():

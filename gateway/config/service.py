@@ -39,6 +39,8 @@ class ServiceConfig(Strict):
     # Ours: error bodies on the endpoints OpenAI SDKs call carry OpenAI's `error` object
     # beside LCORE's `detail` (`both`), or are exactly LCORE's (`lcore`).
     error_body: Literal["both", "lcore"] = "both"
+    # Ours: `GET /metrics` and the recording behind it (docs/operating.md); false: neither.
+    metrics: bool = True
 
     @field_validator("root_path")
     @classmethod

@@ -31,6 +31,12 @@ async def readiness(request: web.Request) -> web.Response:
         if not reply.ok:
             problems.append((f"Backend service answered HTTP {reply.status}", ["LLM inference unavailable"]))
     except ApiError:
+        if services.degraded and not problems:
+            # LCORE's degraded mode: started without the upstream, ready to serve what needs none.
+            return json_response({"ready": True, "reason": "Service running in degraded mode: cannot connect to "
+                                  "backend service", "overall_status": "degraded",
+                                  "impacts": ["LLM inference unavailable", "Provider health checks unavailable"],
+                                  "providers": []})
         problems.append(("Cannot connect to backend service",
                          ["LLM inference unavailable", "Provider health checks unavailable"]))
     if problems:

@@ -20,6 +20,7 @@ from gateway.http.responses_io import json_response
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL
 from gateway.identity import Identity
 from gateway.identity.audit import REFUSALS, log_refusal
+from gateway.observability.http import HttpObserver, auth_failure_reason
 from gateway.schema.errors import (ApiError, body_too_large, database_error, endpoint_forbidden, header_too_large,
                                    internal_error, method_not_allowed, route_not_found)
 from gateway.storage.database import DatabaseUnavailable
@@ -68,9 +69,10 @@ _NO_AUTH = Identity(user_id=DEFAULT_USER_ID, username=DEFAULT_USERNAME, skip_use
 
 
 def gateway_middleware(service: ServiceConfig, authentication: AuthenticationConfig,
-                       route_actions: Mapping[Any, str]):
+                       route_actions: Mapping[Any, str], observer: HttpObserver | None = None):
     """`route_actions`: each route's action (`openapi.route_actions`); the application
-    fills it in once its routes are registered."""
+    fills it in once its routes are registered. `observer`: the request metrics (None:
+    metrics off)."""
     cors = service.cors
     origins = set(cors.allow_origins)
     module = authentication.module
@@ -95,6 +97,19 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if observer is None:
+            return await handle(request, handler)
+        match = request.match_info
+        started = observer.started(match.route if match.http_exception is None else None)
+        status = 500
+        try:
+            response = await handle(request, handler)
+            status = response.status
+            return response
+        finally:
+            observer.ended(started, status, request.headers.get("Upgrade", "").lower() == "websocket")
+
+    async def handle(request: web.Request, handler: Handler) -> web.StreamResponse:
         rid = request_id(request.headers.get("X-Request-ID"))
         request["request_id"] = rid
         extra = {"X-Request-ID": rid, **cors_headers(request)}
@@ -113,12 +128,27 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
                         and authenticator.credential_header not in request.headers:
                     # LCORE: a probe without credentials skips authentication and authorization.
                     request["identity"] = _NO_AUTH
+                    if observer is not None:
+                        observer.authenticated("skipped", "probe")
                 else:
-                    caller = await authenticator.authenticate(request.headers, request.query)
+                    if observer is None:
+                        caller = await authenticator.authenticate(request.headers, request.query)
+                    else:
+                        try:
+                            caller = await authenticator.authenticate(request.headers, request.query)
+                        except ApiError as exc:
+                            observer.authenticated("failure", auth_failure_reason(
+                                exc.status, authenticator.credential_header in request.headers))
+                            raise
+                        observer.authenticated("success", "ok")
                     request["identity"] = caller
                     action = actions[match.route]
-                    if action not in caller.actions and action != AUTHENTICATED_ONLY:
-                        raise endpoint_forbidden(caller.user_id)
+                    if action != AUTHENTICATED_ONLY:
+                        allowed = action in caller.actions
+                        if observer is not None:
+                            observer.authorized(action, allowed)
+                        if not allowed:
+                            raise endpoint_forbidden(caller.user_id)
             response = await handler(request)
         except ApiError as exc:
             if exc.status in REFUSALS:

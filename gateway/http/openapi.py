@@ -60,6 +60,7 @@ class Operation:
     errors: tuple[int, ...] = (401, 500)
     public: bool = False                 # answered without authentication
     html: bool = False                   # 200 is a text/html page
+    text: bool = False                   # 200 is text/plain (Prometheus's format)
     query: tuple[tuple[str, str], ...] = ()    # (name, description)
     path_params: tuple[str, ...] = field(default=())
     # Required: the action a caller's roles must grant (LCORE's for LCORE's routes, its
@@ -115,6 +116,10 @@ OPERATIONS: tuple[Operation, ...] = (
               "Readiness probe (503 when the upstream or the database is not usable)", "health",
               ok=ReadinessResponse, errors=(401, 403, 503), action=Action.INFO,
               note="without a credential header and `skip_for_health_probes`: neither checked"),
+    Operation("get_metrics", "get", "/metrics",
+              "This process's metrics in Prometheus's text format (when `service.metrics` is on)", "health",
+              text=True, errors=(401, 403), action=Action.GET_METRICS,
+              note="without a credential header and `skip_for_metrics`: neither checked"),
     Operation("openapi", "get", "/openapi.json", "This document", "info", errors=(), public=True,
               action=Action.INFO, note="as FastAPI's document in LCORE"),
     Operation("landing_page", "get", "/", "A landing page", "info", html=True, errors=(401, 403),
@@ -237,6 +242,8 @@ def _operation(operation: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
 def _ok(operation: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
     if operation.html:
         return {"description": "OK", "content": {"text/html": {"schema": {"type": "string"}}}}
+    if operation.text:
+        return {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
     if operation.ok is None:
         return {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
     content = {"application/json": {"schema": schemas["refs"][operation.ok.__name__]}}

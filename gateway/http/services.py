@@ -32,6 +32,9 @@ class Services:
     authenticator: Authenticator
     background: BackgroundRuns
     quota: QuotaService
+    # Started without its upstream (`llama_stack.allow_degraded_mode`): readiness says
+    # so with 200 until the upstream answers.
+    degraded: bool = False
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)

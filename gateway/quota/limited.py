@@ -115,7 +115,7 @@ class LimitedQuota(ABC):
         who = f"User {held.subject}" if held.limiter.type == "user_limiter" else "Cluster"
         cause = f"{who} has no available tokens" if held.room <= 0 else \
             f"{who} has {held.room} tokens, but {need} tokens are needed"
-        return quota_exceeded(cause, seconds_until(held.state.next_refill, now))
+        return quota_exceeded(cause, seconds_until(held.state.next_refill, now), held.limiter.name)
 
     @staticmethod
     def _unreachable(exc: BaseException) -> ApiError:

@@ -163,12 +163,20 @@ def internal_error(cause: str = "An unexpected error occurred while processing t
     return ApiError(500, "Internal server error", cause, code=code)
 
 
-def quota_exceeded(cause: str, retry_after: int) -> ApiError:
+class QuotaExceeded(ApiError):
+    """A local quota's refusal, naming the limiter that refused (for metrics)."""
+
+    def __init__(self, cause: str, retry_after: int, limiter: str):
+        super().__init__(429, "The quota has been exceeded", cause, code="insufficient_quota",
+                         headers={"Retry-After": str(retry_after), "x-should-retry": "false"})
+        self.limiter = limiter
+
+
+def quota_exceeded(cause: str, retry_after: int, limiter: str = "") -> ApiError:
     """LCORE's 429 for a local quota; OpenAI's `insufficient_quota`. `Retry-After` is the
     seconds to the refusing limiter's next top-up, and `x-should-retry: false` keeps
     OpenAI's SDKs from retrying at once (they retry 429s by default)."""
-    return ApiError(429, "The quota has been exceeded", cause, code="insufficient_quota",
-                    headers={"Retry-After": str(retry_after), "x-should-retry": "false"})
+    return QuotaExceeded(cause, retry_after, limiter)
 
 
 def quota_storage_unavailable() -> ApiError:

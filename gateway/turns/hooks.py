@@ -1,7 +1,9 @@
 """Named moments of a turn's life that observers hang on (metrics, traces, audit),
-instead of being called from the business code: `prepared` (the turn is valid and
-its backend chosen), `first_event` (the backend's first read, or its JSON answer),
-`settled` (charged and recorded: `turn.result` holds the usage and status),
+instead of being called from the business code: `refused` (prepare() refused the
+request: nothing was created), `prepared` (the turn is valid and its backend chosen),
+`first_event` (the backend's first read, or its JSON answer), `settled` (charged and
+recorded: `turn.result` holds the usage and status), `streamed` (a stream's end, with
+how many events its client was sent: counted once per stream, never per event),
 `finished` (after the response, with the exception that ended it, if any).
 
 Hooks are synchronous and cheap; one that raises is logged and never fails a request.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
+from gateway.schema.errors import ApiError
 from gateway.turns.turn import Turn
 
 log = logging.getLogger("gateway.turns")
@@ -19,6 +22,9 @@ log = logging.getLogger("gateway.turns")
 
 class TurnHooks:
     """An observer of turns: override the moments it cares about."""
+
+    def refused(self, error: ApiError) -> None:
+        """prepare() refused the request (4xx, or 503 when a store is unreachable)."""
 
     def prepared(self, turn: Turn) -> None:
         """The turn is valid, its backend chosen and what it needs created."""
@@ -28,6 +34,9 @@ class TurnHooks:
 
     def settled(self, turn: Turn) -> None:
         """Charged and recorded, before the client is told (`turn.result`, `turn.quotas`)."""
+
+    def streamed(self, turn: Turn, events: int) -> None:
+        """A streamed turn ended (whichever way): `events` frames went to its sink."""
 
     def finished(self, turn: Turn, error: BaseException | None) -> None:
         """After the response (`turn.abandoned`: its client left)."""
@@ -41,6 +50,13 @@ class Hooks(TurnHooks):
 
     def add(self, observer: TurnHooks) -> None:
         self._observers = (*self._observers, observer)
+
+    def refused(self, error: ApiError) -> None:
+        for observer in self._observers:
+            try:
+                observer.refused(error)
+            except Exception:
+                log.exception("turn hook %s.refused failed", type(observer).__name__)
 
     def prepared(self, turn: Turn) -> None:
         for observer in self._observers:
@@ -62,6 +78,13 @@ class Hooks(TurnHooks):
                 observer.settled(turn)
             except Exception:
                 log.exception("turn hook %s.settled failed", type(observer).__name__)
+
+    def streamed(self, turn: Turn, events: int) -> None:
+        for observer in self._observers:
+            try:
+                observer.streamed(turn, events)
+            except Exception:
+                log.exception("turn hook %s.streamed failed", type(observer).__name__)
 
     def finished(self, turn: Turn, error: BaseException | None) -> None:
         for observer in self._observers:

@@ -131,6 +131,12 @@ class Runner:
                                                "response": failed_response(turn.result, exc.cause)}), {}
             return frames + rewriter.terminal(terminal, quotas)
 
+        try:
+            await self._relay(turn, sink, rewriter, ending)
+        finally:
+            self.hooks.streamed(turn, rewriter.numbered)
+
+    async def _relay(self, turn: Turn, sink: FrameSink, rewriter: StreamRewriter, ending) -> None:
         started = False
         async with turn.backend.open(turn) as chunks:
             # Once, not per read of a paced stream.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gateway.identity import Identity
+from gateway.schema.errors import ApiError
 from gateway.turns.prepare import BackendSelector, Preparer
 from gateway.turns.run import BodySink, FrameSink, Runner
 from gateway.turns.settle import Settler
@@ -20,7 +21,11 @@ class TurnService:
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str]) -> Turn:
         """A turn ready to run, or the 4xx that refuses it with nothing created."""
-        turn = await self._preparer.prepare(identity, raw, headers)
+        try:
+            turn = await self._preparer.prepare(identity, raw, headers)
+        except ApiError as exc:
+            self.runner.hooks.refused(exc)
+            raise
         self.runner.hooks.prepared(turn)
         return turn
 

@@ -52,6 +52,7 @@ class Turn:
     reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
     abandoned: bool = False              # the client left before the backend finished
     observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
+    observed: Any = None                 # what observers of its hooks keep about it (metrics)
     _settling: asyncio.Future | None = None
 
     @property
