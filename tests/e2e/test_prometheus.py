@@ -49,6 +49,7 @@ def test_promtool_checks_the_alert_rules(prometheus_installed):
     assert "SUCCESS" in checked.stdout
 
 
+@pytest.mark.timeout(360)   # two gateways, Prometheus, and up to EVALUATE_FOR of workload
 def test_every_panel_query_answers_from_a_real_prometheus(prometheus_installed, gateway_factory, upstream,
                                                            chat_upstream, postgres, mcp, faulty, tmp_path):
     stack = MetricsStack(gateway_factory, upstream, chat_upstream, postgres, mcp, faulty)
