@@ -31,7 +31,7 @@ ACCESS_RULES = [
 ]
 # What each user may do, written out (not computed from the rules under test).
 ALLOWED = {
-    "root": {"responses", "get_models", "info", "admin"},
+    "root": {"responses", "get_models", "info", "admin", "get_metrics"},
     "alice": {"responses", "info"},
     "bob": {"responses", "info"},
     "carol": {"get_models", "info"},
@@ -52,6 +52,7 @@ ROUTES = {
     ("get", "/v1/info"): (None, 200),
     ("get", "/liveness"): (None, 200),
     ("get", "/readiness"): (None, 200),
+    ("get", "/metrics"): (None, 200),
     ("get", "/openapi.json"): (None, 200),
     ("get", "/"): (None, 200),
     ("post", "/authorized"): (None, 200),
