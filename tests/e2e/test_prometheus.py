@@ -3,13 +3,12 @@ scripts/prometheus/setup.sh): Prometheus scrapes two `gateway serve` processes o
 PostgreSQL every second while a scripted workload runs (tests/support/metrics_workload.py,
 the rare series included), and every panel's PromQL in grafana/dashboards/gateway.json,
 its variables and Grafana's interval macros replaced by fixed values, returns a
-non-empty, finite result through Prometheus's HTTP API. The alert rules pass
-`promtool check rules` and evaluate without error in that Prometheus. Without
+non-empty, finite result through Prometheus's HTTP API. The alert rules load and
+evaluate without error in that Prometheus (promtool: tests/grafana/test_alerts.py). Without
 Prometheus set up the tests skip, and fail under GATEWAY_REQUIRE_PROMETHEUS=1 (make test)."""
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 
@@ -26,11 +25,7 @@ EVALUATE_FOR = 90.0
 
 @pytest.fixture(scope="module")
 def prometheus_installed() -> None:
-    if not prom.installed():
-        reason = f"Prometheus is not set up (Debian's package could not be had): run {prom.SETUP_SCRIPT}"
-        if os.environ.get(prom.REQUIRE_ENV) == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    prom.require()
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +36,6 @@ def mcp(tmp_path_factory):
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory):
     yield from running_mcp_server(tmp_path_factory, "mcp-metrics-faulty", faulty=True)
-
-
-def test_promtool_checks_the_alert_rules(prometheus_installed):
-    checked = prom.promtool("check", "rules", str(prom.ALERTS))
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS" in checked.stdout
 
 
 @pytest.mark.timeout(360)   # two gateways, Prometheus, and up to EVALUATE_FOR of workload

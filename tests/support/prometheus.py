@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -48,6 +49,18 @@ MACROS = {"__rate_interval": "20s", "__interval": "5s", "__interval_ms": "5000",
 
 def installed() -> bool:
     return (BIN / "prometheus").is_file() and (BIN / "promtool").is_file()
+
+
+def require() -> None:
+    """Skip the calling test without Prometheus set up, or fail it under
+    GATEWAY_REQUIRE_PROMETHEUS=1 (make test): the package could not be had."""
+    import pytest
+
+    if not installed():
+        reason = f"Prometheus is not set up (Debian's package could not be had): run {SETUP_SCRIPT}"
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess:
