@@ -26,8 +26,10 @@ from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity.build import build_authenticator
 from gateway.observability import startup
+from gateway.observability.calls import EngineMetrics, UpstreamMetrics
 from gateway.observability.http import HttpObserver
 from gateway.observability.metrics import Metrics
+from gateway.observability.state import StateCollector, time_database
 from gateway.observability.turns import TurnMetrics
 from gateway.quota.service import QuotaService, open_quota
 from gateway.storage.conversations import ConversationRepository
@@ -54,6 +56,9 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
     db = await open_database(config.database)
     tools = ConfiguredTools(config)
     upstream = UpstreamClient(config.llama_stack, redact=tools.redactor.text)
+    if metrics is not None:
+        upstream.hooks = UpstreamMetrics(metrics)
+        time_database(db, metrics)
     await upstream.start()
     catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)
     conversations = ConversationRepository(db)
@@ -68,6 +73,9 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
                          Moderation.of(config.guardrails, upstream),
                          images=image_policy(config.client_tools.allowed_image_destinations))
     await engine.start()
+    if metrics is not None:
+        engine.hooks = EngineMetrics(metrics)
+        metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db))
     turns = _turns(config, conversations, writer, catalog, quota, tools, settler=Settler(conversations, writer, quota),
                    forward=UpstreamResponses(upstream, capabilities), engine=engine, capabilities=capabilities,
                    metrics=metrics)
@@ -91,7 +99,8 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
     if metrics is not None:
         cluster = frozenset(limiter.name for limiter in (config.quota_handlers.limiters if config.quota_handlers else ())
                             if limiter.type == "cluster_limiter")
-        runner.hooks.add(TurnMetrics(metrics, {id(forwarding): "forward", id(local): "engine"}, cluster))
+        runner.hooks.add(TurnMetrics(metrics, {id(forwarding): "forward", id(local): "engine"}, cluster,
+                                     tools.labels))
     return TurnService(preparer, runner, settler, selector)
 
 

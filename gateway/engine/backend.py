@@ -20,6 +20,7 @@ from gateway.destinations import DestinationPolicy
 from gateway.engine import translate
 from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
+from gateway.engine.hooks import EngineHooks
 from gateway.engine.emitter import Emitter, new_response
 from gateway.engine.executor import EngineTool, Setup
 from gateway.engine.guardrails import Moderation, guardrail_ids, with_guardrails
@@ -49,6 +50,7 @@ class LocalEngine:
         self._inference = inference
         self._tool_kinds = tuple(tools)  # the kinds of server-side tools, each its own executor
         self._images = images or image_policy([])  # where the upstream may fetch input_image URLs from
+        self.hooks: EngineHooks | None = None  # observers of the loop (metrics), set by the wiring
 
     def check(self, body: dict[str, Any]) -> None:
         """Refuse (422) what the engine cannot run, before the turn creates anything."""
@@ -137,7 +139,7 @@ class LocalEngine:
         turn.body = {}  # translated: nothing needs it while the stream is open
         ended = False
         try:
-            async for events in Loop(model, self._tool_kinds).run(plan, emitter, save):
+            async for events in Loop(model, self._tool_kinds, self.hooks).run(plan, emitter, save):
                 ended = bool(events) and events[-1].type in TERMINAL_EVENTS
                 yield events
         except asyncio.CancelledError:

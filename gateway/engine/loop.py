@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from gateway.engine.chat_round import ChatRound, UpstreamChatError
 from gateway.engine.chat_stream import Chunk
 from gateway.engine.emitter import Emitter
 from gateway.engine.executor import ToolCall, ToolExecutor, ToolResult
+from gateway.engine.hooks import EngineHooks, shielded
 from gateway.engine.plan import Plan
 from gateway.engine.translate import add_usage, incomplete_reason, usage_of
 from gateway.schema.errors import ApiError
@@ -52,9 +54,10 @@ Save = Callable[[Emitter, bool], Awaitable[None]]
 
 
 class Loop:
-    def __init__(self, model: Model, executors: Sequence[ToolExecutor] = ()):
+    def __init__(self, model: Model, executors: Sequence[ToolExecutor] = (), hooks: EngineHooks | None = None):
         self._model = model
         self._executors = tuple(executors)
+        self._hooks = hooks
 
     def _executor(self, tool: dict[str, Any]) -> ToolExecutor | None:
         return next((executor for executor in self._executors if executor.can_execute(tool)), None)
@@ -93,12 +96,16 @@ class Loop:
                         round_.feed(chunk)
                     yield emitter.take()
             except (ApiError, UpstreamChatError) as exc:
+                if self._hooks is not None:
+                    shielded(self._hooks, "round", False)
                 if not started:
                     raise
                 message = exc.cause if isinstance(exc, ApiError) else str(exc)
                 log.warning("the upstream failed during %s: %s", emitter.response["id"], message)
                 yield await self._end(emitter, save, emitter.fail(message, usage))
                 return
+            if self._hooks is not None:
+                shielded(self._hooks, "round", True)
             if not started:  # an upstream that answered with an empty stream
                 started = True
                 emitter.start()
@@ -174,7 +181,8 @@ class Loop:
                 made += 1
                 executor = self._executor(tool)
                 assert executor is not None
-                jobs.append(_run(executor, ToolCall(call["call_id"], call["name"], call["arguments"], tool)))
+                jobs.append(_run(executor, ToolCall(call["call_id"], call["name"], call["arguments"], tool),
+                                 self._hooks))
         # gather: a cancelled loop cancels every running tool with it.
         return list(await asyncio.gather(*jobs)), made
 
@@ -203,14 +211,19 @@ async def _refused(message: str) -> ToolResult:
     return _error(message)
 
 
-async def _run(executor: ToolExecutor, call: ToolCall) -> ToolResult:
+async def _run(executor: ToolExecutor, call: ToolCall, hooks: EngineHooks | None) -> ToolResult:
+    started = time.perf_counter()
     try:
-        return await executor.execute(call)
+        result = await executor.execute(call)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         log.warning("tool %s failed: %s", call.name, exc)
-        return _error(f"{type(exc).__name__}: {exc}")
+        result = _error(f"{type(exc).__name__}: {exc}")
+    if hooks is not None:
+        shielded(hooks, "tool", str(call.tool.get("type") or "function"), not result.is_error,
+                 time.perf_counter() - started)
+    return result
 
 
 def _output_item(call: dict[str, Any], result: ToolResult) -> dict[str, Any]:

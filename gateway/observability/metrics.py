@@ -143,6 +143,8 @@ BY_NAME = {definition.name: definition for definition in DEFINITIONS}
 # The ones `HotCounters` exposes from plain integers (not prometheus_client objects).
 HOT = frozenset({"ls_rest_api_calls_total", "gateway_http_requests_in_flight", "gateway_streams_open",
                  "gateway_stream_events_total"})
+# The ones read from the gateway's state when scraped (`observability/state.py`).
+SCRAPED = frozenset({"gateway_upstream_capability_mode", "gateway_db_pool_connections"})
 
 
 def _build(definition: Definition, registry: CollectorRegistry):
@@ -191,7 +193,8 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.hot = HotCounters()
         self.registry.register(self.hot)
-        self._metrics = {d.name: _build(d, self.registry) for d in DEFINITIONS if d.name not in HOT}
+        self._metrics = {d.name: _build(d, self.registry) for d in DEFINITIONS
+                         if d.name not in HOT and d.name not in SCRAPED}
 
     def metric(self, name: str):
         return self._metrics[name]

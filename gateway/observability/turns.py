@@ -23,10 +23,13 @@ import time
 from typing import Any, Mapping
 
 from gateway.observability.context import ENDPOINT
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics import CLIENT_MCP, Metrics
 from gateway.schema.errors import ApiError, QuotaExceeded
 from gateway.turns.hooks import TurnHooks
 from gateway.turns.turn import Turn
+
+# Output items that are server-side tool calls (either backend ran them), by type.
+_TOOL_ITEMS = {"mcp_call": "mcp", "file_search_call": "file_search", "web_search_call": "web_search"}
 
 # How a turn ended, from its response's status.
 _OUTCOMES = {"completed": "completed", "incomplete": "incomplete", "failed": "failed", "cancelled": "cancelled"}
@@ -55,10 +58,12 @@ class TurnMetrics(TurnHooks):
     """`backends`: each backend object → its label (`forward`/`engine`), given by the
     wiring, the one place besides prepare() that knows which is which."""
 
-    def __init__(self, metrics: Metrics, backends: Mapping[int, str], cluster_limiters: frozenset[str] = frozenset()):
+    def __init__(self, metrics: Metrics, backends: Mapping[int, str], cluster_limiters: frozenset[str] = frozenset(),
+                 mcp_labels: frozenset[str] = frozenset()):
         self._hot = metrics.hot
         self._backends = dict(backends)
         self._cluster = cluster_limiters
+        self._mcp_labels = mcp_labels   # the operator's MCP servers: every other label is `client`
         m = metrics.metric
         self._calls = m("ls_llm_calls_total")
         self._failures = m("ls_llm_calls_failures_total")
@@ -76,6 +81,8 @@ class TurnMetrics(TurnHooks):
         self._balance = m("gateway_quota_cluster_balance_tokens")
         self._background = m("gateway_background_responses_total")
         self._running = m("gateway_background_responses_running")
+        self._tool_calls = m("gateway_tool_calls_total")
+        self._mcp_failures = m("gateway_mcp_failures_total")
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
     def _child(self, metric: Any, *labels: str) -> Any:
@@ -155,6 +162,8 @@ class TurnMetrics(TurnHooks):
             self._child(self._failures, *labels).inc()
         self._child(self._inference, *labels, "failure" if failed else "success").observe(
             time.perf_counter() - observed.started)
+        if result is not None:
+            self._tools(result.get("output"))
         usage = result.get("usage") if result is not None and turn.observed_settled else None
         if isinstance(usage, dict):
             sent, received = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")
@@ -167,6 +176,29 @@ class TurnMetrics(TurnHooks):
         if charged and turn.reservation is not None:
             for limiter, _ in turn.reservation.pairs:
                 self._child(self._charged, limiter.name).inc(charged)
+
+
+    def _tools(self, output: Any) -> None:
+        """The turn's server-side tool calls and MCP failures, from its output items."""
+        if not isinstance(output, list):
+            return
+        for item in output:
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind == "mcp_list_tools":
+                if item.get("error"):
+                    self._child(self._mcp_failures, self._server(item), "list_tools").inc()
+                continue
+            tool = _TOOL_ITEMS.get(kind)
+            if tool is None:
+                continue
+            failed = bool(item.get("error")) or item.get("status") in ("failed", "incomplete")
+            self._child(self._tool_calls, tool, "error" if failed else "ok").inc()
+            if failed and tool == "mcp":
+                self._child(self._mcp_failures, self._server(item), "call_tool").inc()
+
+    def _server(self, item: dict[str, Any]) -> str:
+        label = item.get("server_label")
+        return label if label in self._mcp_labels else CLIENT_MCP
 
 
 def _tokens(usage: dict[str, Any], key: str) -> int:

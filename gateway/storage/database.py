@@ -96,6 +96,10 @@ class Database(ABC):
     def transaction(self) -> AbstractAsyncContextManager[Transaction]:
         """A write transaction whose statements depend on what it reads."""
 
+    def pool_use(self) -> tuple[int, int, int] | None:
+        """Connections (in use, idle, the most there can be); None: no pool (SQLite)."""
+        return None
+
     @abstractmethod
     async def ping(self) -> None:
         """Prove the database can take a write now (readiness); raise if it cannot."""

@@ -148,6 +148,11 @@ class PostgresDatabase(database.Database):
                                  "WHERE table_schema = :schema AND table_name = :name",
                                  {"schema": self._config.namespace, "name": name}) is not None
 
+    def pool_use(self) -> tuple[int, int, int] | None:
+        # Connections this database keeps checked out between statements are idle too.
+        idle = self._pool.get_idle_size() + len(self._idle)
+        return self._pool.get_size() - idle, idle, self._pool.get_max_size()
+
     async def ping(self) -> None:
         async with asyncio.timeout(PING_TIMEOUT), self._connection() as conn:
             await conn.fetchval("SELECT COUNT(*) FROM gateway_migrations")

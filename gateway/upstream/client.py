@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Mapping
@@ -32,6 +33,20 @@ log = logging.getLogger("gateway.upstream")
 KEEPALIVE_S = 3.0
 # The cause of the 503 for an upstream that did not answer in time (the OpenAI client's words).
 TIMED_OUT = "Request timed out."
+
+
+class UpstreamHooks:
+    """An observer of upstream requests (metrics): one call per request when its answer's
+    head arrived or it failed, one per retry; never per read."""
+
+    def answered(self, path: str, status: int, seconds: float) -> None:
+        """The answer's head arrived."""
+
+    def failed(self, path: str, outcome: str, seconds: float) -> None:
+        """No answer: `connect_error` or `timeout`."""
+
+    def retried(self, path: str, outcome: str) -> None:
+        """A connection could not be made; the request is tried again."""
 
 
 @dataclass
@@ -68,6 +83,7 @@ class UpstreamClient:
             self._fixed_headers["Authorization"] = f"Bearer {config.api_key}"
         self._heads: dict[tuple[str, str], bytes] = {}  # rendered once per fixed endpoint
         self._pool: Pool | None = None
+        self.hooks: UpstreamHooks | None = None   # set by the wiring when metrics are on
 
     async def start(self) -> None:
         self._pool = Pool(self._host, self._port, self._tls, limit=self._config.max_connections,
@@ -113,18 +129,30 @@ class UpstreamClient:
         data = self._head(method, path, params, headers, length) + body
         read_timeout = min(timeout, self._config.timeout) if timeout else self._config.timeout
         attempt = 0
+        hooks = self.hooks
+        started = time.perf_counter() if hooks is not None else 0.0
         while True:
             try:
-                return await self._pool.exchange(data, read_timeout)
+                exchange = await self._pool.exchange(data, read_timeout)
             except ConnectFailed as exc:
                 if attempt >= self._config.max_retries:
+                    if hooks is not None:
+                        hooks.failed(path, _outcome(exc), time.perf_counter() - started)
                     raise self._unavailable(method, path, exc) from None
                 attempt += 1
+                if hooks is not None:
+                    hooks.retried(path, _outcome(exc))
                 delay = self._config.retry_delay * 2 ** (attempt - 1)
                 log.warning("upstream %s %s: %s; retry %d in %.1fs", method, path, _describe(exc), attempt, delay)
                 await asyncio.sleep(delay)
             except UpstreamHttpError as exc:
+                if hooks is not None:
+                    hooks.failed(path, _outcome(exc), time.perf_counter() - started)
                 raise self._unavailable(method, path, exc) from None
+            else:
+                if hooks is not None:
+                    hooks.answered(path, exchange.status, time.perf_counter() - started)
+                return exchange
 
     def _head(self, method: str, path: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None,
               length: int | None) -> bytes:
@@ -155,6 +183,10 @@ class UpstreamClient:
 
 def _unchanged(text: str) -> str:
     return text
+
+
+def _outcome(exc: BaseException) -> str:
+    return "timeout" if isinstance(exc, ReadTimeout) else "connect_error"
 
 
 def _describe(exc: BaseException) -> str:

@@ -146,6 +146,12 @@ def test_a_workload_moves_each_metric_by_exactly_its_amount(mode, request):
     assert value(after, "gateway_http_requests_in_flight") == 1      # the scrape itself
     assert moved(before, after, "gateway_background_responses_total", state="completed") == 1
     assert value(after, "gateway_background_responses_running") == 0
+    upstream_operation = "responses" if backend == "forward" else "chat_completions"
+    assert moved(before, after, "gateway_upstream_request_duration_seconds_count", operation=upstream_operation,
+                 outcome="ok") >= 3
+    assert moved(before, after, "gateway_engine_rounds_total", outcome="ok") == (3 if backend == "engine" else 0)
+    assert total(after, "gateway_upstream_capability_mode", api=upstream_operation) == 1
+    assert moved(before, after, "gateway_db_operation_duration_seconds_count", operation="write") >= 1
     no_ids_in_labels(after)
 
     # Refused requests: counted as calls by status, never as LLM calls or tokens.

@@ -1,0 +1,67 @@
+"""Metrics read from the gateway's state when scraped, never kept up to date on the
+request path: the upstream capability mode, the database pool's use; and the
+database's operation latency, timed around the database's own methods."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Callable, Iterable
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from gateway.observability.metrics import BY_NAME, Metrics
+from gateway.storage.database import Database
+from gateway.upstream.capabilities import Capabilities
+
+
+class StateCollector(Collector):
+    def __init__(self, capabilities: Capabilities, api_setting: str, db: Database):
+        self._capabilities = capabilities
+        self._api = api_setting
+        self._db = db
+
+    def collect(self) -> Iterable:
+        caps = self._capabilities
+        if self._api != "auto":
+            api = self._api
+        else:
+            api = "unknown" if caps.has_responses is None else "responses" if caps.has_responses \
+                else "chat_completions"
+        upstream = caps.conversations_upstream
+        conversations = "unknown" if upstream is None else "upstream" if upstream else "gateway"
+        mode = GaugeMetricFamily("gateway_upstream_capability_mode", BY_NAME["gateway_upstream_capability_mode"].help,
+                                 labels=("api", "conversations"))
+        mode.add_metric((api, conversations), 1)
+        yield mode
+        use = self._db.pool_use()
+        pool = GaugeMetricFamily("gateway_db_pool_connections", BY_NAME["gateway_db_pool_connections"].help,
+                                 labels=("state",))
+        if use is not None:
+            for state, count in zip(("in_use", "idle", "max"), use):
+                pool.add_metric((state,), count)
+        yield pool
+
+
+# The database's methods timed, and the operation label each gets.
+_TIMED = {"write": "write", "execute": "execute", "fetchall": "read"}
+
+
+def time_database(db: Database, metrics: Metrics) -> None:
+    """Time this database's statements (`gateway_db_operation_duration_seconds`): its
+    methods are wrapped on the instance, so neither backend's code knows."""
+    histogram = metrics.metric("gateway_db_operation_duration_seconds")
+    for method, operation in _TIMED.items():
+        setattr(db, method, _timed(getattr(db, method), histogram.labels(operation).observe))
+
+
+def _timed(call: Callable[..., Any], observe: Callable[[float], None]) -> Callable[..., Any]:
+    @functools.wraps(call)
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await call(*args, **kwargs)
+        finally:
+            observe(time.perf_counter() - started)
+    return timed
