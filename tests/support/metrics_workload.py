@@ -9,6 +9,8 @@ and scripts/dashboard_picture.py.
 - `engine`: the local engine in front of the scripted Chat Completions upstream
   (`--no-responses`), with a working MCP server (`calc`), a failing one (`faulty`) and
   an unreachable one (`gone`).
+- `degraded`: started without its upstream (`llama_stack.allow_degraded_mode`, a port
+  nothing listens on): its calls upstream are refused connections, retried once.
 
     stack = MetricsStack(start_gateway, upstream, chat_upstream, postgres, mcp, faulty)
     with stack.running():        # a thread runs `round()` until the block ends
@@ -23,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from tests.support.gateway_proc import Gateway, Upstream
 from tests.support.postgres import PostgresServer
+from tests.support.processes import free_port
 
 KEYS = {"alice": "metrics-key-alice-0001", "bob": "metrics-key-bob-0001"}
 # Reserving 1 + this many tokens is more than the daily limiter ever holds: a 429.
@@ -45,8 +48,8 @@ def _authentication() -> dict[str, Any]:
 
 
 class MetricsStack:
-    """`start_gateway(upstream_url, **config overrides) -> Gateway` (the tests'
-    gateway_factory, or the picture script's own)."""
+    """Three gateways on PostgreSQL (see the module docstring). `start_gateway(upstream_url,
+    **config overrides) -> Gateway`: the tests' gateway_factory, or the picture script's own."""
 
     def __init__(self, start_gateway: Callable[..., Gateway], upstream: Upstream, chat_upstream: Upstream,
                  postgres: PostgresServer, mcp: Any, faulty: Any):
@@ -60,12 +63,17 @@ class MetricsStack:
             llama_stack={"url": chat_upstream.url, "max_retries": 0, "api": "chat_completions"},
             mcp_servers=[{"name": "calc", "url": mcp.url}, {"name": "faulty", "url": faulty.url, "timeout": 5},
                          {"name": "gone", "url": "http://127.0.0.1:9/mcp", "timeout": 2}])
+        dead = f"http://127.0.0.1:{free_port()}"
+        self.degraded = start_gateway(
+            dead, authentication=_authentication(),
+            database={"postgres": postgres.new_database(namespace="metrics-degraded")},
+            llama_stack={"url": dead, "max_retries": 1, "retry_delay": 0.01, "allow_degraded_mode": True})
         self.rounds = 0
         self.errors: list[str] = []
 
     def targets(self) -> list[str]:
         """host:port of each gateway's own listener (not the tests' recording relay)."""
-        return [f"127.0.0.1:{gateway.direct_port}" for gateway in (self.forward, self.engine)]
+        return [f"127.0.0.1:{gateway.direct_port}" for gateway in (self.forward, self.engine, self.degraded)]
 
     def round(self) -> None:
         """One pass over every kind of request; what answered otherwise than expected is
@@ -97,6 +105,8 @@ class MetricsStack:
         self._call(401, engine, "GET", "/v1/models", None, {"Authorization": "Bearer wrong"})
         # The engine ends a failed model round as a `failed` response.
         self._call(200, engine, "POST", "/v1/responses", {"input": "fail-upstream"}, bob)
+        # No upstream: 503 after a retry.
+        self._call(503, self.degraded, "GET", "/v1/models", None, alice)
         self.rounds += 1
 
     def _call(self, status: int, gateway: Gateway, method: str, path: str, body: Any,
@@ -105,7 +115,8 @@ class MetricsStack:
         reply = gateway.request(method, path, body, headers=headers)
         # 5xx: whichever the gateway maps the upstream's failure to.
         if reply.status != status and not (status == 500 and reply.status >= 500):
-            name = "forward" if gateway is self.forward else "engine"
+            name = next(name for name, one in (("forward", self.forward), ("engine", self.engine),
+                                               ("degraded", self.degraded)) if one is gateway)
             self.errors.append(f"{name} {method} {path} {body}: expected {status}, got {reply.status}: "
                                f"{reply.body[:200]!r}")
             return None
