@@ -1,5 +1,5 @@
 """The dashboard and the alert rules against a real Prometheus (Debian's, unpacked by
-scripts/prometheus/setup.sh): Prometheus scrapes two `gateway serve` processes on
+scripts/prometheus/setup.sh): Prometheus scrapes three `gateway serve` processes on
 PostgreSQL every second while a scripted workload runs (tests/support/metrics_workload.py,
 the rare series included), and every panel's PromQL in grafana/dashboards/gateway.json,
 its variables and Grafana's interval macros replaced by fixed values, returns a
@@ -38,7 +38,7 @@ def faulty(tmp_path_factory):
     yield from running_mcp_server(tmp_path_factory, "mcp-metrics-faulty", faulty=True)
 
 
-@pytest.mark.timeout(360)   # two gateways, Prometheus, and up to EVALUATE_FOR of workload
+@pytest.mark.timeout(360)   # three gateways, Prometheus, and up to EVALUATE_FOR of workload
 def test_every_panel_query_answers_from_a_real_prometheus(prometheus_installed, gateway_factory, upstream,
                                                            chat_upstream, postgres, mcp, faulty, tmp_path):
     stack = MetricsStack(gateway_factory, upstream, chat_upstream, postgres, mcp, faulty)
@@ -51,7 +51,7 @@ def test_every_panel_query_answers_from_a_real_prometheus(prometheus_installed, 
             while sorted(server.targets_up()) != sorted(stack.targets()):
                 assert time.monotonic() < deadline, f"not scraped: {server.api('targets')['activeTargets']}"
                 time.sleep(0.5)
-            # The instance variable's values: both gateways.
+            # The instance variable's values: every gateway.
             assert sorted(server.api("label/instance/values", **{"match[]": "gateway_http_requests_in_flight"})) \
                 == sorted(stack.targets())
             variables = {"instance": prom.instance_regex(stack.targets()), "datasource": "prometheus"}
