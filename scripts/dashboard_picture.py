@@ -4,7 +4,7 @@
     .venv/bin/python scripts/dashboard_picture.py [--seconds 120] [--out docs/img/dashboard.svg]
 
 Starts what tests/e2e/test_prometheus.py starts (a private PostgreSQL, the scripted
-upstreams, MCP servers, two `gateway serve` and a real Prometheus scraping them every
+upstreams, MCP servers, three `gateway serve` and a real Prometheus scraping them every
 second: scripts/postgres/setup.sh and scripts/prometheus/setup.sh first), runs the
 workload of tests/support/metrics_workload.py, then asks Prometheus's range API for
 every panel's queries in grafana/dashboards/gateway.json (the same substitution of
@@ -128,6 +128,8 @@ def charts_of(server: prom.Prometheus, dashboard: dict, variables: dict[str, str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=120, help="how long the workload runs")
+    parser.add_argument("--warmup", type=float, default=15,
+                        help="seconds of workload before the drawn range (start-up's first slow requests)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "dashboard.svg")
     args = parser.parse_args()
     if not prom.installed():
@@ -153,15 +155,17 @@ def main() -> int:
         stack = MetricsStack(start, upstream, chat, postgres, mcp, faulty)
         server = prom.start_prometheus(work / "prometheus", stack.targets())
         stopping.append(server)
-        began = time.time()
         with stack.running(pause=0.5):
+            time.sleep(args.warmup)
+            began = time.time()
             time.sleep(args.seconds)
         ended = time.time()
         variables = {"instance": prom.instance_regex(stack.targets()), "datasource": "prometheus"}
         charts, empty = charts_of(server, prom.load_dashboard(), variables, began, ended, 2)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(render(charts, began, ended, f"Gateway dashboard: {len(charts)} panels over "
-                                                         f"{args.seconds:.0f} s of tests/support/metrics_workload.py"))
+                                                         f"{args.seconds:.0f} s of tests/support/metrics_workload.py "
+                                                         f"(after {args.warmup:.0f} s of warm-up)"))
         print(f"wrote {args.out} ({stack.rounds} workload rounds)")
         for message in sorted(set(stack.errors)):
             print(f"workload: {message}", file=sys.stderr)
