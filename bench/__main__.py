@@ -31,7 +31,7 @@ from bench.scenarios import DIALECTS, Settings, Target
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "engine")
+WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "engine", "metrics")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -133,6 +133,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         if "jwk" in wanted:
             from bench.auth import jwk_token
             results.auth = await jwk_token(settings, upstream, workdir, args.rounds)
+        if "metrics" in wanted:
+            from bench.metrics import metrics_workload
+            results.metrics = await metrics_workload(settings, upstream, workdir, args.rounds)
         if "quota" in wanted:
             from bench.quota import quota_workload
             results.quota = await quota_workload(settings, upstream, workdir, args.rounds)

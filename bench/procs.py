@@ -244,9 +244,11 @@ def gateway_config(upstream_url: str, db_path: Path, port: int, authentication: 
 
 
 def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_stats: Path | None = None,
-                  authentication: dict | None = None, api: str = "auto", extra: dict | None = None) -> Proc:
+                  authentication: dict | None = None, api: str = "auto", extra: dict | None = None,
+                  service: dict | None = None) -> Proc:
     """`gateway serve -c FILE` on the gateway core, with its own SQLite file (`extra`:
-    top-level keys that replace the defaults, e.g. `database`, `quota_handlers`).
+    top-level keys that replace the defaults, e.g. `database`, `quota_handlers`;
+    `service`: keys added to the `service` section, e.g. `metrics`).
 
     `gc_stats`: run it through `bench.gcstats`, which times its garbage collections (--profile only).
     """
@@ -256,6 +258,7 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
     config_path = home / "lightspeed-stack.yaml"
     config = gateway_config(upstream_url, home / "gateway.db", port, authentication)
     config["llama_stack"]["api"] = api  # chat_completions: the local engine
+    config["service"].update(service or {})
     config.update(extra or {})
     config_path.write_text(yaml.safe_dump(config))
     script = Path(sys.executable).parent / "gateway"

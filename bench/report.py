@@ -29,6 +29,7 @@ class Results:
     auth: Any = None  # bench.auth.AuthRuns (the `jwk` workload)
     engine: tuple[list[str], list[tuple[str, bool, str]]] | None = None  # bench/engine.py: rows, verdicts
     quota: Any = None  # bench.quota.QuotaRuns (the `quota` workload)
+    metrics: Any = None  # bench.metrics.MetricsRuns (the `metrics` workload)
 
 
 @dataclass
@@ -153,6 +154,10 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
         from bench.auth import render as render_auth
 
         lines += [""] + render_auth(results.auth, verdicts)
+    if results.metrics is not None:
+        from bench.metrics import render as render_metrics
+
+        lines += [""] + render_metrics(results.metrics, verdicts)
     if results.quota is not None:
         from bench.quota import render as render_quota
 

@@ -5,6 +5,7 @@ hot path."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import logging
@@ -28,6 +29,8 @@ from gateway.storage.database import DatabaseUnavailable
 log = logging.getLogger("gateway.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# The status metrics record for a request whose client left mid-answer (nginx's 499).
+CLIENT_CLOSED = 499
 
 # A client's X-Request-ID is kept only when it is a plain token: it is echoed in
 # headers and written to logs.
@@ -106,6 +109,9 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
             response = await handle(request, handler)
             status = response.status
             return response
+        except (asyncio.CancelledError, ConnectionResetError):
+            status = CLIENT_CLOSED   # the client left before its answer was complete
+            raise
         finally:
             observer.ended(started, status, request.headers.get("Upgrade", "").lower() == "websocket")
 

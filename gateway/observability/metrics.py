@@ -10,10 +10,10 @@ Two families:
   labels collapse to `other`/`client`), buckets fit for millisecond latencies.
 
 Each application builds its own set in its own `CollectorRegistry` (`Metrics`), never
-the process-global one, so two apps in one process (tests) never share a series. The
-hottest counters (in-flight requests, open streams, events relayed, REST calls) are
-plain integers that `HotCounters` turns into samples at scrape time: the request path
-pays an integer add, not a metric call.
+the process-global one, so two apps in one process (tests) never share a series. Every
+metric is kept as plain numbers made samples at scrape time (`plain.py`); the hottest
+(in-flight requests, open streams, events relayed, REST calls) are bare integers in
+`HotCounters`: the request path pays an integer add, not a metric call.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from gateway.observability.plain import Family, PlainCollector
 
 # No `_created` series: they double the output and no dashboard reads them.
 disable_created_metrics()
@@ -147,16 +149,6 @@ HOT = frozenset({"ls_rest_api_calls_total", "gateway_http_requests_in_flight", "
 SCRAPED = frozenset({"gateway_upstream_capability_mode", "gateway_db_pool_connections"})
 
 
-def _build(definition: Definition, registry: CollectorRegistry):
-    # prometheus_client adds `_total` to a counter's name itself.
-    if definition.kind == "counter":
-        return Counter(definition.name.removesuffix("_total"), definition.help, definition.labels, registry=registry)
-    if definition.kind == "gauge":
-        return Gauge(definition.name, definition.help, definition.labels, registry=registry)
-    return Histogram(definition.name, definition.help, definition.labels, registry=registry,
-                     buckets=definition.buckets)
-
-
 class HotCounters(Collector):
     """Plain integers the request path bumps, made samples only when scraped."""
 
@@ -186,15 +178,16 @@ class HotCounters(Collector):
 
 
 class Metrics:
-    """One application's metrics, in its own registry: `metric(name)` is the
-    prometheus_client object of a definition (callers pre-bind its label children)."""
+    """One application's metrics, in its own registry: `metric(name)` is the family of
+    a definition (`observability/plain.py`; callers bind its label children once)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.hot = HotCounters()
-        self.registry.register(self.hot)
-        self._metrics = {d.name: _build(d, self.registry) for d in DEFINITIONS
+        self._metrics = {d.name: Family(d.name, d.kind, d.help, d.labels, d.buckets) for d in DEFINITIONS
                          if d.name not in HOT and d.name not in SCRAPED}
+        self.registry.register(self.hot)
+        self.registry.register(PlainCollector(self._metrics.values()))
 
-    def metric(self, name: str):
+    def metric(self, name: str) -> Family:
         return self._metrics[name]

@@ -23,7 +23,7 @@ import time
 from typing import Any, Mapping
 
 from gateway.observability.context import ENDPOINT
-from gateway.observability.metrics import CLIENT_MCP, Metrics
+from gateway.observability.metrics import CLIENT_MCP, TURN_OUTCOMES, Metrics
 from gateway.schema.errors import ApiError, QuotaExceeded
 from gateway.turns.hooks import TurnHooks
 from gateway.turns.turn import Turn
@@ -35,14 +35,41 @@ _TOOL_ITEMS = {"mcp_call": "mcp", "file_search_call": "file_search", "web_search
 _OUTCOMES = {"completed": "completed", "incomplete": "incomplete", "failed": "failed", "cancelled": "cancelled"}
 
 
-class _Observed:
-    __slots__ = ("endpoint", "backend", "mode", "labels", "started", "first")
+class _Llm:
+    """LCORE's LLM children of one (provider, model, endpoint), bound once."""
 
-    def __init__(self, endpoint: str, backend: str, mode: str, labels: tuple[str, str, str], started: float):
+    __slots__ = ("calls", "failures", "sent", "received", "succeeded_in", "failed_in")
+
+    def __init__(self, m: Any, labels: tuple[str, str, str]):
+        self.calls = m("ls_llm_calls_total").labels(*labels)
+        self.failures = m("ls_llm_calls_failures_total").labels(*labels)
+        self.sent = m("ls_llm_token_sent_total").labels(*labels)
+        self.received = m("ls_llm_token_received_total").labels(*labels)
+        inference = m("ls_llm_inference_duration_seconds")
+        self.succeeded_in = inference.labels(*labels, "success")
+        self.failed_in = inference.labels(*labels, "failure")
+
+
+class _Kind:
+    """The gateway's turn children of one (backend, mode), bound once."""
+
+    __slots__ = ("backend", "mode", "first", "turns", "stream_time")
+
+    def __init__(self, m: Any, backend: str, mode: str):
+        self.backend, self.mode = backend, mode
+        self.first = m("gateway_time_to_first_event_seconds").labels(backend, mode)
+        turns = m("gateway_turns_total")
+        self.turns = {outcome: turns.labels(backend, mode, outcome) for outcome in TURN_OUTCOMES}
+        self.stream_time = m("gateway_stream_duration_seconds").labels(backend)
+
+
+class _Observed:
+    __slots__ = ("endpoint", "llm", "kind", "started", "first")
+
+    def __init__(self, endpoint: str, llm: _Llm, kind: _Kind, started: float):
         self.endpoint = endpoint
-        self.backend = backend
-        self.mode = mode
-        self.labels = labels            # (provider, model, endpoint): LCORE's LLM labels
+        self.llm = llm
+        self.kind = kind
         self.started = started
         self.first: float | None = None
 
@@ -64,17 +91,9 @@ class TurnMetrics(TurnHooks):
         self._backends = dict(backends)
         self._cluster = cluster_limiters
         self._mcp_labels = mcp_labels   # the operator's MCP servers: every other label is `client`
-        m = metrics.metric
-        self._calls = m("ls_llm_calls_total")
-        self._failures = m("ls_llm_calls_failures_total")
+        self._m = m = metrics.metric
         self._validation = m("ls_llm_validation_errors_total")
-        self._sent = m("ls_llm_token_sent_total")
-        self._received = m("ls_llm_token_received_total")
-        self._inference = m("ls_llm_inference_duration_seconds")
         self._quota_checks = m("ls_quota_checks_total")
-        self._turns = m("gateway_turns_total")
-        self._first = m("gateway_time_to_first_event_seconds")
-        self._stream = m("gateway_stream_duration_seconds")
         self._admissions = m("gateway_quota_admissions_total")
         self._refusals = m("gateway_quota_refusals_total")
         self._charged = m("gateway_quota_tokens_charged_total")
@@ -83,118 +102,124 @@ class TurnMetrics(TurnHooks):
         self._running = m("gateway_background_responses_running")
         self._tool_calls = m("gateway_tool_calls_total")
         self._mcp_failures = m("gateway_mcp_failures_total")
-        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
-
-    def _child(self, metric: Any, *labels: str) -> Any:
-        """A label child, bound once and kept (labels() hashes and locks on every call)."""
-        key = (metric, labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
+        self._llm: dict[tuple[str, str, str], _Llm] = {}
+        self._kinds: dict[tuple[str, str], _Kind] = {}
 
     def refused(self, error: ApiError) -> None:
         endpoint = ENDPOINT.get()
         if isinstance(error, QuotaExceeded):
-            self._child(self._quota_checks, endpoint, "exceeded").inc()
+            self._quota_checks.labels(endpoint, "exceeded").inc()
             if error.limiter:
-                self._child(self._refusals, error.limiter).inc()
+                self._refusals.labels(error.limiter).inc()
         elif error.status == 422:
-            self._child(self._validation, endpoint).inc()
+            self._validation.labels(endpoint).inc()
 
     def prepared(self, turn: Turn) -> None:
         endpoint = ENDPOINT.get()
-        mode = "background" if turn.background else "stream" if turn.stream else "json"
-        turn.observed = _Observed(endpoint, self._backends.get(id(turn.backend), "forward"), mode,
-                                  llm_labels(turn, endpoint), time.perf_counter())
+        labels = llm_labels(turn, endpoint)
+        llm = self._llm.get(labels)
+        if llm is None:
+            llm = self._llm[labels] = _Llm(self._m, labels)
+        key = (self._backends.get(id(turn.backend), "forward"),
+               "background" if turn.background else "stream" if turn.stream else "json")
+        kind = self._kinds.get(key)
+        if kind is None:
+            kind = self._kinds[key] = _Kind(self._m, *key)
+        turn.observed = _Observed(endpoint, llm, kind, time.perf_counter())
         if turn.background:
             self._running.inc()
         reservation = turn.reservation
         if reservation is not None:
-            self._child(self._quota_checks, endpoint, "allowed").inc()
+            self._quota_checks.labels(endpoint, "allowed").inc()
             for limiter, _ in reservation.pairs:
-                self._child(self._admissions, limiter.name).inc()
+                self._admissions.labels(limiter.name).inc()
 
     def first_event(self, turn: Turn) -> None:
         observed = turn.observed
         if observed is None:
             return
         observed.first = now = time.perf_counter()
-        self._child(self._first, observed.backend, observed.mode).observe(now - observed.started)
-        if observed.mode != "json":
-            self._hot.streams_open[observed.backend] += 1
+        kind = observed.kind
+        kind.first.observe(now - observed.started)
+        if kind.mode != "json":
+            self._hot.streams_open[kind.backend] += 1
 
     def settled(self, turn: Turn) -> None:
         quotas = turn.quotas
         if quotas and self._cluster:
             for name, balance in quotas.items():
                 if name in self._cluster:   # the balance every replica shares, as last read here
-                    self._child(self._balance, name).set(balance)
+                    self._balance.labels(name).set(balance)
 
     def streamed(self, turn: Turn, events: int) -> None:
         observed = turn.observed
         if observed is None:
             return
-        self._hot.stream_events[observed.backend] += events
+        kind = observed.kind
+        self._hot.stream_events[kind.backend] += events
         if observed.first is not None:
-            self._hot.streams_open[observed.backend] -= 1
-        self._child(self._stream, observed.backend).observe(time.perf_counter() - observed.started)
+            self._hot.streams_open[kind.backend] -= 1
+        kind.stream_time.observe(time.perf_counter() - observed.started)
 
     def finished(self, turn: Turn, error: BaseException | None) -> None:
         observed = turn.observed
         if observed is None:
             return
-        result = turn.result if isinstance(turn.result, dict) else None
+        elapsed = time.perf_counter() - observed.started
+        result = turn.result if turn.result.__class__ is dict else None
         if turn.abandoned:
             outcome = "abandoned"
-        elif error is not None:
+        elif error is not None or result is None:
             outcome = "error"
         else:
-            outcome = _OUTCOMES.get(str((result or {}).get("status")), "error")
-        self._child(self._turns, observed.backend, observed.mode, outcome).inc()
+            outcome = _OUTCOMES.get(result.get("status"), "error")  # type: ignore[arg-type]
+        observed.kind.turns[outcome].inc()
+        llm = observed.llm
+        llm.calls.inc()
+        if outcome == "failed" or outcome == "error":
+            llm.failures.inc()
+            llm.failed_in.observe(elapsed)
+        else:
+            llm.succeeded_in.observe(elapsed)
         if turn.background:
             self._running.dec()
-            self._child(self._background, _OUTCOMES.get(outcome, "failed")).inc()
-        labels = observed.labels
-        self._child(self._calls, *labels).inc()
-        failed = outcome in ("failed", "error")
-        if failed:
-            self._child(self._failures, *labels).inc()
-        self._child(self._inference, *labels, "failure" if failed else "success").observe(
-            time.perf_counter() - observed.started)
+            self._background.labels(_OUTCOMES.get(outcome, "failed")).inc()
+        charged = 0
         if result is not None:
             self._tools(result.get("output"))
-        usage = result.get("usage") if result is not None and turn.observed_settled else None
-        if isinstance(usage, dict):
-            sent, received = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")
-            self._child(self._sent, *labels).inc(sent)
-            self._child(self._received, *labels).inc(received)
-            charged = sent + received
-        else:
-            # An abandoned turn is charged what it reserved (turns/settle.py).
-            charged = turn.reservation.tokens if turn.abandoned and turn.reservation is not None else 0
-        if charged and turn.reservation is not None:
-            for limiter, _ in turn.reservation.pairs:
-                self._child(self._charged, limiter.name).inc(charged)
-
+            usage = result.get("usage") if turn.observed_settled else None
+            if usage.__class__ is dict:
+                sent, received = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")  # type: ignore
+                llm.sent.inc(sent)
+                llm.received.inc(received)
+                charged = sent + received
+        reservation = turn.reservation
+        if reservation is not None:
+            if not charged and turn.abandoned:
+                charged = reservation.tokens   # an abandoned turn is charged what it reserved
+            if charged:
+                for limiter, _ in reservation.pairs:
+                    self._charged.labels(limiter.name).inc(charged)
 
     def _tools(self, output: Any) -> None:
         """The turn's server-side tool calls and MCP failures, from its output items."""
-        if not isinstance(output, list):
+        if output.__class__ is not list:
             return
         for item in output:
-            kind = item.get("type") if isinstance(item, dict) else None
+            kind = item.get("type") if item.__class__ is dict else None
+            if kind == "message" or kind is None:
+                continue
             if kind == "mcp_list_tools":
                 if item.get("error"):
-                    self._child(self._mcp_failures, self._server(item), "list_tools").inc()
+                    self._mcp_failures.labels(self._server(item), "list_tools").inc()
                 continue
             tool = _TOOL_ITEMS.get(kind)
             if tool is None:
                 continue
             failed = bool(item.get("error")) or item.get("status") in ("failed", "incomplete")
-            self._child(self._tool_calls, tool, "error" if failed else "ok").inc()
+            self._tool_calls.labels(tool, "error" if failed else "ok").inc()
             if failed and tool == "mcp":
-                self._child(self._mcp_failures, self._server(item), "call_tool").inc()
+                self._mcp_failures.labels(self._server(item), "call_tool").inc()
 
     def _server(self, item: dict[str, Any]) -> str:
         label = item.get("server_label")

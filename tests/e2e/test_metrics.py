@@ -273,3 +273,33 @@ def test_degraded_mode(gateway_factory):
     strict = gateway_factory(dead)
     assert value(scrape(strict), "ls_started_in_degraded_mode") == 0
     assert strict.get("/readiness").status == 503
+
+
+FAULTY = [{"type": "mcp", "server_label": "faulty", "server_url": "http://127.0.0.1:9/faulty/mcp",
+           "require_approval": "never"}]
+
+
+def test_tool_calls_and_mcp_failures_with_clients_labels_collapsed(gateway):
+    """The session's gateway takes clients' own MCP servers (simulated by the upstream)."""
+    before = scrape(gateway)
+    failed = gateway.post(TURNS + USER, {"input": "Use the explode tool", "tools": FAULTY}).ok()
+    assert [item["type"] for item in failed["output"]] == ["mcp_list_tools", "mcp_call", "message"]
+    after = scrape(gateway)
+    assert moved(before, after, "gateway_tool_calls_total", tool_type="mcp", outcome="error") == 1
+    assert moved(before, after, "gateway_mcp_failures_total", server="client", operation="call_tool") == 1
+    assert moved(before, after, "gateway_mcp_failures_total", server="faulty") == 0   # never the client's label
+    assert moved(before, after, "ls_llm_calls_total", endpoint=TURNS) == 1
+    assert moved(before, after, "ls_llm_calls_failures_total") == 0                  # the turn itself completed
+    no_ids_in_labels(after)
+
+
+def test_postgres_pool_and_database_latency(gateway_factory, upstream, postgres):
+    gateway = gateway_factory(upstream.url, database={"postgres": postgres.new_database()})
+    before = scrape(gateway)
+    gateway.post(TURNS + USER, {"input": "Hello"}).ok()
+    after = scrape(gateway)
+    assert value(after, "gateway_db_pool_connections", state="max") > 0
+    assert value(after, "gateway_db_pool_connections", state="in_use") >= 0
+    assert value(after, "gateway_db_pool_connections", state="idle") >= 0
+    assert moved(before, after, "gateway_db_operation_duration_seconds_count", operation="write") >= 1
+    no_ids_in_labels(after)

@@ -1,0 +1,113 @@
+"""Metric families kept as plain Python numbers, turned into samples only when scraped.
+
+prometheus_client's own Counter/Histogram take a lock and walk objects on every
+`inc`/`observe` (~1-2 µs each); a turn records a dozen of them. Everything here runs on
+the event loop's one thread (the database's timings are taken in the loop too), so a
+child is a slot holding a float: `inc` is an add, `observe` a bisect and an add. Same
+API as prometheus_client's (`labels(*values)` → a child with `inc`/`dec`/`set`/`observe`),
+and callers keep the children they bind.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Any, Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+
+class Value:
+    """A counter's or a gauge's child."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1) -> None:
+        self.value += amount
+
+    def dec(self, amount: float = 1) -> None:
+        self.value -= amount
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+
+class Buckets:
+    """A histogram's child: per-bucket counts (not cumulative) and the sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]):
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)   # the last: +Inf
+        self.sum = 0.0
+
+    def observe(self, amount: float) -> None:
+        self.counts[bisect_left(self.bounds, amount)] += 1   # `le` buckets: amount <= bound
+        self.sum += amount
+
+
+class Family:
+    """One metric and its children, by label values."""
+
+    def __init__(self, name: str, kind: str, help: str, labels: tuple[str, ...],
+                 buckets: tuple[float, ...] | None = None):
+        self.name, self.kind, self.help, self.label_names = name, kind, help, labels
+        self._bounds = tuple(float(bound) for bound in buckets) if buckets else ()
+        self.children: dict[tuple[str, ...], Any] = {}
+        if not labels:
+            self._unlabelled = self.labels()
+
+    def labels(self, *values: str) -> Any:
+        child = self.children.get(values)
+        if child is None:
+            if len(values) != len(self.label_names):
+                raise ValueError(f"{self.name} takes labels {self.label_names}, not {values}")
+            child = self.children[values] = Buckets(self._bounds) if self.kind == "histogram" else Value()
+        return child
+
+    # An unlabelled family is its own child.
+    def inc(self, amount: float = 1) -> None:
+        self._unlabelled.inc(amount)
+
+    def dec(self, amount: float = 1) -> None:
+        self._unlabelled.dec(amount)
+
+    def set(self, value: float) -> None:
+        self._unlabelled.set(value)
+
+    def observe(self, amount: float) -> None:
+        self._unlabelled.observe(amount)
+
+    def sample_family(self) -> Any:
+        children = list(self.children.items())
+        if self.kind == "counter":
+            family = CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=self.label_names)
+            for values, child in children:
+                family.add_metric(values, child.value)
+        elif self.kind == "gauge":
+            family = GaugeMetricFamily(self.name, self.help, labels=self.label_names)
+            for values, child in children:
+                family.add_metric(values, child.value)
+        else:
+            family = HistogramMetricFamily(self.name, self.help, labels=self.label_names)
+            edges = [*(repr(bound) for bound in self._bounds), "+Inf"]
+            for values, child in children:
+                cumulative, buckets = 0, []
+                for edge, count in zip(edges, list(child.counts)):
+                    cumulative += count
+                    buckets.append((edge, cumulative))
+                family.add_metric(values, buckets, child.sum)
+        return family
+
+
+class PlainCollector(Collector):
+    def __init__(self, families: Iterable[Family]):
+        self._families = tuple(families)
+
+    def collect(self) -> Iterable:
+        for family in self._families:
+            yield family.sample_family()

@@ -1,0 +1,103 @@
+"""The metric definitions and the pure pieces of recording: names and labels follow the
+rules docs/operating.md states, hot counters become samples only when scraped, ids
+never become labels."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from prometheus_client import generate_latest
+
+from gateway.observability.calls import EngineMetrics, UpstreamMetrics, operation
+from gateway.observability.http import auth_failure_reason
+from gateway.observability.metrics import DEFINITIONS, LCORE_BUCKETS, Metrics
+from gateway.observability.turns import llm_labels
+
+# Labels whose values could be unbounded were they ever added.
+_FORBIDDEN_LABELS = {"user_id", "user", "conversation_id", "response_id", "request_id", "url"}
+
+
+def test_definitions_follow_the_naming_rules():
+    names = [definition.name for definition in DEFINITIONS]
+    assert len(names) == len(set(names))
+    for definition in DEFINITIONS:
+        assert definition.name.startswith(("ls_", "gateway_")), definition.name
+        assert (definition.kind == "counter") == definition.name.endswith("_total"), definition.name
+        if definition.kind == "histogram":
+            assert definition.name.endswith("_seconds") and definition.buckets, definition.name
+        assert not _FORBIDDEN_LABELS & set(definition.labels), definition.name
+
+
+def test_lcore_names_labels_and_buckets():
+    by_name = {definition.name: definition for definition in DEFINITIONS}
+    assert by_name["ls_rest_api_calls_total"].labels == ("path", "status_code")
+    assert by_name["ls_llm_calls_total"].labels == ("provider", "model", "endpoint")
+    assert by_name["ls_llm_inference_duration_seconds"].labels == ("provider", "model", "endpoint", "result")
+    assert by_name["ls_llm_inference_duration_seconds"].buckets == LCORE_BUCKETS
+    assert by_name["ls_response_duration_seconds"].buckets == LCORE_BUCKETS
+    assert by_name["ls_started_in_degraded_mode"].labels == ()
+
+
+def test_every_definition_is_exposed_once_and_hot_counters_at_scrape_time():
+    metrics = Metrics()
+    metrics.hot.rest_calls[("/v1/responses", "200")] = 7
+    metrics.hot.stream_events["forward"] += 40
+    text = generate_latest(metrics.registry).decode()
+    assert 'ls_rest_api_calls_total{path="/v1/responses",status_code="200"} 7.0' in text
+    assert 'gateway_stream_events_total{backend="forward"} 40.0' in text
+    assert "_created" not in text and "process_" not in text
+    helps = {line.split()[2] for line in text.splitlines() if line.startswith("# HELP")}
+    scraped = {"gateway_upstream_capability_mode", "gateway_db_pool_connections"}   # registered with the state
+    assert {d.name for d in DEFINITIONS} - scraped == helps
+
+
+def test_two_apps_never_share_a_series():
+    first, second = Metrics(), Metrics()
+    first.metric("ls_llm_calls_total").labels("p", "m", "/v1/responses").inc()
+    assert "ls_llm_calls_total{" not in generate_latest(second.registry).decode()
+
+
+def test_the_model_label_drops_only_the_provider_prefix():
+    def turn(model_id: str, provider: str | None):
+        return SimpleNamespace(model=SimpleNamespace(id=model_id, provider_id=provider))
+    assert llm_labels(turn("scripted/scripted-chat", "scripted"), "/v1/responses") == \
+        ("scripted", "scripted-chat", "/v1/responses")
+    assert llm_labels(turn("meta-llama/Llama-3.1-8B", "vllm"), "/v1/responses")[:2] == \
+        ("vllm", "meta-llama/Llama-3.1-8B")
+    assert llm_labels(turn("gpt-4o", None), "/v1/responses")[:2] == ("unknown", "gpt-4o")
+
+
+def test_upstream_paths_collapse_to_operations():
+    assert operation("/v1/responses") == "responses"
+    assert operation("/v1/responses/resp_123/input_items") == "responses"
+    assert operation("/v1/conversations/conv_abc/items") == "conversations"
+    assert operation("/v1/chat/completions") == "chat_completions"
+    assert operation("/v2/anything/else") == "other"
+
+
+def test_upstream_and_engine_hooks_record_bounded_labels():
+    metrics = Metrics()
+    upstream = UpstreamMetrics(metrics)
+    for index in range(300):   # many ids: one series
+        upstream.answered(f"/v1/responses/resp_{index}", 404, 0.002)
+    upstream.failed("/v1/chat/completions", "timeout", 1.0)
+    upstream.retried("/v1/models", "connect_error")
+    engine = EngineMetrics(metrics)
+    engine.round(True)
+    engine.tool("mcp", False, 0.01)
+    engine.tool("a-new-kind", True, 0.01)
+    text = generate_latest(metrics.registry).decode()
+    assert 'gateway_upstream_errors_total{operation="responses",outcome="client_error"} 300.0' in text
+    assert 'gateway_upstream_errors_total{operation="chat_completions",outcome="timeout"} 1.0' in text
+    assert 'gateway_upstream_retries_total{operation="models",outcome="connect_error"} 1.0' in text
+    assert 'gateway_engine_rounds_total{outcome="ok"} 1.0' in text
+    assert 'gateway_tool_duration_seconds_count{outcome="error",tool_type="mcp"} 1.0' in text
+    assert 'gateway_tool_duration_seconds_count{outcome="ok",tool_type="other"} 1.0' in text
+    assert "resp_" not in text
+
+
+def test_auth_failure_reasons():
+    assert auth_failure_reason(401, had_credential=False) == "no_credential"
+    assert auth_failure_reason(401, had_credential=True) == "invalid_credential"
+    assert auth_failure_reason(403, had_credential=True) == "forbidden"
+    assert auth_failure_reason(503, had_credential=True) == "provider_unavailable"
