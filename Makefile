@@ -19,19 +19,21 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/gateway demo
 
-## The whole suite: unit, end-to-end through `gateway serve` (on SQLite and on a private PostgreSQL), and
-## against a real Llama Stack.
+## The whole suite: unit, end-to-end through `gateway serve` (on SQLite and on a private PostgreSQL),
+## the dashboard's queries against a real Prometheus, and against a real Llama Stack.
 test: install
 	scripts/ensure-valgrind.sh
 	scripts/postgres/setup.sh
+	scripts/prometheus/setup.sh
 	scripts/llama-stack/setup.sh
-	GATEWAY_REQUIRE_LLAMA_STACK=1 GATEWAY_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest
+	GATEWAY_REQUIRE_LLAMA_STACK=1 GATEWAY_REQUIRE_POSTGRES=1 GATEWAY_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest
 
 ## Everything except the real-Llama-Stack tests (no 1-minute install).
 test-fast: install
 	scripts/ensure-valgrind.sh
 	scripts/postgres/setup.sh
-	GATEWAY_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest -m "not llama_stack"
+	scripts/prometheus/setup.sh
+	GATEWAY_REQUIRE_POSTGRES=1 GATEWAY_REQUIRE_PROMETHEUS=1 $(BIN)/python -m pytest -m "not llama_stack"
 
 ## Gateway vs direct upstream (see bench/README.md).
 bench: install
