@@ -87,6 +87,16 @@ def test_list_and_call_stream_in_order(engine, chat_upstream, mcp):
     # Nothing the gateway attached is echoed.
     echoed = events[-1]["response"]["tools"]
     assert echoed == [{"type": "mcp", "server_label": "calc", "require_approval": "never"}]
+    # One listing, then one call: the call's session validated `add`'s structured result
+    # against the output schema that listing gave, without a `tools/list` of its own.
+    assert methods(mcp) == ["initialize", "notifications/initialized", "tools/list",
+                            "initialize", "notifications/initialized", "tools/call"]
+
+
+def methods(mcp):
+    """The JSON-RPC methods the MCP server was sent, in order."""
+    return [json.loads(r["body"]).get("method") for r in recorded_requests(mcp)
+            if r["method"] == "POST" and r["body"].startswith("{")]
 
 
 def test_json_body_and_the_listing_reused_by_the_next_turn(engine, mcp):
@@ -99,10 +109,9 @@ def test_json_body_and_the_listing_reused_by_the_next_turn(engine, mcp):
     assert "mcp_list_tools.in_progress" not in kinds(events)
     assert [item["type"] for item in items(events)] == ["mcp_call", "message"]
     assert items(events)[0]["output"] == "9"
-    # (The `mcp` client itself lists before a call, to validate the structured output
-    # against the tool's output schema: that is no `mcp_list_tools` item.)
-    bodies = [r["body"] for r in recorded_requests(mcp) if r["method"] == "POST"]
-    assert any('"tools/call"' in body for body in bodies)
+    # The call is one call: no listing before it (the `mcp` client would list to find
+    # the output schema; the listing this turn reuses keeps none, so none is checked).
+    assert methods(mcp) == ["initialize", "notifications/initialized", "tools/call"]
 
 
 def test_allowed_tools(engine, chat_upstream):
