@@ -110,11 +110,12 @@ def _bad_approval(cause: str) -> ApiError:
 
 def mcp_prelude(tools: list[dict[str, Any]], earlier: Iterable[dict[str, Any]], plan: Plan, emitter: Emitter,
                 timeouts: Mapping[str, float | None], approvals: list[Approval] = (),  # type: ignore[assignment]
-                client_policy: DestinationPolicy | None = None,
-                limits: McpLimits | None = None) -> Callable[[], AsyncIterator[list[Event]]]:
+                client_policy: DestinationPolicy | None = None, limits: McpLimits | None = None,
+                choice: Any = None) -> Callable[[], AsyncIterator[list[Event]]]:
     """The prelude for `plan`: runs the approved calls, lists the servers, then adds
     their tools to the plan. `timeouts` names the configured servers; the others are
-    clients' own, reached under `client_policy` and read within `limits`."""
+    clients' own, reached under `client_policy` and read within `limits`. `choice`: the
+    request's `tool_choice`; an `mcp` one forces its tool in the first round."""
     listed = {item.get("server_label"): item for item in earlier
               if item.get("type") == "mcp_list_tools" and not item.get("error")}
     output_schemas: dict[str, dict[str, Any]] = {}  # by server label: what this response listed
@@ -145,6 +146,7 @@ def mcp_prelude(tools: list[dict[str, Any]], earlier: Iterable[dict[str, Any]], 
                     listed[server.label] = opened.item
                     output_schemas[server.label] = result.output_schemas
         _offer(servers, listed, plan, emitter, output_schemas)
+        _force(choice, servers, plan)
         events = emitter.take()
         if events:
             yield events
@@ -181,6 +183,25 @@ async def _approved(approvals: list[Approval], servers: list[tuple[dict[str, Any
         else:
             content = "The user denied this call of the tool."
         plan.messages.append({"role": "tool", "tool_call_id": request["id"], "content": content})
+
+
+def _force(choice: Any, servers: list[tuple[dict[str, Any], McpServer]], plan: Plan) -> None:
+    """`tool_choice: {"type": "mcp", "server_label", "name"}`: the first round must call
+    that tool, as a forced function (its name as the model sees it); without `name`, it
+    must call a tool (`required`). A name the server did not list (or a listing that
+    failed) forces nothing: the round runs with `auto`."""
+    if not isinstance(choice, dict) or choice.get("type") != "mcp" or "tools" not in plan.chat:
+        return
+    name = choice.get("name")
+    if name is None:
+        plan.tool_choice = "required"
+        return
+    plan.tool_choice = None
+    for offered, tool in plan.tools.items():
+        server = tool.get("server")
+        if tool.get("type") == "mcp_tool" and tool.get("mcp_name") == name and server.label == choice["server_label"]:
+            plan.tool_choice = {"type": "function", "function": {"name": offered}}
+            return
 
 
 def _offer(servers: list[tuple[dict[str, Any], McpServer]], listed: Mapping[Any, dict[str, Any]], plan: Plan,
@@ -241,6 +262,12 @@ class McpTools(McpExecutor):
             if tool.get("type") == "mcp" and label not in self._labels and not tool.get("server_url"):
                 raise unsupported(f"MCP server {label!r}: the local engine reaches MCP servers by URL, "
                                   "not by connector_id", param="tools")
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict) and choice.get("type") == "mcp" and not any(
+                tool.get("type") == "mcp" and tool.get("server_label") == choice.get("server_label")
+                for tool in body.get("tools") or ()):
+            raise invalid_attribute(f"tool_choice names MCP server {choice.get('server_label')!r}, which is not "
+                                    "among the request's tools", param="tool_choice")
 
     def echo(self, tool: dict[str, Any]) -> dict[str, Any] | None:
         if tool.get("type") != "mcp":
@@ -255,4 +282,5 @@ class McpTools(McpExecutor):
         servers = [tool for tool in setup.tools if tool.get("type") == "mcp"]
         if servers:
             setup.plan.prelude = mcp_prelude(servers, setup.history + setup.inputs, setup.plan, setup.emitter,
-                                             self._timeouts, approvals, self._client_policy, self._limits)
+                                             self._timeouts, approvals, self._client_policy, self._limits,
+                                             setup.body.get("tool_choice"))

@@ -166,6 +166,37 @@ def test_colliding_names_are_disambiguated_and_mapped_back(engine, chat_upstream
     assert call["name"] == "echo" and call["server_label"] == "faulty" and call["status"] == "completed"
 
 
+def test_tool_choice_mcp_forces_that_tool_in_the_first_round(engine, chat_upstream):
+    """`{"type": "mcp", "server_label", "name"}` as a forced function: the name the model
+    sees (here disambiguated), first round only; the response echoes the choice."""
+    chat_upstream.clear()
+    choice = {"type": "mcp", "server_label": "faulty", "name": "echo"}
+    events = stream(engine, {"input": "hello there", "tools": [calc(), {"type": "mcp", "server_label": "faulty"}],
+                             "tool_choice": choice})
+    first, second = [r["body"] for r in chat_upstream.requests(CHAT)]
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "faulty__echo"}}
+    assert second["tool_choice"] == "auto"
+    call = next(item for item in items(events) if item["type"] == "mcp_call")
+    assert (call["server_label"], call["name"], call["status"]) == ("faulty", "echo", "completed")
+    assert events[-1]["type"] == "response.completed" and events[-1]["response"]["tool_choice"] == choice
+    validate_response(events[-1]["response"])
+    # Without `name`: the first round must call one of the tools.
+    chat_upstream.clear()
+    stream(engine, {"input": "hello there", "tools": [calc()], "tool_choice": {"type": "mcp", "server_label": "calc"}})
+    assert chat_upstream.requests(CHAT)[0]["body"]["tool_choice"] == "required"
+
+
+def test_tool_choice_mcp_naming_a_server_the_request_lacks_is_a_422(engine, chat_upstream):
+    chat_upstream.clear()
+    reply = engine.post("/v1/responses", {"input": "hi", "tools": [calc()],
+                                          "tool_choice": {"type": "mcp", "server_label": "faulty", "name": "echo"}},
+                        headers=AUTH)
+    assert reply.status == 422, reply.body
+    error = reply.json()["error"]
+    assert error["param"] == "tool_choice" and "'faulty', which is not among the request's tools" in error["message"]
+    assert chat_upstream.requests(CHAT) == []
+
+
 def test_an_unconfigured_server_is_refused_before_anything(engine, chat_upstream):
     chat_upstream.clear()
     reply = engine.post("/v1/responses", {"input": "hi", "tools": [
