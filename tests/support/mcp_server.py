@@ -30,7 +30,7 @@ With ``--slow`` four more tools are listed after those, for the engine's loop ru
 
 With ``--flood`` the server lists, after ``add`` and ``echo``, ``FLOOD_TOOLS`` tools of
 about ``FLOOD_TOOL_BYTES`` bytes each (``flood_00000``...: a long description), a 22 MB
-listing: a client's server that tries to flood the gateway.
+listing answered as one JSON body: a client's server that tries to flood the gateway.
 
 With ``--sse`` the server speaks the SSE transport at ``/sse`` instead of streamable HTTP.
 
@@ -235,7 +235,10 @@ def build_app(host: str = "127.0.0.1", faulty: bool = False, slow: bool = False,
     if sse:
         return RecordingMiddleware(server.sse_app(host=host))
     path = FAULTY_PATH if faulty else MCP_PATH
-    return RecordingMiddleware(server.streamable_http_app(streamable_http_path=path, host=host))
+    # The flood answers JSON: the `mcp` client reads a JSON answer whole (its cap on one
+    # SSE event, 1 MiB by default, does not apply), as a server that floods would.
+    return RecordingMiddleware(server.streamable_http_app(streamable_http_path=path, host=host,
+                                                          json_response=flood))
 
 
 def _endpoint(faulty: bool, sse: bool) -> str:
