@@ -17,7 +17,7 @@ from tests.support.mcp_server import CLIENT_MCP_ON_LOOPBACK, FLOOD_TOOL_BYTES, F
 ENGINE = {"max_retries": 0, "api": "chat_completions"}
 # What reading the flood may add to the gateway's peak resident memory: the 4 MiB it
 # reads at most, and what parsing and the turn cost. Before the cap the same listing
-# took ~235 MB, and was stored in the conversation.
+# took 396 MiB here (235 MB in the issue), and was stored in the conversation.
 RSS_BOUND_MIB = 48
 
 
