@@ -6,10 +6,11 @@ same scripted Chat Completions upstream and the same MCP server.
 The MCP server is `bench.mcp_server` (the `mcp` package's FastMCP server, `add` answers
 at once) on the load core. Each turn is two chat requests (the tool call, then the
 answer) and the MCP traffic of a listing and a call: the gateway opens a session for
-each (initialize, then `tools/list`, or `tools/list` again and `tools/call`, as the
-`mcp` client validates structured output against the tool's schema); Llama Stack
-likewise. wrk keeps 8 turns going; a probe next to it times the first event of one
-turn at a time. Figures: turns/s, CPU ms per turn of the target, time to first event.
+each (initialize, then `tools/list`, or `tools/call`: the call's session is told the
+listed tool, so the `mcp` client does not list again to validate structured output;
+`bench/mcp_call.py` times that alone); Llama Stack makes its own MCP requests. wrk
+keeps 8 turns going; a probe next to it times the first event of one turn at a time.
+Figures: turns/s, CPU ms per turn of the target, time to first event.
 """
 
 from __future__ import annotations

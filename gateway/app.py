@@ -15,7 +15,7 @@ from gateway.config import Configuration
 from gateway.engine.backend import LocalEngine
 from gateway.engine.guardrails import Moderation
 from gateway.engine.images import image_policy
-from gateway.engine.mcp_tools import McpTools
+from gateway.engine.mcp_tools import McpTools, mcp_limits
 from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
@@ -68,7 +68,8 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
     writer.start()
     capabilities = Capabilities(upstream, config.llama_stack)
     engine = LocalEngine(upstream, ResponseStore(db), config.inference,
-                         [McpTools(config.mcp_servers, tools.client_mcp), FileSearchExecutor(upstream, config.byok_rag),
+                         [McpTools(config.mcp_servers, tools.client_mcp, mcp_limits(config.client_tools)),
+                          FileSearchExecutor(upstream, config.byok_rag),
                           WebSearchExecutor(config.web_search)],
                          Moderation.of(config.guardrails, upstream),
                          images=image_policy(config.client_tools.allowed_image_destinations))

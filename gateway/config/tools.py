@@ -118,6 +118,15 @@ class ClientToolsConfig(Strict):
     # Engine mode: the upstream fetches `input_image` URLs itself, so they follow the
     # same address rules (https and data: only); these are the exceptions, alike.
     allowed_image_destinations: list[str] = []
+    # Engine mode: what a client's own MCP server may send the gateway (the operator's
+    # servers are not capped: the operator chose them). Bytes of one HTTP response from
+    # the server (one JSON-RPC message, or the SSE stream answering one request): past
+    # it the operation fails. A listing of more tools than max_mcp_tools, or with a tool
+    # whose definition (name, description, input and output schema, as JSON) is longer
+    # than max_mcp_tool_schema_bytes, fails: the model gets none of that server's tools.
+    max_mcp_message_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    max_mcp_tools: int = Field(128, ge=1)
+    max_mcp_tool_schema_bytes: int = Field(32 * 1024, ge=256)
 
     @field_validator("allowed_mcp_destinations", "allowed_image_destinations")
     @classmethod

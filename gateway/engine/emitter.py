@@ -65,7 +65,7 @@ class _Open:
 
 class Emitter:
     __slots__ = ("response", "_events", "_next", "_message", "_reasoning", "_calls", "_opened", "round_text",
-                 "call_items", "_running", "citations", "sources")
+                 "call_items", "_running", "citations", "sources", "_cited")
 
     def __init__(self, response: dict[str, Any]):
         self.response = response
@@ -83,6 +83,9 @@ class Emitter:
         # Set once a search found files the answer may cite: the answer's citation
         # markers become annotations (citations.py).
         self.citations: CitationFilter | None = None
+        # The open answer's file citations: their events follow its text, at its end
+        # (after the text they annotate, as web sources' do).
+        self._cited: list[dict[str, Any]] = []
         self.sources: Citations | None = None  # sources web_search numbered: annotations on the answer
 
     @property
@@ -162,12 +165,8 @@ class Emitter:
             self.citations.files.update(files)
 
     def _annotate(self, annotation: dict[str, Any]) -> None:
-        message = self._message_for("output_text")
-        annotations = message.item["content"][0]["annotations"]
-        annotations.append(annotation)
-        self._emit({"type": "response.output_text.annotation.added", "item_id": message.item["id"],
-                    "output_index": message.index, "content_index": 0, "annotation_index": len(annotations) - 1,
-                    "annotation": dict(annotation)})
+        self._message_for("output_text")  # the answer it belongs to, opened if need be
+        self._cited.append(annotation)
 
     def refusal(self, delta: str) -> None:
         message = self._message_for("refusal")
@@ -304,6 +303,7 @@ class Emitter:
                 for piece in self.citations.flush():  # text held back in case a marker began
                     self._deltas([orjson.dumps(piece)])  # type: ignore[arg-type]
                 self.citations.reset()  # the next text part counts from 0
+            cited, self._cited = self._cited, []
             # The pieces are JSON strings: their insides joined are one JSON string.
             text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))  # type: ignore[misc]
             self.round_text.append(text)
@@ -313,8 +313,10 @@ class Emitter:
             part = item["content"][0]
             if part["type"] == "output_text":
                 part["text"] = text
+                if cited:
+                    self._add_annotations(part, base, cited)
                 if self.sources is not None:
-                    self._annotate_sources(part, base)
+                    self._add_annotations(part, base, self.sources.annotations(text))
                 self._emit({"type": "response.output_text.done", **base, "content_index": 0, "text": text,
                             "logprobs": []})
             else:
@@ -350,10 +352,9 @@ class Emitter:
             item["status"] = "completed"
         self._emit({"type": "response.output_item.done", "output_index": opened.index, "item": _copy(item)})
 
-    def _annotate_sources(self, part: dict[str, Any], base: dict[str, Any]) -> None:
-        """The answer's markers of web sources as annotations, each with its event."""
-        assert self.sources is not None
-        found = self.sources.annotations(part["text"])
+    def _add_annotations(self, part: dict[str, Any], base: dict[str, Any], found: list[dict[str, Any]]) -> None:
+        """Annotations of the answer's text (its file citations, the markers of web
+        sources), each with its event: after the last delta, before `output_text.done`."""
         # A new list: `content_part.added` may still hold the old one, unserialised.
         part["annotations"] = [*part["annotations"], *found]
         for index, annotation in enumerate(found, len(part["annotations"]) - len(found)):

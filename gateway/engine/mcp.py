@@ -26,38 +26,77 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import orjson
 
 from gateway.engine.executor import EngineTool, ToolCall, ToolResult
-from gateway.engine.mcp_types import McpFailure, McpServer, text_of
+from gateway.engine.mcp_types import McpFailure, McpServer, ReadBudget, text_of
 
 MAX_OUTPUT_CHARS = 100_000
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
-async def list_tools(server: McpServer) -> list[dict[str, Any]]:
-    """The server's tools as an `mcp_list_tools` item lists them. Raises McpFailure."""
+@dataclass(slots=True)
+class Listing:
+    """A server's tools as an `mcp_list_tools` item lists them (`tools`), and what the
+    item has no field for: each tool's output schema, which its calls validate against."""
+
+    tools: list[dict[str, Any]]
+    output_schemas: dict[str, dict[str, Any] | None]
+
+
+async def list_tools(server: McpServer) -> Listing:
+    """The server's tools, within its limits (a client's server). Raises McpFailure."""
 
     from gateway.engine.mcp_session import session as _session  # the `mcp` package, on first use
 
-    async def run() -> list[dict[str, Any]]:
-        async with _session(server) as session:
+    budget = _budget(server)
+
+    async def run() -> Listing:
+        async with _session(server, budget) as session:
             listed = await session.list_tools()
-        return [{"name": tool.name, "description": tool.description, "input_schema": tool.input_schema,
-                 "annotations": None} for tool in listed.tools]
+        tools = [{"name": tool.name, "description": tool.description, "input_schema": tool.input_schema,
+                  "annotations": None} for tool in listed.tools]
+        schemas = {tool.name: tool.output_schema for tool in listed.tools}
+        if server.limits is not None:
+            _check_listing(server, tools, schemas)
+        return Listing(tools, schemas)
 
-    return await _bounded(server, run())
+    return await _bounded(server, run(), budget)
 
 
-async def call_tool(server: McpServer, name: str, arguments: dict[str, Any]) -> str:
-    """The tool's text output. Raises McpFailure."""
+def _check_listing(server: McpServer, tools: list[dict[str, Any]],
+                   schemas: Mapping[str, dict[str, Any] | None]) -> None:
+    """A client's server lists at most `limits.tools` tools, each defined in at most
+    `limits.tool_schema_bytes` of JSON; otherwise the listing fails as a whole."""
+    assert server.limits is not None
+    if len(tools) > server.limits.tools:
+        raise McpFailure({"type": "http_error", "code": 0,
+                          "message": f"MCP server {server.label!r} lists {len(tools)} tools; this gateway takes "
+                                     f"at most {server.limits.tools} from a client's MCP server"})
+    for tool in tools:
+        size = len(orjson.dumps({**tool, "output_schema": schemas.get(tool["name"])}))
+        if size > server.limits.tool_schema_bytes:
+            raise McpFailure({"type": "http_error", "code": 0,
+                              "message": f"MCP server {server.label!r} defines tool {tool['name'][:64]!r} in "
+                                         f"{size} bytes; this gateway takes at most "
+                                         f"{server.limits.tool_schema_bytes} per tool from a client's MCP server"})
+
+
+async def call_tool(server: McpServer, name: str, arguments: dict[str, Any],
+                    listed: Mapping[str, Any] | None = None) -> str:
+    """The tool's text output. `listed`: the tool as the turn listed it (its input and
+    output schemas): the call is then one `tools/call`, no listing first. Raises McpFailure."""
 
     from gateway.engine.mcp_session import session as _session
 
+    budget = _budget(server)
+
     async def run() -> str:
-        async with _session(server) as session:
+        async with _session(server, budget, {name: listed or {}}) as session:
+            session.know(name)  # type: ignore[attr-defined]  # a ListedSession
             result = await session.call_tool(name, arguments)
         content = [part.model_dump(mode="json", exclude_none=True) for part in result.content]
         if result.is_error:
@@ -66,11 +105,16 @@ async def call_tool(server: McpServer, name: str, arguments: dict[str, Any]) -> 
             return orjson.dumps(result.structured_content).decode()
         return text_of(content)
 
-    return await _bounded(server, run())
+    return await _bounded(server, run(), budget)
 
 
-async def _bounded(server: McpServer, operation: Any) -> Any:
-    """The operation within the server's timeout, its failures as McpFailure."""
+def _budget(server: McpServer) -> ReadBudget | None:
+    return None if server.limits is None else ReadBudget(server.limits.message_bytes)
+
+
+async def _bounded(server: McpServer, operation: Any, budget: ReadBudget | None = None) -> Any:
+    """The operation within the server's timeout, its failures as McpFailure (a
+    response past the budget, however the transport reported it, says so)."""
     try:
         async with asyncio.timeout(server.timeout):
             return await operation
@@ -78,10 +122,14 @@ async def _bounded(server: McpServer, operation: Any) -> Any:
         raise
     except asyncio.CancelledError:
         raise
-    except TimeoutError:
-        raise McpFailure({"type": "http_error", "code": 0,
-                          "message": f"MCP server {server.label!r} did not answer within {server.timeout:g} s"})
     except BaseException as exc:  # anyio task groups wrap what their transports raised
+        if budget is not None and budget.exceeded:
+            raise McpFailure({"type": "http_error", "code": 0,
+                              "message": f"MCP server {server.label!r} sent a response longer than {budget.limit} "
+                                         "bytes, more than this gateway reads from a client's MCP server"}) from None
+        if isinstance(exc, TimeoutError):
+            raise McpFailure({"type": "http_error", "code": 0, "message":
+                              f"MCP server {server.label!r} did not answer within {server.timeout:g} s"}) from None
         from gateway.engine.mcp_session import error_of
 
         raise McpFailure(error_of(server, _leaf(exc))) from None
@@ -129,9 +177,39 @@ class McpExecutor(EngineTool):
             error = {"type": "mcp_protocol_error", "code": -32602, "message": f"Invalid arguments: {exc}"}
             return ToolResult(error["message"], is_error=True, fields={"error": error})
         try:
-            output = await call_tool(server, call.tool["mcp_name"], arguments)
+            output = await call_tool(server, call.tool["mcp_name"], arguments, call.tool.get("listed"))
         except McpFailure as failure:
-            return ToolResult(error_text(failure.error), is_error=True, fields={"error": failure.error})
-        if len(output) > MAX_OUTPUT_CHARS:
-            output = output[:MAX_OUTPUT_CHARS] + f"\n[output cut at {MAX_OUTPUT_CHARS} characters]"
+            error = cut_error(failure.error)
+            return ToolResult(error_text(error), is_error=True, fields={"error": error})
+        output = cut(output)
         return ToolResult(output, fields={"output": output})
+
+
+def cut(text: str) -> str:
+    """A tool's output (or error) as the item and the model get it: at most
+    `MAX_OUTPUT_CHARS`, then a note saying it was cut."""
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    return text[:MAX_OUTPUT_CHARS] + f"\n[output cut at {MAX_OUTPUT_CHARS} characters]"
+
+
+def cut_error(error: dict[str, Any]) -> dict[str, Any]:
+    """An error object cut like an output: its `message`, or its `content`'s text parts
+    (an `isError` result, as long as the tool likes) within `MAX_OUTPUT_CHARS` together."""
+    cut_at = MAX_OUTPUT_CHARS
+    if isinstance(error.get("message"), str) and len(error["message"]) > cut_at:
+        error = {**error, "message": cut(error["message"])}
+    content = error.get("content")
+    if not isinstance(content, list) or len(text_of(content)) <= cut_at:
+        return error
+    parts, left = [], cut_at
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") != "text":
+            continue  # an image or a resource in an error: the model reads only text
+        text = str(part.get("text") or "")
+        if len(text) >= left:
+            parts.append({**part, "text": text[:left] + f"\n[output cut at {cut_at} characters]"})
+            break
+        parts.append(part)
+        left -= len(text)
+    return {**error, "content": parts}

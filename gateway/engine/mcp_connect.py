@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import functools
 import ssl
-from typing import Any, Iterable
+from typing import Any, AsyncIterator, Iterable
 
 import httpcore2
 import httpx2
 
 from gateway.destinations import DestinationPolicy, ForbiddenDestination
+from gateway.engine.mcp_types import ReadBudget
 
 
 @functools.cache
@@ -80,13 +81,66 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
         self._pool = httpcore2.AsyncConnectionPool(ssl_context=tls_context(), network_backend=GuardedBackend(policy))
 
 
+class TooLarge(httpx2.StreamError):
+    """A response went past its `ReadBudget`. A StreamError: the `mcp` streamable HTTP
+    transport answers the waiting request with an error at once, not after its timeout."""
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, budget: ReadBudget):
+        self._inner = inner
+        self._budget = budget
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._budget.limit:
+                raise self._budget_spent()
+            yield chunk
+
+    def _budget_spent(self) -> TooLarge:
+        self._budget.exceeded = True
+        return TooLarge(f"the response is longer than {self._budget.limit} bytes")
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class CappedTransport(httpx2.AsyncBaseTransport):
+    """Reads each response body only up to the budget's bytes (never buffering past
+    it: a declared longer Content-Length fails before the body is read)."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, budget: ReadBudget):
+        self._inner = inner
+        self._budget = budget
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        stream = _CappedStream(response.stream, self._budget)  # type: ignore[arg-type]
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._budget.limit:
+            await stream.aclose()
+            raise stream._budget_spent()
+        response.stream = stream
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 def guarded_client(policy: DestinationPolicy, headers: dict[str, str] | None = None,
-                   timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-    """An httpx2 client for a client-supplied server (the `mcp` transports' factory shape)."""
+                   timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None,
+                   budget: ReadBudget | None = None) -> httpx2.AsyncClient:
+    """An httpx2 client for a client-supplied server (the `mcp` transports' factory
+    shape); with `budget`, its responses are read only up to its bytes each."""
     options: dict[str, Any] = {"headers": headers, "auth": auth}
     if timeout is not None:  # None would mean no timeout to httpx2, not its default
         options["timeout"] = timeout
-    return httpx2.AsyncClient(transport=GuardedTransport(policy), trust_env=False, **options)
+    transport: httpx2.AsyncBaseTransport = GuardedTransport(policy)
+    if budget is not None:
+        transport = CappedTransport(transport, budget)
+    return httpx2.AsyncClient(transport=transport, trust_env=False, **options)
 
 
 def refusal_of(exc: BaseException) -> ForbiddenDestination | None:

@@ -25,19 +25,24 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Sequence
 
-from gateway.config import McpServerConfig
+from gateway.config import ClientToolsConfig, McpServerConfig
 from gateway.destinations import DestinationPolicy
 from gateway.engine.emitter import Emitter
 from gateway.engine.executor import Setup, ToolCall
 from gateway.engine.items import CallItem
 from gateway.engine.mcp import McpExecutor, error_text, list_tools, model_name
-from gateway.engine.mcp_types import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, McpFailure, McpServer
+from gateway.engine.mcp_types import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, McpFailure, McpLimits, McpServer
 from gateway.engine.plan import Plan
 from gateway.engine.translate import unsupported
 from gateway.schema.errors import ApiError, invalid_attribute
 from gateway.schema.ids import new_item_id
 from gateway.streaming.enrich import scrub_tool_echo
 from gateway.streaming.events import Event
+
+
+def mcp_limits(config: ClientToolsConfig) -> McpLimits:
+    """`client_tools.max_mcp_*`: what a client's own server may send."""
+    return McpLimits(config.max_mcp_message_bytes, config.max_mcp_tools, config.max_mcp_tool_schema_bytes)
 
 
 def allowed_names(allowed: Any) -> frozenset[str] | None:
@@ -105,15 +110,18 @@ def _bad_approval(cause: str) -> ApiError:
 
 def mcp_prelude(tools: list[dict[str, Any]], earlier: Iterable[dict[str, Any]], plan: Plan, emitter: Emitter,
                 timeouts: Mapping[str, float | None], approvals: list[Approval] = (),  # type: ignore[assignment]
-                client_policy: DestinationPolicy | None = None) -> Callable[[], AsyncIterator[list[Event]]]:
+                client_policy: DestinationPolicy | None = None, limits: McpLimits | None = None,
+                choice: Any = None) -> Callable[[], AsyncIterator[list[Event]]]:
     """The prelude for `plan`: runs the approved calls, lists the servers, then adds
     their tools to the plan. `timeouts` names the configured servers; the others are
-    clients' own, reached under `client_policy`."""
+    clients' own, reached under `client_policy` and read within `limits`. `choice`: the
+    request's `tool_choice`; an `mcp` one forces its tool in the first round."""
     listed = {item.get("server_label"): item for item in earlier
               if item.get("type") == "mcp_list_tools" and not item.get("error")}
+    output_schemas: dict[str, dict[str, Any]] = {}  # by server label: what this response listed
 
     async def prelude() -> AsyncIterator[list[Event]]:
-        servers = [(tool, McpServer.of(tool, timeouts, client_policy)) for tool in tools]
+        servers = [(tool, McpServer.of(tool, timeouts, client_policy, limits)) for tool in tools]
         if approvals:
             async for events in _approved(approvals, servers, plan, emitter):
                 yield events
@@ -133,10 +141,12 @@ def mcp_prelude(tools: list[dict[str, Any]], earlier: Iterable[dict[str, Any]], 
                     raise result
                 else:
                     allowed = allowed_names(tool.get("allowed_tools"))
-                    shown = [entry for entry in result if allowed is None or entry["name"] in allowed]
+                    shown = [entry for entry in result.tools if allowed is None or entry["name"] in allowed]
                     emitter.list_done(opened, {"tools": shown}, failed=False)
                     listed[server.label] = opened.item
-        _offer(servers, listed, plan, emitter)
+                    output_schemas[server.label] = result.output_schemas
+        _offer(servers, listed, plan, emitter, output_schemas)
+        _force(choice, servers, plan)
         events = emitter.take()
         if events:
             yield events
@@ -175,9 +185,29 @@ async def _approved(approvals: list[Approval], servers: list[tuple[dict[str, Any
         plan.messages.append({"role": "tool", "tool_call_id": request["id"], "content": content})
 
 
+def _force(choice: Any, servers: list[tuple[dict[str, Any], McpServer]], plan: Plan) -> None:
+    """`tool_choice: {"type": "mcp", "server_label", "name"}`: the first round must call
+    that tool, as a forced function (its name as the model sees it); without `name`, it
+    must call a tool (`required`). A name the server did not list (or a listing that
+    failed) forces nothing: the round runs with `auto`."""
+    if not isinstance(choice, dict) or choice.get("type") != "mcp" or "tools" not in plan.chat:
+        return
+    name = choice.get("name")
+    if name is None:
+        plan.tool_choice = "required"
+        return
+    plan.tool_choice = None
+    for offered, tool in plan.tools.items():
+        server = tool.get("server")
+        if tool.get("type") == "mcp_tool" and tool.get("mcp_name") == name and server.label == choice["server_label"]:
+            plan.tool_choice = {"type": "function", "function": {"name": offered}}
+            return
+
+
 def _offer(servers: list[tuple[dict[str, Any], McpServer]], listed: Mapping[Any, dict[str, Any]], plan: Plan,
-           emitter: Emitter) -> None:
-    """Each listed tool as a function the model may call."""
+           emitter: Emitter, output_schemas: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each listed tool as a function the model may call; its definition keeps the
+    tool as listed (`listed`), so that its calls need no listing of their own."""
     taken = set(plan.tools)
     chat_tools = plan.chat.setdefault("tools", [])
     for tool, server in servers:
@@ -190,7 +220,10 @@ def _offer(servers: list[tuple[dict[str, Any], McpServer]], listed: Mapping[Any,
                 continue
             name = model_name(server.label, entry["name"], taken)
             taken.add(name)
-            plan.tools[name] = {"type": "mcp_tool", "name": name, "server": server, "mcp_name": entry["name"]}
+            schemas = {"input_schema": entry.get("input_schema"),
+                       "output_schema": (output_schemas.get(server.label) or {}).get(entry["name"])}
+            plan.tools[name] = {"type": "mcp_tool", "name": name, "server": server, "mcp_name": entry["name"],
+                                "listed": schemas}
             function: dict[str, Any] = {"name": name, "parameters": entry.get("input_schema")
                                         or {"type": "object", "properties": {}}}
             if entry.get("description"):
@@ -216,10 +249,12 @@ class McpTools(McpExecutor):
 
     item_kinds = (MCP_CALL, MCP_APPROVAL_REQUEST, MCP_LIST_TOOLS)
 
-    def __init__(self, servers: Sequence[McpServerConfig] = (), client_policy: DestinationPolicy | None = None):
+    def __init__(self, servers: Sequence[McpServerConfig] = (), client_policy: DestinationPolicy | None = None,
+                 limits: McpLimits | None = None):
         self._timeouts = {server.name: server.timeout for server in servers}
         self._labels = frozenset(self._timeouts)
         self._client_policy = client_policy
+        self._limits = limits
 
     def check(self, body: dict[str, Any]) -> None:
         for tool in body.get("tools") or ():
@@ -227,6 +262,12 @@ class McpTools(McpExecutor):
             if tool.get("type") == "mcp" and label not in self._labels and not tool.get("server_url"):
                 raise unsupported(f"MCP server {label!r}: the local engine reaches MCP servers by URL, "
                                   "not by connector_id", param="tools")
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict) and choice.get("type") == "mcp" and not any(
+                tool.get("type") == "mcp" and tool.get("server_label") == choice.get("server_label")
+                for tool in body.get("tools") or ()):
+            raise invalid_attribute(f"tool_choice names MCP server {choice.get('server_label')!r}, which is not "
+                                    "among the request's tools", param="tool_choice")
 
     def echo(self, tool: dict[str, Any]) -> dict[str, Any] | None:
         if tool.get("type") != "mcp":
@@ -241,4 +282,5 @@ class McpTools(McpExecutor):
         servers = [tool for tool in setup.tools if tool.get("type") == "mcp"]
         if servers:
             setup.plan.prelude = mcp_prelude(servers, setup.history + setup.inputs, setup.plan, setup.emitter,
-                                             self._timeouts, approvals, self._client_policy)
+                                             self._timeouts, approvals, self._client_policy, self._limits,
+                                             setup.body.get("tool_choice"))

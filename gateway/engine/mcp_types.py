@@ -27,6 +27,29 @@ class McpFailure(Exception):
 
 
 @dataclass(slots=True, frozen=True)
+class McpLimits:
+    """What a client's own server may send (`client_tools.max_mcp_*`): a server that
+    answers a listing of 20,000 tools in 22 MB would otherwise be read whole, offered to
+    the model and stored in the conversation."""
+
+    message_bytes: int = 4 * 1024 * 1024
+    tools: int = 128
+    tool_schema_bytes: int = 32 * 1024
+
+
+class ReadBudget:
+    """One operation's cap on the bytes of each response read from its server, and
+    whether a response went past it (the transports report that as some other error,
+    or not at all: `mcp.py` names the cap instead)."""
+
+    __slots__ = ("limit", "exceeded")
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.exceeded = False
+
+
+@dataclass(slots=True, frozen=True)
 class McpServer:
     """Where and how to reach one server, from a request's `mcp` tool."""
 
@@ -35,18 +58,23 @@ class McpServer:
     headers: Mapping[str, str]
     timeout: float
     guard: DestinationPolicy | None = None  # a client-supplied server: where it may connect
+    limits: McpLimits | None = None         # a client-supplied server: what it may send
 
     @classmethod
     def of(cls, tool: Mapping[str, Any], timeouts: Mapping[str, float | None],
-           client_policy: DestinationPolicy | None = None) -> "McpServer":
+           client_policy: DestinationPolicy | None = None, limits: McpLimits | None = None) -> "McpServer":
         """`timeouts` has every configured server's label; any other server is the
-        client's, and reached only through `client_policy` (the strictest by default)."""
+        client's, reached only through `client_policy` (the strictest by default) and
+        read within `limits` (the defaults when None)."""
         headers = {str(k): str(v) for k, v in (tool.get("headers") or {}).items()}
         if tool.get("authorization"):
             headers["Authorization"] = f"Bearer {tool['authorization']}"
         label = str(tool.get("server_label"))
-        guard = None if label in timeouts else client_policy or DestinationPolicy()
-        return cls(label, str(tool.get("server_url")), headers, timeouts.get(label) or DEFAULT_TIMEOUT, guard)
+        timeout = timeouts.get(label) or DEFAULT_TIMEOUT
+        if label in timeouts:
+            return cls(label, str(tool.get("server_url")), headers, timeout)
+        return cls(label, str(tool.get("server_url")), headers, timeout, client_policy or DestinationPolicy(),
+                   limits or McpLimits())
 
 
 def text_of(content: Any) -> str:

@@ -239,6 +239,8 @@ def tool_choice(choice: Any) -> tuple[Any, frozenset[str] | None]:
             return {"type": "function", "function": {"name": "web_search"}}, None
         if kind == "file_search":  # the hosted tool, forced: the function that stands for it
             return {"type": "function", "function": {"name": file_search.NAME}}, None
+        if kind == "mcp" and isinstance(choice.get("server_label"), str):
+            return None, None  # forced by mcp_tools.py once the server is listed (the tool's name is known then)
         if kind == "allowed_tools":
             names = frozenset(str(tool.get("name")) if tool.get("type") == "function" else file_search.NAME
                               for tool in choice.get("tools") or ()

@@ -66,8 +66,9 @@ def test_a_search_streams_its_item_then_a_cited_answer(engine, stores):
                      *names[9:len(names) - 4],
                      "output_text.done", "content_part.done", "output_item.done", "completed"]
     annotations = names.count("output_text.annotation.added")
-    assert sorted(names[9:9 + deltas + annotations]) == ["output_text.annotation.added"] * annotations + [
-        "output_text.delta"] * deltas
+    # The annotations follow the text they annotate: every delta, then the annotations.
+    assert names[9:9 + deltas + annotations] == ["output_text.delta"] * deltas + [
+        "output_text.annotation.added"] * annotations
     call, message = events[-1]["response"]["output"]
     assert call["type"] == "file_search_call" and call["status"] == "completed"
     assert call["queries"] == [PROMPT]

@@ -87,6 +87,16 @@ def test_list_and_call_stream_in_order(engine, chat_upstream, mcp):
     # Nothing the gateway attached is echoed.
     echoed = events[-1]["response"]["tools"]
     assert echoed == [{"type": "mcp", "server_label": "calc", "require_approval": "never"}]
+    # One listing, then one call: the call's session validated `add`'s structured result
+    # against the output schema that listing gave, without a `tools/list` of its own.
+    assert methods(mcp) == ["initialize", "notifications/initialized", "tools/list",
+                            "initialize", "notifications/initialized", "tools/call"]
+
+
+def methods(mcp):
+    """The JSON-RPC methods the MCP server was sent, in order."""
+    return [json.loads(r["body"]).get("method") for r in recorded_requests(mcp)
+            if r["method"] == "POST" and r["body"].startswith("{")]
 
 
 def test_json_body_and_the_listing_reused_by_the_next_turn(engine, mcp):
@@ -99,10 +109,9 @@ def test_json_body_and_the_listing_reused_by_the_next_turn(engine, mcp):
     assert "mcp_list_tools.in_progress" not in kinds(events)
     assert [item["type"] for item in items(events)] == ["mcp_call", "message"]
     assert items(events)[0]["output"] == "9"
-    # (The `mcp` client itself lists before a call, to validate the structured output
-    # against the tool's output schema: that is no `mcp_list_tools` item.)
-    bodies = [r["body"] for r in recorded_requests(mcp) if r["method"] == "POST"]
-    assert any('"tools/call"' in body for body in bodies)
+    # The call is one call: no listing before it (the `mcp` client would list to find
+    # the output schema; the listing this turn reuses keeps none, so none is checked).
+    assert methods(mcp) == ["initialize", "notifications/initialized", "tools/call"]
 
 
 def test_allowed_tools(engine, chat_upstream):
@@ -155,6 +164,37 @@ def test_colliding_names_are_disambiguated_and_mapped_back(engine, chat_upstream
     assert names[:2] == ["add", "echo"] and "faulty__add" in names and "faulty__echo" in names
     call = next(item for item in items(events) if item["type"] == "mcp_call")
     assert call["name"] == "echo" and call["server_label"] == "faulty" and call["status"] == "completed"
+
+
+def test_tool_choice_mcp_forces_that_tool_in_the_first_round(engine, chat_upstream):
+    """`{"type": "mcp", "server_label", "name"}` as a forced function: the name the model
+    sees (here disambiguated), first round only; the response echoes the choice."""
+    chat_upstream.clear()
+    choice = {"type": "mcp", "server_label": "faulty", "name": "echo"}
+    events = stream(engine, {"input": "hello there", "tools": [calc(), {"type": "mcp", "server_label": "faulty"}],
+                             "tool_choice": choice})
+    first, second = [r["body"] for r in chat_upstream.requests(CHAT)]
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "faulty__echo"}}
+    assert second["tool_choice"] == "auto"
+    call = next(item for item in items(events) if item["type"] == "mcp_call")
+    assert (call["server_label"], call["name"], call["status"]) == ("faulty", "echo", "completed")
+    assert events[-1]["type"] == "response.completed" and events[-1]["response"]["tool_choice"] == choice
+    validate_response(events[-1]["response"])
+    # Without `name`: the first round must call one of the tools.
+    chat_upstream.clear()
+    stream(engine, {"input": "hello there", "tools": [calc()], "tool_choice": {"type": "mcp", "server_label": "calc"}})
+    assert chat_upstream.requests(CHAT)[0]["body"]["tool_choice"] == "required"
+
+
+def test_tool_choice_mcp_naming_a_server_the_request_lacks_is_a_422(engine, chat_upstream):
+    chat_upstream.clear()
+    reply = engine.post("/v1/responses", {"input": "hi", "tools": [calc()],
+                                          "tool_choice": {"type": "mcp", "server_label": "faulty", "name": "echo"}},
+                        headers=AUTH)
+    assert reply.status == 422, reply.body
+    error = reply.json()["error"]
+    assert error["param"] == "tool_choice" and "'faulty', which is not among the request's tools" in error["message"]
+    assert chat_upstream.requests(CHAT) == []
 
 
 def test_an_unconfigured_server_is_refused_before_anything(engine, chat_upstream):

@@ -133,6 +133,13 @@ async def test_a_search_is_one_item_with_openais_events_and_the_answer_cites_it(
         enumerate(part["annotations"]))
     deltas = "".join(event.data["delta"] for event in events if event.type == "response.output_text.delta")
     assert deltas == part["text"]
+    # The annotations follow the text they annotate: after its last delta, before
+    # `output_text.done` (and `content_part.added` showed none of them).
+    names = kinds(events)
+    last_delta = len(names) - 1 - names[::-1].index("output_text.delta")
+    assert names[last_delta + 1:last_delta + 4] == ["output_text.annotation.added"] * 2 + ["output_text.done"]
+    added_part = next(event.data["part"] for event in events if event.type == "response.content_part.added")
+    assert added_part["annotations"] == []
 
 
 async def test_results_are_shown_only_when_included():

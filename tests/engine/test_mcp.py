@@ -11,9 +11,9 @@ from gateway.engine import mcp_session
 from gateway.engine.executor import ToolCall, ToolResult
 from gateway.engine.loop import Loop
 from gateway.engine.items import CallItem
-from gateway.engine.mcp import MAX_OUTPUT_CHARS, McpExecutor, McpFailure, McpServer, model_name
+from gateway.engine.mcp import MAX_OUTPUT_CHARS, McpExecutor, McpFailure, McpServer, cut_error, model_name
 from gateway.engine.mcp_session import error_of
-from gateway.engine.mcp_types import MCP_APPROVAL_REQUEST, MCP_CALL
+from gateway.engine.mcp_types import MCP_APPROVAL_REQUEST, MCP_CALL, McpLimits
 from gateway.engine.mcp_tools import allowed_names, approvals_of, echoed, needs_approval
 from gateway.schema.errors import ApiError
 from tests.engine.fakes import FakeModel, calls_round, emitter, plan, text_round
@@ -95,7 +95,7 @@ def test_failures_become_openai_error_objects(exc, expected):
 
 
 async def test_outputs_are_capped_and_errors_carried(monkeypatch):
-    async def long_output(server, name, arguments):
+    async def long_output(server, name, arguments, listed=None):
         assert (server, name, arguments) == (SERVER, "add", {"a": 1})
         return "x" * (MAX_OUTPUT_CHARS + 10)
 
@@ -105,7 +105,7 @@ async def test_outputs_are_capped_and_errors_carried(monkeypatch):
     assert len(result.output) < MAX_OUTPUT_CHARS + 60 and result.output.endswith("characters]")
     assert result.fields == {"output": result.output} and not result.is_error
 
-    async def failing(server, name, arguments):
+    async def failing(server, name, arguments, listed=None):
         raise McpFailure({"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": "no"}]})
 
     monkeypatch.setattr(mcp_module, "call_tool", failing)
@@ -121,6 +121,31 @@ def test_only_servers_the_operator_did_not_configure_are_guarded():
     assert McpServer.of(tool, {"calc": None}, policy).guard is None
     assert McpServer.of({**tool, "server_label": "mine"}, {"calc": None}, policy).guard is policy
     assert McpServer.of({**tool, "server_label": "mine"}, {"calc": None}).guard == DestinationPolicy()
+
+
+def test_only_servers_the_operator_did_not_configure_are_limited():
+    tool = {"type": "mcp", "server_label": "calc", "server_url": "http://calc/mcp"}
+    limits = McpLimits(2048, 3, 512)
+    assert McpServer.of(tool, {"calc": None}, None, limits).limits is None
+    assert McpServer.of({**tool, "server_label": "mine"}, {"calc": None}, None, limits).limits is limits
+    assert McpServer.of({**tool, "server_label": "mine"}, {}).limits == McpLimits()
+
+
+async def test_an_error_is_cut_like_an_output(monkeypatch):
+    """An `isError` result as long as the tool likes reaches the item and the model cut."""
+    async def loud(server, name, arguments, listed=None):
+        raise McpFailure({"type": "mcp_tool_execution_error", "content": [
+            {"type": "text", "text": "a" * MAX_OUTPUT_CHARS}, {"type": "text", "text": "b" * 50}]})
+
+    monkeypatch.setattr(mcp_module, "call_tool", loud)
+    tool = {"type": "mcp_tool", "server": SERVER, "mcp_name": "add"}
+    result = await McpExecutor().execute(ToolCall("c1", "add", "{}", tool))
+    note = f"\n[output cut at {MAX_OUTPUT_CHARS} characters]"
+    assert result.is_error and result.output == "a" * MAX_OUTPUT_CHARS + note
+    assert result.fields["error"]["content"] == [{"type": "text", "text": "a" * MAX_OUTPUT_CHARS + note}]
+    assert cut_error({"type": "http_error", "message": "m" * (MAX_OUTPUT_CHARS + 1)})["message"].endswith(note)
+    small = {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": "no"}]}
+    assert cut_error(small) is small
 
 
 async def test_a_call_to_a_refused_address_is_an_error_result_the_model_reads():

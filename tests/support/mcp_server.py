@@ -25,6 +25,12 @@ With ``--slow`` four more tools are listed after those, for the engine's loop ru
   * ``sleep(seconds: float) -> str``: answers after that long (timeouts, cancellation).
   * ``repeat(text: str, times: int) -> str``: ``text`` that many times (the engine's cap
     on tool output).
+  * ``shout(text: str, times: int) -> str``: fails (``ToolError``) with ``text`` that many
+    times (the same cap on an error's output).
+
+With ``--flood`` the server lists, after ``add`` and ``echo``, ``FLOOD_TOOLS`` tools of
+about ``FLOOD_TOOL_BYTES`` bytes each (``flood_00000``...: a long description), a 22 MB
+listing answered as one JSON body: a client's server that tries to flood the gateway.
 
 With ``--sse`` the server speaks the SSE transport at ``/sse`` instead of streamable HTTP.
 
@@ -65,7 +71,11 @@ CLIENT_MCP_ON_LOOPBACK = {"allow_unconfigured_mcp_servers": True,
                           "allowed_mcp_destinations": ["127.0.0.0/8", "::1", "unreachable.invalid"]}
 
 
-def build_mcp_server(faulty: bool = False, slow: bool = False):
+FLOOD_TOOLS = 20_000
+FLOOD_TOOL_BYTES = 1_100
+
+
+def build_mcp_server(faulty: bool = False, slow: bool = False, flood: bool = False):
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("gateway-test-mcp", log_level="WARNING")
@@ -84,7 +94,25 @@ def build_mcp_server(faulty: bool = False, slow: bool = False):
         add_faulty_tools(server)
     if slow:
         add_slow_tools(server)
+    if flood:
+        add_flood_tools(server)
     return server
+
+
+def add_flood_tools(server) -> None:
+    """Listed, never registered: the listing is the flood (building 20,000 registered
+    tools would take the server a minute)."""
+    from mcp.types import Tool
+
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    flood = [Tool(name=f"flood_{n:05d}", description=f"Flood tool {n}. " + "x" * (FLOOD_TOOL_BYTES - 120),
+                  input_schema=schema) for n in range(FLOOD_TOOLS)]
+    registered = server.list_tools
+
+    async def list_tools():
+        return [*await registered(), *flood]
+
+    server.list_tools = list_tools
 
 
 def add_slow_tools(server) -> None:
@@ -121,6 +149,12 @@ def add_slow_tools(server) -> None:
     @server.tool(description="Repeats the text.")
     def repeat(text: str, times: int) -> str:
         return text * times
+
+    @server.tool(description="Fails, repeating the text in its error.")
+    def shout(text: str, times: int) -> str:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        raise ToolError(text * times)
 
 
 def add_faulty_tools(server) -> None:
@@ -196,22 +230,26 @@ class RecordingMiddleware:
 
 
 def build_app(host: str = "127.0.0.1", faulty: bool = False, slow: bool = False,
-              sse: bool = False) -> RecordingMiddleware:
-    server = build_mcp_server(faulty, slow)
+              sse: bool = False, flood: bool = False) -> RecordingMiddleware:
+    server = build_mcp_server(faulty, slow, flood)
     if sse:
         return RecordingMiddleware(server.sse_app(host=host))
     path = FAULTY_PATH if faulty else MCP_PATH
-    return RecordingMiddleware(server.streamable_http_app(streamable_http_path=path, host=host))
+    # The flood answers JSON: the `mcp` client reads a JSON answer whole (its cap on one
+    # SSE event, 1 MiB by default, does not apply), as a server that floods would.
+    return RecordingMiddleware(server.streamable_http_app(streamable_http_path=path, host=host,
+                                                          json_response=flood))
 
 
 def _endpoint(faulty: bool, sse: bool) -> str:
     return SSE_PATH if sse else FAULTY_PATH if faulty else MCP_PATH
 
 
-async def serve(host: str, port: int, faulty: bool = False, slow: bool = False, sse: bool = False) -> None:
+async def serve(host: str, port: int, faulty: bool = False, slow: bool = False, sse: bool = False,
+                flood: bool = False) -> None:
     import uvicorn
 
-    app = build_app(host, faulty, slow, sse)
+    app = build_app(host, faulty, slow, sse, flood)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -233,9 +271,10 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"also list the failing tools, at {FAULTY_PATH}")
     parser.add_argument("--slow", action="store_true", help="also list meet_a, meet_b, sleep and repeat")
     parser.add_argument("--sse", action="store_true", help=f"the SSE transport, at {SSE_PATH}")
+    parser.add_argument("--flood", action="store_true", help=f"also list {FLOOD_TOOLS} long tools (22 MB)")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(args.host, args.port, args.faulty, args.slow, args.sse))
+        asyncio.run(serve(args.host, args.port, args.faulty, args.slow, args.sse, args.flood))
     except KeyboardInterrupt:
         pass
 
@@ -245,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def start_mcp_server(log_dir: Path, port: int | None = None, timeout: float = 30.0,
-                     faulty: bool = False, slow: bool = False, sse: bool = False):
+                     faulty: bool = False, slow: bool = False, sse: bool = False, flood: bool = False):
     """Spawn the MCP server and wait until it answers; ``.url`` is ``http://127.0.0.1:N/mcp``
     (``…/faulty/mcp`` with ``faulty``: the failing tools too, see the module docstring).
 
@@ -255,7 +294,7 @@ def start_mcp_server(log_dir: Path, port: int | None = None, timeout: float = 30
 
     port = port or free_port()
     base = f"http://127.0.0.1:{port}"
-    flags = [flag for flag, on in (("--faulty", faulty), ("--slow", slow), ("--sse", sse)) if on]
+    flags = [flag for flag, on in (("--faulty", faulty), ("--slow", slow), ("--sse", sse), ("--flood", flood)) if on]
     proc = spawn("mcp-server" + "".join(flag[1:] for flag in flags),
                  python_module("tests.support.mcp_server", "--port", str(port), *flags), log_dir)
     wait_http(proc, base + RECORD_PATH, timeout=timeout, ok=lambda status: status == 200)
