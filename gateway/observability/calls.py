@@ -72,4 +72,7 @@ class EngineMetrics(EngineHooks):
         self._rounds[ok].inc()
 
     def tool(self, tool_type: str, ok: bool, seconds: float) -> None:
-        (self._tools.get((tool_type, ok)) or self._tools[OTHER, ok]).observe(seconds)
+        # The engine's plan names its server-side tools `mcp_tool`, `web_search_tool`,
+        # `file_search`: the label is the tool's kind as the response shows it.
+        kind = tool_type.removesuffix("_tool")
+        (self._tools.get((kind, ok)) or self._tools[OTHER, ok]).observe(seconds)

@@ -86,6 +86,8 @@ def test_upstream_and_engine_hooks_record_bounded_labels():
     engine.round(True)
     engine.tool("mcp", False, 0.01)
     engine.tool("a-new-kind", True, 0.01)
+    for planned in ("mcp_tool", "web_search_tool", "file_search"):   # as the engine's plan names them
+        engine.tool(planned, True, 0.01)
     text = generate_latest(metrics.registry).decode()
     assert 'gateway_upstream_errors_total{operation="responses",outcome="client_error"} 300.0' in text
     assert 'gateway_upstream_errors_total{operation="chat_completions",outcome="timeout"} 1.0' in text
@@ -93,6 +95,8 @@ def test_upstream_and_engine_hooks_record_bounded_labels():
     assert 'gateway_engine_rounds_total{outcome="ok"} 1.0' in text
     assert 'gateway_tool_duration_seconds_count{outcome="error",tool_type="mcp"} 1.0' in text
     assert 'gateway_tool_duration_seconds_count{outcome="ok",tool_type="other"} 1.0' in text
+    for kind in ("mcp", "web_search", "file_search"):
+        assert f'gateway_tool_duration_seconds_count{{outcome="ok",tool_type="{kind}"}} 1.0' in text
     assert "resp_" not in text
 
 
