@@ -39,6 +39,9 @@ class ServiceConfig(Strict):
     # Ours: error bodies on the endpoints OpenAI SDKs call carry OpenAI's `error` object
     # beside LCORE's `detail` (`both`), or are exactly LCORE's (`lcore`).
     error_body: Literal["both", "lcore"] = "both"
+    # Ours: the responses (streams, JSON and background runs) one user may have running
+    # on a replica at once; one more gets 429 before anything is reserved or created.
+    max_responses_in_progress_per_user: int = Field(64, ge=1)
 
     @field_validator("root_path")
     @classmethod

@@ -17,7 +17,7 @@ from gateway.config import parse_config
 from gateway.config.database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.reservation import Reservation
-from gateway.schema.errors import ApiError
+from gateway.schema.errors import ApiError, quota_exceeded
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.open import open_database
 from gateway.storage.writer import TurnWriter
@@ -113,11 +113,18 @@ class FakeQuota:
         self.released: list[int] = []
         self.forgotten = 0
         self.balance = 1000
+        self.extended: list[int] = []
 
     async def reserve(self, identity: Identity, raw: Any) -> Reservation:
         reservation = Reservation(user_id=identity.user_id, tokens=RESERVED, pairs=())
         self.reserved.append(reservation)
         return reservation
+
+    async def extend(self, reservation: Reservation, tokens: int) -> None:
+        if self.balance - reservation.tokens < tokens:
+            raise quota_exceeded(f"User {reservation.user_id} has no available tokens", 60)
+        self.extended.append(tokens)
+        reservation.tokens += tokens
 
     async def release(self, reservation: Reservation, charge: int = 0) -> None:
         self.released.append(charge)
