@@ -35,6 +35,7 @@ def start(gateway_factory, upstream, chat_upstream, mcp, tmp_path, request):
             storage = {"postgres": request.getfixturevalue("postgres").new_database()}
         else:
             storage = {"sqlite": {"db_path": str(tmp_path / f"gateway-{time.monotonic_ns()}.db")}}
+        launch.storage = storage
         target = upstream if mode == "forward" else chat_upstream
         llama_stack = {"url": target.url, "max_retries": 0} | ({"api": "chat_completions"} if mode == "engine" else {})
         return [gateway_factory(target.url, database=storage, llama_stack=llama_stack,
@@ -171,3 +172,84 @@ def test_responses_in_progress_per_user_are_bounded(start, upstream, chat_upstre
         assert gateway.post("/v1/responses?user_id=other", {"input": "hi"}).status == 200   # another user
         assert all(future.result().status == 200 for future in running)
     assert gateway.post("/v1/responses", {"input": "hi"}).status == 200
+
+
+def reserved(start, engine: str, request) -> int:
+    """What the quota database still holds reserved (0 once every turn ended and, on
+    PostgreSQL, the replicas' holds gave their spare back)."""
+    query = "SELECT COALESCE(SUM(reserved), 0) FROM gateway_quota_balances"
+    storage = start.storage
+    if engine == "postgres":
+        keys = storage["postgres"]
+        namespace = keys["namespace"]
+        rows = request.getfixturevalue("postgres").admin(f'SET search_path TO "{namespace}"', query, db=keys["db"])
+    else:
+        import sqlite3
+
+        with sqlite3.connect(storage["sqlite"]["db_path"], timeout=10) as db:
+            rows = [list(row) for row in db.execute(query)]
+    return int(rows[0][0])
+
+
+@pytest.mark.parametrize("engine, replicas", [("sqlite", 1), ("postgres", 2)])
+def test_the_invariant_under_a_mixed_concurrent_workload(start, engine, replicas, request):
+    """On one balance, at once: plain turns (JSON and streamed), tool loops that run out
+    of balance, streams abandoned mid-loop and background loops cancelled mid-loop.
+    Completed turns are charged what the upstream reported, stopped ones at least that,
+    nothing stays reserved, and the balance ends no lower than one round's estimate
+    below zero (the loops' rounds here estimate well under 5,000 tokens)."""
+    initial = 20000
+    gateways = start(engine=engine, initial=initial, replicas=replicas)
+    user = "mix"
+    path = f"/v1/responses?user_id={user}"
+
+    def plain(index: int) -> dict | None:
+        gateway = gateways[index % replicas]
+        if index % 2:
+            status, frames = gateway.stream({"input": "hi", "tool_choice": "none"}, path=path)
+            return checked(frames)[-1]["response"] if status == 200 else None
+        reply = gateway.post(path, {"input": "hi", "tool_choice": "none"}, timeout=60)
+        return reply.json() if reply.status == 200 else None
+
+    def loop(index: int) -> dict | None:
+        reply = gateways[index % replicas].post(path, LOOP, timeout=120)
+        return reply.json() if reply.status == 200 else None
+
+    def abandoned(index: int) -> None:
+        gateway = gateways[index % replicas]
+        sock = open_stream(gateway.direct_port, LOOP)   # the default user's balance: checked below
+        read_until(sock, b"response.mcp_call.completed", timeout=60)
+        reset(sock)
+
+    def cancelled(index: int) -> dict | None:
+        gateway = gateways[index % replicas]
+        created = gateway.post(path, {**LOOP, "background": True})
+        if created.status != 200:
+            return None
+        response_id = created.json()["id"]
+        wait_until(lambda: calls(gateway.get(f"/v1/responses/{response_id}?user_id={user}").ok()) >= 1
+                   or gateway.get(f"/v1/responses/{response_id}?user_id={user}").ok()["status"] != "in_progress",
+                   "a round", timeout=60)
+        gateway.post(f"/v1/responses/{response_id}/cancel?user_id={user}")
+        return None
+
+    with ThreadPoolExecutor(16) as pool:
+        jobs = [pool.submit(plain, index) for index in range(8)] + [pool.submit(loop, index) for index in range(4)] \
+            + [pool.submit(cancelled, index) for index in range(2)]
+        results = [job.result() for job in jobs]
+    completed = [response for response in results if response is not None and response["status"] == "completed"]
+    assert completed, results
+    loops = [response for response in results if response is not None and calls(response)]
+    assert loops and all(response["status"] in ("completed", "incomplete") for response in loops)
+    wait_until(lambda: reserved(start, engine, request) == 0, "nothing reserved", timeout=30)
+    final = balance(gateways[0], user)
+    charged = initial - final
+    reported = sum(used(response) for response in results if response is not None)
+    assert charged >= reported   # stopped turns add what they used
+    assert final >= -5000, final
+    # The abandoned streams (the default user's own balance, the same daily limiter).
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(abandoned, range(2)))
+    wait_until(lambda: reserved(start, engine, request) == 0, "nothing reserved after the abandoned streams",
+               timeout=30)
+    assert balance(gateways[0]) >= -5000
