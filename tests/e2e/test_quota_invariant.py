@@ -253,3 +253,46 @@ def test_the_invariant_under_a_mixed_concurrent_workload(start, engine, replicas
     wait_until(lambda: reserved(start, engine, request) == 0, "nothing reserved after the abandoned streams",
                timeout=30)
     assert balance(gateways[0]) >= -5000
+
+
+@pytest.mark.parametrize("engine, replicas", [("sqlite", 1), ("postgres", 2)])
+def test_the_invariant_in_forward_mode(start, engine, replicas, request):
+    """Forward mode, where the upstream runs its own loop on one admission: at once on
+    one balance, completed turns (JSON and streamed) are charged exactly what the
+    upstream reported, streams abandoned and background runs cancelled before any usage
+    exactly their reservation; nothing stays reserved."""
+    initial = 10 ** 6
+    gateways = start("forward", engine=engine, initial=initial, replicas=replicas)
+    # No tools (the operator's MCP server would add its definition to the estimate).
+    stall = {"input": "stall-stream please", "max_output_tokens": 99, "tool_choice": "none"}
+    reservation = 6 + 99   # '"stall-stream please"': 21 characters of JSON, 4 a token, rounded up
+
+    def plain(index: int) -> dict:
+        gateway = gateways[index % replicas]
+        if index % 2:
+            status, frames = gateway.stream({"input": "hi", "tool_choice": "none"})
+            assert status == 200
+            return checked(frames)[-1]["response"]
+        return gateway.post("/v1/responses", {"input": "hi", "tool_choice": "none"}, timeout=60).ok()
+
+    def abandoned(index: int) -> None:
+        sock = open_stream(gateways[index % replicas].direct_port, stall)
+        assert read_until(sock, b"response.in_progress", timeout=60)[1]
+        reset(sock)
+
+    def cancelled(index: int) -> None:
+        gateway = gateways[index % replicas]
+        created = gateway.post("/v1/responses", {**stall, "background": True}).ok()
+        assert gateway.post(f"/v1/responses/{created['id']}/cancel").ok()["status"] == "cancelled"
+
+    with ThreadPoolExecutor(12) as pool:
+        completed = [pool.submit(plain, index) for index in range(8)]
+        stopped = [pool.submit(abandoned, index) for index in range(2)] + \
+            [pool.submit(cancelled, index) for index in range(2)]
+        reported = sum(used(job.result()) for job in completed)
+        for job in stopped:
+            job.result()
+    expected = initial - reported - 4 * reservation
+    wait_until(lambda: balance(gateways[0]) == expected, "every turn charged", timeout=30)
+    wait_until(lambda: reserved(start, engine, request) == 0, "nothing reserved", timeout=30)
+    assert balance(gateways[-1]) == expected
