@@ -96,6 +96,16 @@ def test_a_clients_loop_limits_are_capped_by_the_operators(start, upstream, chat
         assert len(target.requests("/v1/chat/completions")) == 2 and defaults["max_tool_calls"] == 3
 
 
+def test_loop_limits_have_finite_default_ceilings(start, upstream):
+    """Without the new keys (an LCORE configuration): a client's 1,000 rounds and calls
+    are cut to 50 and 200."""
+    gateway, = start("forward", initial=10 ** 9)
+    upstream.clear()
+    response = gateway.post("/v1/responses", {"input": "hi", "max_infer_iters": 1000, "max_tool_calls": 1000}).ok()
+    sent = upstream.requests("/v1/responses")[-1]["body"]
+    assert (sent["max_infer_iters"], sent["max_tool_calls"], response["max_tool_calls"]) == (50, 200, 200)
+
+
 def test_an_abandoned_tool_loop_is_charged_the_rounds_it_used(start):
     """Reproduction: a stream closed mid-loop was charged its first estimate (~630k
     tokens used, 3 charged). Now: its finished rounds and the one in flight."""
