@@ -51,13 +51,16 @@ def last_response(frames: bytes) -> dict[str, Any]:
     return orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
 
 
-def cancelled_event(response: dict[str, Any], batches: list[bytes]) -> Event:
+def cancelled_event(response: dict[str, Any], batches: list[bytes], usage: dict[str, Any] | None = None) -> Event:
     """How a cancelled response ends its stream, within the `openai` types (which have no
     `response.cancelled` event): `response.incomplete`, the event of a response that
     stopped before it was done, whose `response` has `status: cancelled` (as GET and the
-    cancel endpoint show it) and the output so far, and no `error`: nothing failed."""
+    cancel endpoint show it), the output so far and the usage so far (the engine's finished
+    rounds, when it reported any), and no `error`: nothing failed."""
     final = progress(response, batches)
     final.update(status="cancelled", error=None, incomplete_details=None)
+    if usage is not None:
+        final["usage"] = usage
     return Event.build({"type": "response.incomplete", "sequence_number": 0, "response": final})
 
 
@@ -218,7 +221,7 @@ class _EventLog(FrameSink):
         assert run.response is not None
         batches = [frames for _, frames in run.batches]
         event = interrupted_event(run.response, batches, run.stopping) if run.stopping \
-            else cancelled_event(run.response, batches)
+            else cancelled_event(run.response, batches, run.turn.usage)
         run.turn.result = event.data["response"]
         # Cancelled by its client: charged like an abandoned stream (not a fault of ours).
         run.turn.abandoned = not run.stopping

@@ -41,6 +41,9 @@ class ServiceConfig(Strict):
     error_body: Literal["both", "lcore"] = "both"
     # Ours: `GET /metrics` and the recording behind it (docs/operating.md); false: neither.
     metrics: bool = True
+    # Ours: the responses (streams, JSON and background runs) one user may have running
+    # on a replica at once; one more gets 429 before anything is reserved or created.
+    max_responses_in_progress_per_user: int = Field(64, ge=1)
 
     @field_validator("root_path")
     @classmethod

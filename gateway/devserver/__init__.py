@@ -50,7 +50,8 @@ gateway's topic-summary calls):
 * chat only: ``finish-length`` / ``content-filter`` end the completion with that
   ``finish_reason``; ``think-aloud`` streams ``reasoning_content`` ("Thinking about:
   <text>") before the text; ``parallel-calls`` (with a tool trigger) calls every tool in
-  one turn. ``--chat-deltas N`` streams every completion's text in N pieces.
+  one turn; ``loop-tools`` (with a tool trigger) calls a tool again after every tool
+  result, forever. ``--chat-deltas N`` streams every completion's text in N pieces.
 * an MCP tool whose ``server_url`` contains ``unreachable``: 502 like Llama Stack when it
   cannot reach an MCP server (response.failed in a stream).
 * an MCP tool whose ``server_url`` contains ``faulty`` also lists ``explode``, ``reject``

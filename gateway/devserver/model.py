@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 # Word-start match so "Use", "tools", "searching" trigger but "houses" does not.
+# A user message with this calls a tool again after every tool result: a model that
+# loops until the gateway's limits stop it (tests/e2e/test_quota_invariant.py).
+LOOP_TOOLS = "loop-tools"
 TRIGGER_RE = re.compile(r"\b(?:tool|call|use|search|weather|add)", re.IGNORECASE)
 _WORD_RE = re.compile(r"\S+\s*")
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
@@ -232,8 +235,9 @@ def decide(messages: list[dict[str, Any]], tools: list[ToolSpec] | None = None, 
     prompt = prompt_tokens(messages)
     last = messages[-1] if messages else {}
     role = last.get("role")
-    if tools and tool_choice != "none" and role == "user":
-        text = content_text(last.get("content"))
+    looping = role == "tool" and LOOP_TOOLS in last_user_text(messages)
+    if tools and tool_choice != "none" and (role == "user" or looping):
+        text = content_text(last.get("content")) if role == "user" else last_user_text(messages)
         forced = _forced_tool(tool_choice, tools)
         if forced is not None or tool_choice == "required" or TRIGGER_RE.search(text):
             tool = forced or _pick_tool(text, tools)

@@ -111,7 +111,8 @@ class LocalEngine:
                     tool_choice=choice, allowed=allowed,
                     max_infer_iters=int(body.get("max_infer_iters") or self._inference.max_infer_iters),
                     max_tool_calls=body.get("max_tool_calls"),
-                    client_tool_status=self._inference.client_tool_status, start_at_once=turn.background)
+                    client_tool_status=self._inference.client_tool_status, start_at_once=turn.background,
+                    round_ended=turn.round_ended, admit_round=turn.admit_round)
         response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id,
                                 [self._echo(tool) for tool in tools], turn.background)
         emitter = Emitter(response)
@@ -146,7 +147,7 @@ class LocalEngine:
             if turn.background and turn.store and not ended:
                 # Cancelled (`POST /v1/responses/{id}/cancel`): the stored row says so,
                 # with the output so far, before the cancel is answered.
-                emitter.response["status"] = "cancelled"
+                emitter.response.update(status="cancelled", usage=turn.usage)   # what it used so far
                 done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=True)
                 try:
                     await asyncio.shield(done)  # type: ignore[arg-type]

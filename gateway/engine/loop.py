@@ -19,7 +19,11 @@ the client's approval (`mcp_approval_request` items) are not run either: the rou
 other calls run, then the response ends. Before the first round `Plan.prelude` runs
 (the MCP listing and approved calls, `mcp_tools.py`), after `response.in_progress`.
 A `required` or forced `tool_choice` applies to the first round only (then `auto`, as
-spec 000 says), or the model would call tools forever. Usage is summed over the rounds. `max_infer_iters`
+spec 000 says), or the model would call tools forever. Usage is summed over the rounds,
+and reported to the turn as each round ends (`Plan.round_ended`). Before each round after
+the first the turn is asked to admit it (`Plan.admit_round`, with the tokens its context
+comes to): refused, the response ends `incomplete` with what it has (reason null: the
+`openai` types only know `max_output_tokens` and `content_filter`). `max_infer_iters`
 rounds without a final answer → `incomplete`. Cancelling the task that iterates the
 loop (a client that went away) cancels the upstream stream and every running tool.
 """
@@ -28,8 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+
+import orjson
 
 from gateway.engine.chat_round import ChatRound, UpstreamChatError
 from gateway.engine.chat_stream import Chunk
@@ -79,7 +86,10 @@ class Loop:
                 async for events in plan.prelude():
                     yield events
         choice = plan.tool_choice
-        for _ in range(plan.max_infer_iters):
+        for index in range(plan.max_infer_iters):
+            if index and plan.admit_round is not None and not await plan.admit_round(_context_tokens(plan)):
+                yield await self._end(emitter, save, emitter.finish("incomplete", usage))
+                return
             chat = {**plan.chat, "messages": plan.messages}
             if choice is not None:
                 chat["tool_choice"] = choice
@@ -111,6 +121,8 @@ class Loop:
                 emitter.start()
             calls = emitter.close_items()
             usage = add_usage(usage, round_.usage or usage_of(None))
+            if plan.round_ended is not None:
+                plan.round_ended(usage)
             reason = incomplete_reason(round_.finish_reason)
             if reason is not None:
                 yield await self._end(emitter, save, emitter.finish("incomplete", usage, reason))
@@ -185,6 +197,14 @@ class Loop:
                                  self._hooks))
         # gather: a cancelled loop cancels every running tool with it.
         return list(await asyncio.gather(*jobs)), made
+
+
+def _context_tokens(plan: Plan) -> int:
+    """What a round sends, at four characters a token: every message and the tools."""
+    size = len(orjson.dumps(plan.messages))
+    if plan.chat.get("tools"):
+        size += len(orjson.dumps(plan.chat["tools"]))
+    return math.ceil(size / 4)
 
 
 def _refuse_before_the_first_event(chunks: list[Chunk]) -> None:

@@ -6,7 +6,7 @@ plan before the loop runs, and the loop runs them: neither side imports the othe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from gateway.streaming.events import Event
 
@@ -30,3 +30,7 @@ class Plan:
     # Start the response before the first chat request (a background response: its
     # creator is answered at `response.created`, not at the model's first chunk).
     start_at_once: bool = False
+    # The turn's accounting (`engine/turn.py`): told each round's running usage, and
+    # asked before each round after the first whether it may run.
+    round_ended: Callable[[dict[str, Any]], None] | None = None
+    admit_round: Callable[[int], Awaitable[bool]] | None = None

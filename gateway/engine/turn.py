@@ -40,3 +40,15 @@ class EngineTurn(Protocol):
 
     @property
     def background(self) -> bool: ...
+
+    @property
+    def usage(self) -> dict[str, Any] | None: ...
+
+    def round_ended(self, usage: dict[str, Any]) -> None:
+        """A round ended: the usage of every finished round so far (the turn is charged
+        it, however it ends)."""
+
+    async def admit_round(self, context_tokens: int) -> bool:
+        """Before each round after the first, with what the round sends: may it run (the
+        turn reserves it)? False: the response ends `incomplete` with what it has."""
+        ...

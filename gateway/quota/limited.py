@@ -110,6 +110,12 @@ class LimitedQuota(ABC):
     async def reserve(self, identity: Identity, raw: Any) -> Reservation:
         """Admit a turn or raise 429 (503 when the storage cannot be reached)."""
 
+    @abstractmethod
+    async def extend(self, reservation: Reservation, tokens: int) -> None:
+        """Reserve `tokens` more for a turn already admitted (its context once known, the
+        engine's next round), all or none, or raise 429 (503 when the storage cannot be
+        reached); the turn's charge then ends the whole reservation."""
+
     @staticmethod
     def _refusal(held: Held, need: int, now: datetime) -> ApiError:
         who = f"User {held.subject}" if held.limiter.type == "user_limiter" else "Cluster"

@@ -37,6 +37,9 @@ class QuotaOff:
     async def reserve(self, identity: Identity, raw: Any) -> None:
         return None
 
+    async def extend(self, reservation: Reservation, tokens: int) -> None:
+        raise RuntimeError(_NO_RESERVATION)
+
     def charge(self, reservation: Reservation, input_tokens: int, output_tokens: int, model: str | None,
                provider: str | None) -> Charge:
         raise RuntimeError(_NO_RESERVATION)

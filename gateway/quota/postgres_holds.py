@@ -19,7 +19,7 @@ from gateway.quota.admission import Admissions
 from gateway.quota.balances import Held, Pair
 from gateway.quota.holds import Holds
 from gateway.quota.limited import UNREACHABLE, LimitedQuota
-from gateway.quota.reservation import Charge, Reservation, estimate
+from gateway.quota.reservation import Charge, Reservation, estimate, output_tokens
 from gateway.quota.store import charge_batch, usage_rows
 from gateway.schema.errors import ApiError, quota_storage_unavailable
 from gateway.storage.batch import Keyed
@@ -48,7 +48,21 @@ class HoldsQuota(LimitedQuota):
 
     async def reserve(self, identity: Identity, raw: Any) -> Reservation:
         need = estimate(raw, self.config.output_reservation)
-        reservation = Reservation(identity.user_id, need, self.pairs(identity.user_id))
+        return await self._admit(Reservation(identity.user_id, need, self.pairs(identity.user_id),
+                                             output=output_tokens(raw, self.config.output_reservation)))
+
+    async def extend(self, reservation: Reservation, tokens: int) -> None:
+        """Admitted as a turn of its own on the same holds, then merged: the holds are
+        this replica's objects per balance, kept while the turn uses them."""
+        extra = await self._admit(Reservation(reservation.user_id, tokens, reservation.pairs))
+        if len(extra.holds) != len(reservation.holds) or any(
+                a is not b for a, b in zip(extra.holds, reservation.holds)):
+            await self.release(extra)   # a hold was replaced meanwhile (a sweep): refuse, fail closed
+            raise quota_storage_unavailable()
+        reservation.tokens += tokens
+
+    async def _admit(self, reservation: Reservation) -> Reservation:
+        need = reservation.tokens
         if (holds := self._holds.admit(reservation.pairs, need, time.time() + self._offset)) is not None:
             reservation.holds = holds   # the spare of this replica's holds covers it: no await at all
             return reservation
@@ -69,7 +83,7 @@ class HoldsQuota(LimitedQuota):
             raise
         except UNREACHABLE as exc:
             raise self._unreachable(exc) from None
-        log.error("quota admission of %s did not settle after %d attempts", identity.user_id, _ATTEMPTS)
+        log.error("quota admission of %s did not settle after %d attempts", reservation.user_id, _ATTEMPTS)
         raise quota_storage_unavailable()
 
     def forget(self, reservation: Reservation | None) -> None:

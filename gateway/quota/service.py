@@ -7,6 +7,8 @@ they can (`limited.py`).
   every applicable limiter reserves the turn's estimate, atomically, or the request is
   refused with LCORE's 429; storage that cannot be reached refuses with 503 (fail
   closed). The estimate and what a turn carries: `reservation.py`.
+- `extend()` during a turn: more tokens on its reservation, or 429 (its context once
+  the conversation is looked up; each engine round after the first).
 - `charge()` after the turn (in `turns/settle.py`): the upstream's input + output
   tokens, charged to every applicable limiter and releasing the reservation (a
   `Charge`); the turn writer commits it with the turn's record when the quota storage
@@ -59,6 +61,8 @@ class QuotaService(Protocol):
     def now(self) -> datetime: ...
 
     async def reserve(self, identity: Identity, raw: Any) -> Reservation | None: ...
+
+    async def extend(self, reservation: Reservation, tokens: int) -> None: ...
 
     def charge(self, reservation: Reservation, input_tokens: int, output_tokens: int, model: str | None,
                provider: str | None) -> Charge: ...

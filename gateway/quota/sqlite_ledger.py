@@ -14,7 +14,7 @@ from gateway.identity import Identity
 from gateway.quota.balances import Held, Pair
 from gateway.quota.ledger import Balance, Ledger
 from gateway.quota.limited import UNREACHABLE, LimitedQuota
-from gateway.quota.reservation import Charge, Reservation, estimate
+from gateway.quota.reservation import Charge, Reservation, estimate, output_tokens
 from gateway.quota.store import Usage, charge_rows, usage_rows
 from gateway.schema.errors import ApiError
 from gateway.storage.batch import Keyed, in_lock_order
@@ -29,7 +29,8 @@ class LedgerQuota(LimitedQuota):
 
     async def reserve(self, identity: Identity, raw: Any) -> Reservation:
         need = estimate(raw, self.config.output_reservation)
-        reservation = Reservation(identity.user_id, need, self.pairs(identity.user_id))
+        reservation = Reservation(identity.user_id, need, self.pairs(identity.user_id),
+                                  output=output_tokens(raw, self.config.output_reservation))
         ledger = self._ledger
         outcome = None
         if (balances := ledger.lookup(reservation.user_id, reservation.pairs)) is not None:
@@ -43,6 +44,22 @@ class LedgerQuota(LimitedQuota):
             raise
         except UNREACHABLE as exc:
             raise self._unreachable(exc) from None
+
+    async def extend(self, reservation: Reservation, tokens: int) -> None:
+        """More tokens on the reservation's balances (the ledger's, kept while it lives:
+        never evicted), or 429."""
+        ledger = self._ledger
+        try:
+            if any(balance.stale for balance in reservation.balances):   # re-read in place (`Ledger.load`)
+                await ledger.load(reservation.user_id, reservation.pairs, self.now())
+            outcome = ledger.reserve(reservation.balances, tokens, time.time() + self._offset, self.now)
+            extra = Reservation(reservation.user_id, tokens, reservation.pairs)
+            await self._reserve_locally(extra, reservation.balances, outcome)
+        except ApiError:
+            raise
+        except UNREACHABLE as exc:
+            raise self._unreachable(exc) from None
+        reservation.tokens += tokens
 
     async def _reserve_locally(self, reservation: Reservation, balances: tuple[Balance, ...] | None,
                                outcome: tuple[Held | None, list[Keyed]] | None) -> Reservation:

@@ -179,6 +179,13 @@ def quota_exceeded(cause: str, retry_after: int, limiter: str = "") -> ApiError:
     return QuotaExceeded(cause, retry_after, limiter)
 
 
+def too_many_in_progress(user_id: str, running: int, limit: int) -> ApiError:
+    """A user with as many responses running on this replica as the operator allows
+    (`service.max_responses_in_progress_per_user`): retry once one ends."""
+    return ApiError(429, "Too many requests", f"User {user_id} has {running} responses in progress (limit {limit})",
+                    code="rate_limit_exceeded", headers={"Retry-After": "1"})
+
+
 def quota_storage_unavailable() -> ApiError:
     """Admission cannot be decided: refused (fail closed) in LCORE's 503 shape."""
     return ApiError(503, "Unable to connect to quota storage", "Connection error.", code="quota_storage_unavailable")

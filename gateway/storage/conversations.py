@@ -54,13 +54,14 @@ class TurnRecord:
     completed_at: str
     turn_number: int = 0
     prior_response_id: str | None = None  # the conversation's previous turn (set when saved)
+    tokens: int = 0                       # the upstream's reported input + output tokens
 
 
 _CONVERSATION_COLUMNS = ("id, user_id, upstream_id, created_at, last_message_at, last_used_model, "
                          "last_used_provider, last_response_id, message_count, topic_summary, generate_topic_summary, "
                          "turns_recorded")
 _TURN_COLUMNS = ("conversation_id, response_id, previous_response_id, model, provider, status, started_at, "
-                 "completed_at, turn_number, prior_response_id")
+                 "completed_at, turn_number, prior_response_id, tokens")
 
 
 def _conversation(row: dict) -> ConversationRecord:
@@ -144,17 +145,17 @@ class ConversationRepository:
                                                 int(c.generate_topic_summary))]))
         for round_ in _chunks(_rounds(entries)):
             turns = [(t.response_id, t.conversation_id, t.conversation_id, t.conversation_id,
-                      t.previous_response_id, t.model, t.provider, t.status, t.started_at, t.completed_at)
+                      t.previous_response_id, t.model, t.provider, t.status, t.started_at, t.completed_at, t.tokens)
                      for _, t in round_ if t is not None]
             if turns:
                 # Numbered and linked from the conversation as it stands before this
                 # round, hence one turn per conversation per round.
                 statements.append((
                     "INSERT INTO gateway_turns (response_id, conversation_id, turn_number, prior_response_id, "
-                    "previous_response_id, model, provider, status, started_at, completed_at) VALUES "
+                    "previous_response_id, model, provider, status, started_at, completed_at, tokens) VALUES "
                     + ", ".join(["(?, ?, COALESCE((SELECT turns_recorded FROM gateway_conversations WHERE id = ?), 0)"
                                  " + 1, (SELECT last_response_id FROM gateway_conversations WHERE id = ?), "
-                                 "?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row]))
+                                 "?, ?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row]))
             # A new conversation is created with its first turn counted (and its topic
             # summary), an existing one gets its last-turn fields; an entry without a turn
             # (a failed first turn) only makes sure the conversation exists.
@@ -187,7 +188,8 @@ class ConversationRepository:
             # Built field by field: `dataclasses.replace` costs several microseconds a call.
             self._turns.remember(turn.response_id, TurnRecord(
                 turn.conversation_id, turn.response_id, turn.previous_response_id, turn.model, turn.provider,
-                turn.status, turn.started_at, turn.completed_at, cached.turns_recorded + 1, cached.last_response_id))
+                turn.status, turn.started_at, turn.completed_at, cached.turns_recorded + 1, cached.last_response_id,
+                turn.tokens))
             self._conversations[conversation.id] = ConversationRecord(
                 cached.id, cached.user_id, cached.upstream_id, cached.created_at, turn.completed_at,
                 conversation.last_used_model, conversation.last_used_provider, turn.response_id,

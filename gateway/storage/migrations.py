@@ -125,6 +125,8 @@ _QUOTA_TABLES = [
 )""",
 ]
 
+_TURN_TOKENS = "ALTER TABLE gateway_turns ADD COLUMN tokens BIGINT NOT NULL DEFAULT 0"
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
         f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
@@ -146,12 +148,16 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (4, _QUOTA_TABLES),
     # Background responses and their recorded events (storage/background_responses.py).
     (5, [_BACKGROUND_TABLE, _BACKGROUND_EVENTS_TABLE, _BACKGROUND_INDEX]),
+    # A turn's reported input + output tokens (written by its settlement): the next turn
+    # of its conversation sends them again, so its quota estimate counts them (issue 19).
+    (6, [_TURN_TOKENS]),
 ]
 
 BASELINE: list[str] = [
     f"CREATE TABLE gateway_conversations {_CONVERSATION_COLUMNS_V1}",
     "CREATE INDEX gateway_conversations_user ON gateway_conversations (user_id)",
     f"CREATE TABLE gateway_turns {_TURN_COLUMNS_V1}",
+    _TURN_TOKENS,
     _RESPONSES_TABLE,
     _RESPONSES_INDEX,
     _BACKGROUND_TABLE,

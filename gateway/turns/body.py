@@ -15,7 +15,7 @@ def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: Turn, too
                  inference: InferenceConfig) -> dict[str, Any]:
     """The Responses body a backend gets: the client's JSON as sent (LCORE's
     extensions dropped, lax scalars converted), with the gateway's model, tools and
-    conversation or chain, and the operator's loop limits where the client set none."""
+    conversation or chain, and the loop limits applied (`loop_limit`)."""
     body = {key: value for key, value in raw.items() if key not in LCORE_EXTENSIONS}
     body.update(forwarded_scalars(raw, request))
     body["model"] = turn.model.id
@@ -46,11 +46,20 @@ def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: Turn, too
             body.pop("tool_choice")
     else:
         body["tools"] = tools
-    if "max_tool_calls" not in raw:
-        body["max_tool_calls"] = inference.max_tool_calls
-    if "max_infer_iters" not in raw:
-        body["max_infer_iters"] = inference.max_infer_iters
+    # The operator's defaults where the client sent none (or null), and never more than
+    # the operator's limits: the response echoes the value applied.
+    body["max_tool_calls"] = loop_limit(body.get("max_tool_calls"), inference.max_tool_calls,
+                                        inference.max_tool_calls_limit)
+    body["max_infer_iters"] = loop_limit(body.get("max_infer_iters"), inference.max_infer_iters,
+                                         inference.max_infer_iters_limit)
     return body
+
+
+def loop_limit(asked: Any, default: int, limit: int) -> int:
+    """A client's loop limit as applied: the default without one, at most `limit`."""
+    if not isinstance(asked, int) or isinstance(asked, bool) or asked < 1:
+        return default
+    return min(asked, limit)
 
 
 def answers_approval(input_: Any) -> bool:

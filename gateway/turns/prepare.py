@@ -14,13 +14,14 @@ waits for it) and every turn and stored-response read after that holds the chose
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any, Mapping
 
 from gateway.config import Configuration
 from gateway.config.access import Action
 from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
-from gateway.quota.reservation import Reservation
+from gateway.quota.reservation import Reservation, context_estimate
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
@@ -29,6 +30,7 @@ from gateway.storage.conversations import ConversationRecord, ConversationReposi
 from gateway.storage.writer import TurnWriter
 from gateway.tools import ConfiguredTools
 from gateway.turns.body import answers_approval, has_item_reference
+from gateway.turns.in_progress import InProgress
 from gateway.turns.model import ModelSelector
 from gateway.turns.prompts import SystemPrompts
 from gateway.turns.settle import Settler
@@ -72,6 +74,7 @@ class Preparer:
         self._prompts = SystemPrompts(config.customization)
         self._summaries = TopicSummaries(config.customization)
         self.backend = backend
+        self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions") -> Turn:
@@ -86,16 +89,24 @@ class Preparer:
         if request.shield_ids:
             raise invalid_attribute(f"Unknown shield IDs: {', '.join(request.shield_ids)} (this gateway has no "
                                     "shields configured)", param="shield_ids", code="shield_not_found")
-        await self._writer.admit()
-        tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
-        await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
-        reservation = await self._quota.reserve(identity, raw)  # 429 before anything else is looked up
+        self.in_progress.enter(identity.user_id)   # 429 past the operator's limit; left by the runner
         try:
-            return await self._prepare(identity, raw, request, tools, reservation, prompt_field)
+            await self._writer.admit()
+            tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
+            await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
+            # LCORE's 429 before anything else is looked up; the context's share after.
+            reservation = await self._quota.reserve(identity, raw)
+            try:
+                turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field)
+            except BaseException:
+                if reservation is not None:
+                    await asyncio.shield(self._quota.release(reservation))
+                raise
         except BaseException:
-            if reservation is not None:
-                await asyncio.shield(self._quota.release(reservation))
+            self.in_progress.leave(identity.user_id)
             raise
+        turn.in_progress = self.in_progress
+        return turn
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
                        reservation: Reservation | None, prompt_field: str) -> Turn:
@@ -104,6 +115,12 @@ class Preparer:
         model = await self._models.select(identity, request.model, existing)
         backend = await self.backend()
         await backend.check(raw, tools)
+        if reservation is not None:
+            # The context the turn sends beyond its input, once known: reserved (or 429)
+            # before anything is created.
+            context = context_estimate(await self._previous_tokens(existing, forked_from), tools)
+            if context > 0:
+                await self._quota.extend(reservation, context)
 
         # Everything is valid: now create what the turn needs.
         conversation_id, upstream_id = await self._conversation_for(backend, request, existing, forked_from)
@@ -115,6 +132,8 @@ class Preparer:
                     conversation_id=conversation_id, upstream_conversation_id=upstream_id,
                     existing=existing if forked_from is None else None, forked_from=forked_from, store=request.store,
                     reservation=reservation, background=bool(request.background), server_prompt=server_prompt)
+        if reservation is not None:
+            turn.extend = partial(self._quota.extend, reservation)   # the engine's later rounds
         if request.store and upstream_id is not None and turn.existing is not None \
                 and turn.existing.last_response_id and answers_approval(raw["input"]):
             # Llama Stack finds the approval request only in the previous response, and
@@ -127,6 +146,15 @@ class Preparer:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
         self._summaries.start(turn, raw["input"])   # beside the turn, once its conversation exists
         return turn
+
+    async def _previous_tokens(self, existing: ConversationRecord | None, forked_from: str | None) -> int:
+        """The reported input + output tokens of the turn this one continues (its
+        context, sent again), as its record keeps them; 0 for a new conversation."""
+        previous = forked_from or (existing.last_response_id if existing is not None else None)
+        if not previous:
+            return 0
+        found = await self._conversations.find_turn(previous)
+        return found[0].tokens if found is not None else 0
 
     async def _parse(self, raw: Any) -> ResponsesRequest:
         """LCORE's request model; what a backend accepts beyond it (the engine:

@@ -110,6 +110,9 @@ class Runner:
             await sink.stopped(turn, exc)
             raise
         finally:
+            if turn.in_progress is not None:
+                turn.in_progress.leave(turn.identity.user_id)
+                turn.in_progress = None
             self._settler.finish(turn)
             self.hooks.finished(turn, error)
 

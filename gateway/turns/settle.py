@@ -7,7 +7,7 @@ it (DESIGN decision 4); it still completes when the client has gone away, and a
 request in this process about the same conversation or response that arrives
 meanwhile waits for it (`wait_pending()`). `finish()` settles a turn its caller did
 not (it ended without a terminal event, or the client left), charging an abandoned
-turn in full: aborting is no way around a quota.
+turn what it used (`Turn.stopped_charge`): aborting is no way around a quota.
 """
 
 from __future__ import annotations
@@ -38,6 +38,15 @@ def _made_summary(turn: Turn) -> str:
     if made is None or not made.done() or made.cancelled() or made.exception() is not None:
         return ""
     return made.result()
+
+
+def _reported(response: dict) -> int:
+    """The input + output tokens the upstream reported for a turn (the next turn of its
+    conversation sends them again: its quota estimate counts them)."""
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
 
 
 def _now() -> str:
@@ -106,12 +115,16 @@ class Settler:
 
     def _charge(self, turn: Turn) -> Charge:
         """The charge of a turn with a result: the upstream's input + output tokens; a
-        turn its client stopped with no usage (a cancelled background one) is charged
-        its reservation, as an abandoned stream is."""
+        turn its client stopped (a cancelled background one) as an abandoned one is
+        (`Turn.stopped_charge`), whatever usage its result shows so far."""
         assert turn.reservation is not None and turn.result is not None
-        usage = turn.result.get("usage") or {}
-        spent = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)) \
-            if usage or not turn.abandoned else (turn.reservation.tokens, 0)
+        if turn.abandoned:
+            usage = turn.usage or {}
+            output = int(usage.get("output_tokens") or 0)
+            spent = (turn.stopped_charge() - output, output)
+        else:
+            usage = turn.result.get("usage") or {}
+            spent = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
         return self._quota.charge(turn.reservation, *spent, turn.model.id, turn.model.provider_id)
 
     async def _settle(self, turn: Turn) -> dict[str, int]:
@@ -140,8 +153,10 @@ class Settler:
     def finish(self, turn: Turn) -> None:
         """After the response: a turn that reached its terminal event is settled even if
         the handler never got to it (background; `drain()` waits for it). A turn that
-        never got the upstream's usage ends its reservation: charged in full when the
-        client abandoned it (aborting is no way around a quota), else released."""
+        never got a terminal response ends its reservation: charged as a stopped turn
+        when the client abandoned it (aborting is no way around a quota: the rounds it
+        used, the one in flight, at least its reservation), else what the engine's
+        finished rounds reported."""
         if turn._settling is not None:
             return
         if turn.result is None:
@@ -149,7 +164,7 @@ class Settler:
                 turn.summary.cancel()   # no record to put it in
             if turn.reservation is not None:
                 done = asyncio.ensure_future(self._quota.release(
-                    turn.reservation, turn.reservation.tokens if turn.abandoned else 0))
+                    turn.reservation, turn.stopped_charge() if turn.abandoned else turn.used))
                 turn._settling = done
                 self._background.add(done)
                 done.add_done_callback(lambda future: self._finished(future, (None, "")))
@@ -202,7 +217,7 @@ class Settler:
             conversation_id=turn.conversation_id, response_id=response["id"],
             previous_response_id=turn.previous_response_id, model=turn.model.id,
             provider=turn.model.provider_id, status=response["status"], started_at=started_at,
-            completed_at=completed_at)
+            completed_at=completed_at, tokens=_reported(response))
 
     async def _append_turn(self, turn: Turn) -> None:
         """A turn sent with previous_response_id in a conversation the upstream keeps:

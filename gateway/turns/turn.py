@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncContextManager, AsyncIterator, Callable, Mapping, Protocol
+from typing import Any, AsyncContextManager, AsyncIterator, Awaitable, Callable, Mapping, Protocol
 
 from gateway.identity import Identity
 from gateway.quota.reservation import Reservation
@@ -16,6 +16,7 @@ from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRecord
 from gateway.streaming.events import Event
 from gateway.streaming.rewriter import StreamRewriter
+from gateway.turns.in_progress import InProgress
 from gateway.upstream.catalog import ModelInfo
 
 # What a backend's stream yields per upstream read, fed to the rewriter: the upstream's
@@ -51,6 +52,12 @@ class Turn:
     quotas: dict[str, int] | None = None  # available_quotas once settled
     reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
     abandoned: bool = False              # the client left before the backend finished
+    # What the engine reported so far (`round_ended`): the usage of its finished rounds,
+    # and the estimate of the round in flight (0: admission's reservation covers it).
+    usage: dict[str, Any] | None = None
+    round_estimate: int = 0
+    extend: Callable[[int], Awaitable[None]] | None = None  # more tokens on the reservation, or 429
+    in_progress: "InProgress | None" = None  # counts it among its user's running turns until it ends
     observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
     server_prompt: bool = False          # the instructions are the operator's: shown as LCORE's placeholder
     summary: asyncio.Future | None = None  # the topic summary being made (`turns/summary.py`), its text
@@ -61,6 +68,44 @@ class Turn:
     def conversation(self) -> str | None:
         """The id returned to clients (`conv_<48 hex>`, spec 001)."""
         return openai_conversation_id(self.conversation_id) if self.conversation_id else None
+
+    # What the engine calls as its rounds go (`engine/turn.py` EngineTurn): it knows
+    # nothing of quotas, the turn does.
+
+    def round_ended(self, usage: dict[str, Any]) -> None:
+        """A round ended: the usage of every finished round so far."""
+        self.usage = usage
+        self.round_estimate = 0
+
+    async def admit_round(self, context_tokens: int) -> bool:
+        """Before each round after the first: reserve what this round may use (the
+        context it sends and its answer) beyond what the turn already reserved and used.
+        False: the balance cannot cover it (the turn ends with what it has)."""
+        reservation = self.reservation
+        if reservation is None:
+            return True
+        self.round_estimate = estimate = context_tokens + reservation.output
+        need = self.used + estimate - reservation.tokens
+        if need <= 0 or self.extend is None:
+            return True
+        try:
+            await self.extend(need)
+        except ApiError:
+            return False
+        return True
+
+    @property
+    def used(self) -> int:
+        """The input + output tokens the upstream reported so far (the engine's rounds)."""
+        usage = self.usage
+        return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0) if usage else 0
+
+    def stopped_charge(self) -> int:
+        """What a turn stopped before its end (abandoned, cancelled) is charged: its
+        finished rounds' usage plus the estimate of the round in flight, and never less
+        than it reserved (aborting is no way around a quota)."""
+        reserved = self.reservation.tokens if self.reservation is not None else 0
+        return max(self.used + self.round_estimate, reserved)
 
 
 class Backend(Protocol):

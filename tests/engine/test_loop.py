@@ -259,3 +259,33 @@ async def test_an_error_as_the_first_chunk_is_an_http_error():
     with pytest.raises(ApiError) as raised:
         await run(Loop(FakeModel([{"error": {"message": "model overloaded"}}])), plan())
     assert raised.value.status == 500 and raised.value.cause == "model overloaded"
+
+
+async def test_each_rounds_usage_is_reported_and_every_later_round_admitted():
+    executor = Executor({"a"})
+    model = FakeModel(calls_round(("c1", "a", "{}"), usage=(10, 1)), calls_round(("c2", "a", "{}"), usage=(20, 2)),
+                      text_round("ok", usage=(30, 3)))
+    reported, asked = [], []
+
+    async def admit(tokens: int) -> bool:
+        asked.append(tokens)
+        return True
+    events = await run(Loop(model, [executor]), plan("a", round_ended=reported.append, admit_round=admit))
+    assert events[-1].type == "response.completed"
+    assert [(usage["input_tokens"], usage["output_tokens"]) for usage in reported] == [(10, 1), (30, 3), (60, 6)]
+    assert len(asked) == 2 and asked[0] < asked[1]   # the second round's context is larger
+
+
+async def test_a_round_the_turn_cannot_admit_ends_incomplete_with_what_it_has():
+    executor = Executor({"a"})
+    model = FakeModel(calls_round(("c1", "a", "{}"), usage=(10, 1)), text_round("never"))
+
+    async def refuse(tokens: int) -> bool:
+        return False
+    events = await run(Loop(model, [executor]), plan("a", admit_round=refuse))
+    check_stream(events)
+    final = events[-1].data["response"]
+    assert events[-1].type == "response.incomplete" and final["incomplete_details"] is None
+    assert len(model.requests) == 1 and [item["type"] for item in final["output"]] == ["function_call",
+                                                                                       "function_call_output"]
+    assert (final["usage"]["input_tokens"], final["usage"]["output_tokens"]) == (10, 1)

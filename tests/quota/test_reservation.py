@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from gateway.quota.holds import Hold
@@ -30,3 +31,15 @@ def test_a_reservation_ends_once_on_its_holds():
     kept = Reservation("ann", 100, (), holds=holds)
     kept.end(released=False)          # its charge was not written: the tokens stay held, as spare
     assert [(hold.held, hold.used) for hold in holds] == [(400, 100), (800, 100)]
+
+
+def test_the_context_estimate_counts_history_tools_and_rag():
+    from gateway.quota.reservation import RAG_RESULT_TOKENS, context_estimate, output_tokens
+
+    assert context_estimate(0, None) == 0
+    assert context_estimate(1234, None) == 1234
+    tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
+    assert context_estimate(0, tools) == -(-len(orjson.dumps(tools)) // 4)
+    searching = [{"type": "file_search", "vector_store_ids": ["vs"], "max_num_results": 3}]
+    assert context_estimate(0, searching) == -(-len(orjson.dumps(searching)) // 4) + 3 * RAG_RESULT_TOKENS
+    assert output_tokens({"max_output_tokens": 7}, 1024) == 7 and output_tokens({}, 1024) == 1024

@@ -70,3 +70,33 @@ async def test_quotas_in_a_database_of_their_own_are_not_a_batch_participant(tmp
     finally:
         await quota.close()
         await db.close()
+
+
+async def test_extend_reserves_more_all_or_none_and_the_charge_ends_it_all(database_config):
+    """A turn's context, then each engine round after the first (`QuotaService.extend`):
+    more tokens on the same reservation, refused with 429 when a balance cannot cover
+    them (nothing taken then); the charge releases everything reserved."""
+    from gateway.schema.errors import ApiError
+
+    quota, db = await open_service(database_config, [LIMITERS[0]])
+    try:
+        reservation = await quota.reserve(who("ann"), REQUEST)
+        first = reservation.tokens
+        await quota.extend(reservation, 300)
+        assert reservation.tokens == first + 300
+        held = await quota.held(quota.pairs("ann"))
+        assert held[0].reserved >= first + 300
+        try:
+            await quota.extend(reservation, 10 ** 6)
+            raise AssertionError("not refused")
+        except ApiError as exc:
+            assert exc.status == 429 and "tokens are needed" in exc.cause
+        assert reservation.tokens == first + 300
+        await quota.write(quota.charge(reservation, 200, 50, "m", "p"))
+        assert await quota.available("ann") == {"daily": 1000 - 250}
+        if database_config.postgres:
+            await quota.give_back_holds()
+        assert sum(held.reserved for held in await quota.held(quota.pairs("ann"))) == 0
+    finally:
+        await quota.close()
+        await db.close()

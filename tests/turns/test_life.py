@@ -17,7 +17,7 @@ from gateway.config import parse_config
 from gateway.config.database import DatabaseConfig
 from gateway.identity import Identity
 from gateway.quota.reservation import Reservation
-from gateway.schema.errors import ApiError
+from gateway.schema.errors import ApiError, quota_exceeded
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.open import open_database
 from gateway.storage.writer import TurnWriter
@@ -26,6 +26,7 @@ from gateway.streaming.rewriter import StreamRewriter
 from gateway.tools import ConfiguredTools
 from gateway.turns.body import backend_body
 from gateway.turns.hooks import Hooks, TurnHooks
+from gateway.turns.in_progress import InProgress
 from gateway.turns.prepare import BackendSelector, Preparer
 from gateway.turns.run import BodySink, FrameSink, Runner
 from gateway.turns.settle import Settler
@@ -126,11 +127,19 @@ class FakeQuota:
         self.released: list[int] = []
         self.forgotten = 0
         self.balance = 1000
+        self.extended: list[int] = []
 
     async def reserve(self, identity: Identity, raw: Any) -> Reservation:
-        reservation = Reservation(user_id=identity.user_id, tokens=RESERVED, pairs=())
+        reservation = Reservation(user_id=identity.user_id, tokens=RESERVED, pairs=(),
+                                  output=raw.get("max_output_tokens") or 0)
         self.reserved.append(reservation)
         return reservation
+
+    async def extend(self, reservation: Reservation, tokens: int) -> None:
+        if self.balance - reservation.tokens < tokens:
+            raise quota_exceeded(f"User {reservation.user_id} has no available tokens", 60)
+        self.extended.append(tokens)
+        reservation.tokens += tokens
 
     async def release(self, reservation: Reservation, charge: int = 0) -> None:
         self.released.append(charge)
@@ -382,3 +391,59 @@ async def test_a_record_that_cannot_be_committed_is_the_database_error(store):
     terminal = frames.events()[-1]
     assert terminal["type"] == "response.failed"
     assert terminal["response"]["error"]["message"] == "Failed to query the database"
+
+
+async def test_an_engine_turn_stopped_mid_loop_is_charged_what_it_used(store):
+    """Issue 19: the engine reports its rounds' usage; a stopped turn is charged its
+    finished rounds plus the round in flight, never less than it reserved."""
+    turns = life(store, stall=True)
+    turn = await turns.prepare(stream=True, max_output_tokens=10)
+    assert turn.reservation is not None and turn.reservation.output == 10
+    turn.round_ended({"input_tokens": 300, "output_tokens": 40})
+    assert await turn.admit_round(200)   # 340 used + 210 for the round, beyond the reservation
+    assert turns.quota.extended == [340 + 210 - RESERVED] and turn.reservation.tokens == 550
+    assert turn.stopped_charge() == 550
+    sink = Frames(turns, turn)
+    running = asyncio.ensure_future(turns.runner.run(turn, sink))
+    while "start" not in sink.calls:
+        await asyncio.sleep(0.001)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await turns.settler.drain()
+    assert turns.quota.released == [550]
+
+
+async def test_a_round_the_balance_cannot_cover_is_refused(store):
+    turns = life(store)
+    turn = await turns.prepare(max_output_tokens=10)
+    turn.round_ended({"input_tokens": 900, "output_tokens": 90})
+    assert not await turn.admit_round(500)   # the fake balance is 1000
+    assert turns.quota.extended == []
+
+
+async def test_responses_in_progress_per_user_are_counted_until_they_end(store):
+    turns = life(store, stall=True)
+    turns.preparer.in_progress = InProgress(1)
+    turn = await turns.prepare(stream=True)
+    with pytest.raises(ApiError) as refused:
+        await turns.prepare(stream=True)
+    assert refused.value.status == 429 and refused.value.headers["Retry-After"] == "1"
+    assert refused.value.cause == f"User {USER.user_id} has 1 responses in progress (limit 1)"
+    assert len(turns.quota.reserved) == 1   # nothing reserved for the refused one
+    sink = Frames(turns, turn)
+    running = asyncio.ensure_future(turns.runner.run(turn, sink))
+    while "start" not in sink.calls:
+        await asyncio.sleep(0.001)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert turns.preparer.in_progress.running(USER.user_id) == 0
+    await turns.settler.drain()
+
+
+def test_loop_limits_are_the_defaults_or_the_clients_capped():
+    from gateway.turns.body import loop_limit
+
+    assert loop_limit(None, 10, 50) == 10 and loop_limit(7, 10, 50) == 7 and loop_limit(500, 10, 50) == 50
+    assert loop_limit(True, 10, 50) == 10 and loop_limit(0, 10, 50) == 10
