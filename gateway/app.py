@@ -37,7 +37,7 @@ from gateway.storage.background_responses import BackgroundStore
 from gateway.storage.open import open_database
 from gateway.storage.engine_responses import ResponseStore
 from gateway.storage.writer import TurnWriter
-from gateway.tools import ConfiguredTools
+from gateway.turns.tools import ConfiguredTools
 from gateway.turns.forward import ForwardBackend
 from gateway.turns.local import EngineBackend
 from gateway.turns.prepare import BackendSelector, Preparer

@@ -16,7 +16,7 @@ from gateway.storage.conversations import ConversationRepository, TurnRecord
 from gateway.streaming.enrich import Enricher, output_text
 from gateway.streaming.repair import repair_input_items, repair_response
 from gateway.streaming.rewriter import StreamRewriter
-from gateway.tools import ConfiguredTools
+from gateway.turns.tools import ConfiguredTools
 from gateway.turns.body import backend_body
 from gateway.turns.settle import Settler
 from gateway.turns.turn import Feed, Turn

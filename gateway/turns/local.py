@@ -21,7 +21,7 @@ from gateway.storage.conversations import ConversationRepository
 from gateway.streaming.enrich import output_text
 from gateway.streaming.events import Event
 from gateway.streaming.rewriter import StreamRewriter
-from gateway.tools import ConfiguredTools
+from gateway.turns.tools import ConfiguredTools
 from gateway.turns.body import backend_body
 from gateway.turns.settle import Settler
 from gateway.turns.turn import Feed, Turn

@@ -28,7 +28,7 @@ from gateway.schema.ids import new_conversation_id, normalize_conversation_id, o
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
 from gateway.storage.writer import TurnWriter
-from gateway.tools import ConfiguredTools
+from gateway.turns.tools import ConfiguredTools
 from gateway.turns.body import answers_approval, has_item_reference
 from gateway.turns.in_progress import InProgress
 from gateway.turns.model import ModelSelector

@@ -23,7 +23,7 @@ from gateway.storage.open import open_database
 from gateway.storage.writer import TurnWriter
 from gateway.streaming.events import Event
 from gateway.streaming.rewriter import StreamRewriter
-from gateway.tools import ConfiguredTools
+from gateway.turns.tools import ConfiguredTools
 from gateway.turns.body import backend_body
 from gateway.turns.hooks import Hooks, TurnHooks
 from gateway.turns.in_progress import InProgress

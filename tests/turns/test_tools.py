@@ -7,7 +7,7 @@ import pytest
 from gateway.config import parse_config
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
-from gateway.tools import MERGE_HEADER, ConfiguredTools
+from gateway.turns.tools import MERGE_HEADER, ConfiguredTools
 
 USER = Identity(user_id="u", username="n", token="tok")
 STORES = [{"rag_id": "handbook", "vector_db_id": "vs_handbook"}, {"rag_id": "faq", "vector_db_id": "vs_faq"}]

@@ -49,7 +49,7 @@ _PROBE_BODY = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "gateway-oauth-probe",
                                                                           "version": "1"}}})
 
-log = logging.getLogger("gateway.tools")
+log = logging.getLogger("gateway.turns.tools")
 
 _FROM_CALLER = ("client", "oauth")
 MERGE_HEADER = "X-LCS-Merge-Server-Tools"
