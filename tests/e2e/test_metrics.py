@@ -1,8 +1,9 @@
 """`GET /metrics` through `gateway serve` (issue 24) with a scripted workload over every
-endpoint family: each metric moves by exactly the expected amount (a streamed turn is
-one LLM call, where LCORE counts it twice), requests refused with 4xx move no token
-counter, label values never hold an id or a raw path; `skip_for_metrics`, the
-`service.metrics` switch, `root_path` and `llama_stack.allow_degraded_mode`."""
+endpoint family (LCORE's query API included): each metric moves by exactly the expected
+amount (a streamed turn is one LLM call, where LCORE counts it twice), requests refused
+with 4xx move no token counter, label values never hold an id or a raw path;
+`skip_for_metrics`, the `service.metrics` switch, `root_path` and
+`llama_stack.allow_degraded_mode` (on, and off: where the gateway differs from LCORE)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.gateway_proc import events_of, parse_sse
+from tests.support.processes import free_port, python_module, spawn, wait_http
 from tests.support.raw_client import wait_until
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -336,6 +338,26 @@ def test_degraded_mode(gateway_factory):
     strict = gateway_factory(dead)
     assert value(scrape(strict), "ls_started_in_degraded_mode") == 0
     assert strict.get("/readiness").status == 503
+
+
+def test_without_degraded_mode_the_gateway_starts_and_serves_once_its_upstream_is_up(gateway_factory,
+                                                                                     tmp_path):
+    """Where LCORE refuses to start (docs/operating.md, "Degraded mode"): not ready, then
+    ready and serving as soon as the upstream answers, without a restart."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    gateway = gateway_factory(url, llama_stack={"url": url, "max_retries": 0})
+    assert "unreachable at start-up" in gateway.log()
+    assert gateway.get("/readiness").status == 503
+    assert gateway.post(TURNS, {"input": "too early"}).status == 503
+    late = spawn(f"upstream-{port}", python_module("gateway.devserver", "--port", str(port)), tmp_path)
+    try:
+        wait_http(late, f"{url}/health")
+        assert gateway.get("/readiness").json()["overall_status"] == "healthy"
+        assert gateway.post(TURNS, {"input": "Hello"}).status == 200
+        assert value(scrape(gateway), "ls_started_in_degraded_mode") == 0
+    finally:
+        late.stop()
 
 
 FAULTY = [{"type": "mcp", "server_label": "faulty", "server_url": "http://127.0.0.1:9/faulty/mcp",
