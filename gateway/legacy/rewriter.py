@@ -30,6 +30,12 @@ class LegacyRewriter(StreamRewriter):
         super().__init__(enricher, fast=False)
         self.legacy = legacy
 
+    @property
+    def numbered(self) -> int:
+        """The legacy events the client was sent (the runner's `streamed` hook counts a
+        stream's events with it): this stream frames no Responses events of its own."""
+        return self.legacy.events
+
     def _blocks(self, data: bytes) -> tuple[bytes, Event | None]:
         """`StreamRewriter._blocks` for this stream: a text delta's block (either
         dialect) becomes its `token` straight from its bytes (nothing to repair in one,

@@ -86,7 +86,8 @@ class LegacyStream:
     """One streaming query's translator: feed it the turn's Responses events, get its
     legacy frames."""
 
-    __slots__ = ("text", "conversation_id", "request_id", "model", "_next", "_literals", "_items", "_round")
+    __slots__ = ("text", "conversation_id", "request_id", "model", "_next", "_others", "_literals", "_items",
+                 "_round")
 
     def __init__(self, conversation_id: str | None, request_id: str, model: str | None, text: bool = False):
         self.text = text                    # `media_type: text/plain`
@@ -94,13 +95,20 @@ class LegacyStream:
         self.request_id = request_id
         self.model = model                  # `provider/model`, named by a 413's cause
         self._next = 0                      # the next token id
+        self._others = 0                    # events written other than tokens
         self._literals: list[bytes] = []    # the text so far, as JSON string literals
         self._items: list[dict[str, Any]] = []  # finished tool items (referenced documents)
         self._round = 0
 
+    @property
+    def events(self) -> int:
+        """How many events the client was sent so far (tokens included)."""
+        return self._next + self._others
+
     def start(self) -> bytes:
         if self.text:
             return b""
+        self._others += 1
         return _frame("start", {"conversation_id": self.conversation_id, "request_id": self.request_id})
 
     def delta(self, literal: bytes) -> bytes:
@@ -161,6 +169,7 @@ class LegacyStream:
                      if doc.get("doc_title") and doc.get("doc_url")]
             out.append(("\n\n---\n\n" + "\n".join(lines)).encode() if lines else b"")
         else:
+            self._others += 1
             out.append(_frame("end", {"referenced_documents": documents, "truncated": None,
                                       "input_tokens": int(usage.get("input_tokens") or 0),
                                       "output_tokens": int(usage.get("output_tokens") or 0)},
@@ -171,18 +180,25 @@ class LegacyStream:
         """The user stopped the stream: a closing token, then `interrupted`."""
         closing = "\n```" if self.partial_text().count("```") % 2 else ""
         token = self.delta(orjson.dumps(closing + STOPPED_BY_USER))
-        return token + (b"" if self.text else _frame("interrupted", {"request_id": self.request_id}))
+        if self.text:
+            return token
+        self._others += 1
+        return token + _frame("interrupted", {"request_id": self.request_id})
 
     def _error(self, error: ApiError) -> bytes:
+        self._others += 1
         if self.text:
             return f"Status: {error.status} - {error.response} - {error.cause}".encode()
         return _frame("error", {"status_code": error.status, "response": error.response, "cause": error.cause})
 
     def _out(self, event: str, data: dict[str, Any]) -> bytes:
         if not self.text:
+            self._others += 1
             return _frame(event, data)
         if event == "tool_call":
+            self._others += 1
             return f"[Tool Call: {data['name']}]\n".encode()
         if event == "tool_result":
+            self._others += 1
             return b"[Tool Result]\n"
         return b""

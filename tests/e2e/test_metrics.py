@@ -1,18 +1,22 @@
 """`GET /metrics` through `gateway serve` (issue 24) with a scripted workload over every
-endpoint family: each metric moves by exactly the expected amount (a streamed turn is
-one LLM call, where LCORE counts it twice), requests refused with 4xx move no token
-counter, label values never hold an id or a raw path; `skip_for_metrics`, the
-`service.metrics` switch, `root_path` and `llama_stack.allow_degraded_mode`."""
+endpoint family (LCORE's query API included): each metric moves by exactly the expected
+amount (a streamed turn is one LLM call, where LCORE counts it twice), requests refused
+with 4xx move no token counter, label values never hold an id or a raw path;
+`skip_for_metrics`, the `service.metrics` switch, `root_path` and
+`llama_stack.allow_degraded_mode` (on, and off: where the gateway differs from LCORE)."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
 import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.gateway_proc import events_of
+from tests.support.gateway_proc import events_of, parse_sse
+from tests.support.processes import free_port, python_module, spawn, wait_http
 from tests.support.raw_client import wait_until
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -64,6 +68,8 @@ def engine(gateway_factory, chat_upstream):
 
 USER = "?user_id=metrics-user"
 TURNS = "/v1/responses"
+QUERY, STREAMING_QUERY = "/v1/query", "/v1/streaming_query"
+INTERRUPT = "/v1/streaming_query/interrupt"
 
 
 def _workload(gateway) -> dict[str, int]:
@@ -79,7 +85,9 @@ def _workload(gateway) -> dict[str, int]:
     status, frames = gateway.stream({"input": "Hello again", "conversation": first["conversation"]},
                                     path=TURNS + USER)                             # SSE
     assert status == 200
-    used([e for e in events_of(frames) if e["type"] == "response.completed"][0]["response"])
+    streamed = list(events_of(frames))
+    tokens["events"] = len(streamed)
+    used([e for e in streamed if e["type"] == "response.completed"][0]["response"])
     created = gateway.post(TURNS + USER, {"input": "In the background", "background": True}).ok()
     found = {}
 
@@ -88,14 +96,47 @@ def _workload(gateway) -> dict[str, int]:
         return found["r"]["status"] == "completed"
     wait_until(done, "the background response")
     used(found["r"])
-    polls = found["r"]
-    assert polls
+    replayed = parse_sse(gateway.get(f"{TURNS}/{created['id']}{USER}&stream=true").body)
+    tokens["events"] += len(list(events_of(replayed)))    # the background run's stream
     gateway.get(f"{TURNS}/{first['id']}/input_items{USER}").ok()
     gateway.get(f"/v1/models{USER}").ok()
     gateway.get(f"/v1/quotas{USER}").ok()
     gateway.post("/authorized" + USER).ok()
     gateway.get("/liveness").ok()
     return tokens
+
+
+def _legacy_frames(body: bytes) -> list[dict]:
+    return [json.loads(block[6:]) for block in body.decode().split("\n\n") if block]
+
+
+def _query_workload(gateway) -> dict[str, dict[str, int]]:
+    """LCORE's query API: a query, a streaming query, and a streaming query its user
+    interrupts (a stalled upstream stream). What the turns reported, per endpoint, and
+    how many events each stream's client was sent before it ended."""
+    answer = gateway.post(QUERY + USER, {"query": "Hello from the query API", "no_tools": True}).ok()
+    reply = gateway.post(STREAMING_QUERY + USER, {"query": "Hello from the streaming query", "no_tools": True})
+    assert reply.status == 200, reply.body
+    events = _legacy_frames(reply.body)
+    end = events[-1]
+    assert end["event"] == "end", events
+    # The interrupted one, read as it arrives.
+    conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
+    conn.request("POST", STREAMING_QUERY + USER, body=json.dumps({"query": "please stall-stream", "no_tools": True}),
+                 headers={"Content-Type": "application/json"})
+    stalled = conn.getresponse()
+    assert stalled.status == 200
+    start = json.loads(stalled.readline()[6:])
+    assert start["event"] == "start", start
+    stopped = gateway.post(INTERRUPT + USER, {"request_id": start["data"]["request_id"]}).ok()
+    assert stopped["interrupted"] is True
+    rest = _legacy_frames(stalled.read())
+    conn.close()
+    # The closing token and `interrupted` come after the turn ended: not its events.
+    assert [event["event"] for event in rest] == ["token", "interrupted"]
+    return {QUERY: {"in": answer["input_tokens"], "out": answer["output_tokens"]},
+            STREAMING_QUERY: {"in": end["data"]["input_tokens"], "out": end["data"]["output_tokens"],
+                              "events": len(events) + 1}}
 
 
 def _refused(gateway) -> None:
@@ -112,44 +153,68 @@ def test_a_workload_moves_each_metric_by_exactly_its_amount(mode, request):
     backend = mode
     before = scrape(gateway)
     tokens = _workload(gateway)
+    legacy = _query_workload(gateway)
     time.sleep(0.2)   # the background run's finished hook runs after its last event is logged
     after = scrape(gateway)
-    # LCORE's LLM metrics: one call per turn (the stream too: LCORE counts it twice).
+    # LCORE's LLM metrics: one call per turn (the stream too: LCORE counts it twice), on
+    # each endpoint; the interrupted streaming query is a call that reported no tokens.
     assert moved(before, after, "ls_llm_calls_total", endpoint=TURNS) == 3
+    assert moved(before, after, "ls_llm_calls_total", endpoint=QUERY) == 1
+    assert moved(before, after, "ls_llm_calls_total", endpoint=STREAMING_QUERY) == 2
+    assert moved(before, after, "ls_llm_calls_total", endpoint=INTERRUPT) == 0
     assert moved(before, after, "ls_llm_calls_failures_total") == 0
     assert moved(before, after, "ls_llm_token_sent_total", endpoint=TURNS) == tokens["in"] > 0
     assert moved(before, after, "ls_llm_token_received_total", endpoint=TURNS) == tokens["out"] > 0
+    for endpoint in (QUERY, STREAMING_QUERY):
+        assert moved(before, after, "ls_llm_token_sent_total", endpoint=endpoint) == legacy[endpoint]["in"] > 0
+        assert moved(before, after, "ls_llm_token_received_total", endpoint=endpoint) == legacy[endpoint]["out"] > 0
     assert moved(before, after, "ls_llm_inference_duration_seconds_count", endpoint=TURNS, result="success") == 3
+    assert moved(before, after, "ls_llm_inference_duration_seconds_count", endpoint=QUERY, result="success") == 1
+    assert moved(before, after, "ls_llm_inference_duration_seconds_count", endpoint=STREAMING_QUERY,
+                 result="success") == 2
     # The model label is the id without its provider prefix.
     calls = [dict(labels) for (name, labels), v in after.items() if name == "ls_llm_calls_total"]
     assert all("/" not in labels["model"] or labels["provider"] == "unknown" for labels in calls)
     # The middleware: route templates, never raw ids; /metrics itself not counted.
     assert moved(before, after, "ls_rest_api_calls_total", path=TURNS, status_code="200") == 3
     assert moved(before, after, "ls_rest_api_calls_total", path="/v1/responses/{response_id}",
-                 status_code="200") >= 1
+                 status_code="200") >= 2
     assert moved(before, after, "ls_rest_api_calls_total", path="/v1/responses/{response_id}/input_items") == 1
     assert moved(before, after, "ls_rest_api_calls_total", path="/v1/models") == 1
     assert moved(before, after, "ls_rest_api_calls_total", path="/authorized") == 1
     assert moved(before, after, "ls_rest_api_calls_total", path="/metrics") == 0
+    assert moved(before, after, "ls_rest_api_calls_total", path=QUERY, status_code="200") == 1
+    assert moved(before, after, "ls_rest_api_calls_total", path=STREAMING_QUERY, status_code="200") == 2
+    assert moved(before, after, "ls_rest_api_calls_total", path=INTERRUPT, status_code="200") == 1
     assert moved(before, after, "ls_response_duration_seconds_count", path="/metrics") == 1
     assert moved(before, after, "ls_response_duration_seconds_count", path=TURNS) == 3
-    assert moved(before, after, "ls_auth_attempts_total", auth_module="noop", result="success", reason="ok") >= 9
+    assert moved(before, after, "ls_response_duration_seconds_count", path=QUERY) == 1
+    assert moved(before, after, "ls_response_duration_seconds_count", path=STREAMING_QUERY) == 2
+    assert moved(before, after, "ls_response_duration_seconds_count", path=INTERRUPT) == 1
+    assert moved(before, after, "ls_auth_attempts_total", auth_module="noop", result="success", reason="ok") >= 13
     assert moved(before, after, "ls_authorization_checks_total", action="responses", result="allowed") >= 5
-    # The gateway's own.
-    assert moved(before, after, "gateway_turns_total", backend=backend, outcome="completed") == 3
-    assert moved(before, after, "gateway_turns_total", backend=backend, mode="stream") == 1
+    assert moved(before, after, "ls_authorization_checks_total", action="query", result="allowed") == 1
+    assert moved(before, after, "ls_authorization_checks_total", action="streaming_query", result="allowed") == 3
+    # The gateway's own: the query API's turns are turns like any other (JSON, streams).
+    assert moved(before, after, "gateway_turns_total", backend=backend, outcome="completed") == 5
+    assert moved(before, after, "gateway_turns_total", backend=backend, mode="json") == 2
+    assert moved(before, after, "gateway_turns_total", backend=backend, mode="stream") == 3
+    assert moved(before, after, "gateway_turns_total", backend=backend, mode="stream", outcome="abandoned") == 1
     assert moved(before, after, "gateway_turns_total", backend=backend, mode="background") == 1
-    assert moved(before, after, "gateway_time_to_first_event_seconds_count", backend=backend) == 3
-    assert moved(before, after, "gateway_stream_duration_seconds_count", backend=backend) == 2
-    assert moved(before, after, "gateway_stream_events_total", backend=backend) >= 6
+    assert moved(before, after, "gateway_time_to_first_event_seconds_count", backend=backend) == 6
+    assert moved(before, after, "gateway_time_to_first_event_seconds_count", backend=backend, mode="stream") == 3
+    assert moved(before, after, "gateway_stream_duration_seconds_count", backend=backend) == 4
+    # Every event a stream's client was sent, once per stream (both dialects of stream).
+    assert moved(before, after, "gateway_stream_events_total", backend=backend) == \
+        tokens["events"] + legacy[STREAMING_QUERY]["events"]
     assert value(after, "gateway_streams_open", backend=backend) == 0
     assert value(after, "gateway_http_requests_in_flight") == 1      # the scrape itself
     assert moved(before, after, "gateway_background_responses_total", state="completed") == 1
     assert value(after, "gateway_background_responses_running") == 0
     upstream_operation = "responses" if backend == "forward" else "chat_completions"
     assert moved(before, after, "gateway_upstream_request_duration_seconds_count", operation=upstream_operation,
-                 outcome="ok") >= 3
-    assert moved(before, after, "gateway_engine_rounds_total", outcome="ok") == (3 if backend == "engine" else 0)
+                 outcome="ok") >= 6
+    assert moved(before, after, "gateway_engine_rounds_total", outcome="ok") == (5 if backend == "engine" else 0)
     assert total(after, "gateway_upstream_capability_mode", api=upstream_operation) == 1
     assert moved(before, after, "gateway_db_operation_duration_seconds_count", operation="write") >= 1
     no_ids_in_labels(after)
@@ -273,6 +338,26 @@ def test_degraded_mode(gateway_factory):
     strict = gateway_factory(dead)
     assert value(scrape(strict), "ls_started_in_degraded_mode") == 0
     assert strict.get("/readiness").status == 503
+
+
+def test_without_degraded_mode_the_gateway_starts_and_serves_once_its_upstream_is_up(gateway_factory,
+                                                                                     tmp_path):
+    """Where LCORE refuses to start (docs/operating.md, "Degraded mode"): not ready, then
+    ready and serving as soon as the upstream answers, without a restart."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    gateway = gateway_factory(url, llama_stack={"url": url, "max_retries": 0})
+    assert "unreachable at start-up" in gateway.log()
+    assert gateway.get("/readiness").status == 503
+    assert gateway.post(TURNS, {"input": "too early"}).status == 503
+    late = spawn(f"upstream-{port}", python_module("gateway.devserver", "--port", str(port)), tmp_path)
+    try:
+        wait_http(late, f"{url}/health")
+        assert gateway.get("/readiness").json()["overall_status"] == "healthy"
+        assert gateway.post(TURNS, {"input": "Hello"}).status == 200
+        assert value(scrape(gateway), "ls_started_in_degraded_mode") == 0
+    finally:
+        late.stop()
 
 
 FAULTY = [{"type": "mcp", "server_label": "faulty", "server_url": "http://127.0.0.1:9/faulty/mcp",

@@ -3,7 +3,8 @@ scripts/prometheus/setup.sh): Prometheus scrapes three `gateway serve` processes
 PostgreSQL every second while a scripted workload runs (tests/support/metrics_workload.py,
 the rare series included), and every panel's PromQL in grafana/dashboards/gateway.json,
 its variables and Grafana's interval macros replaced by fixed values, returns a
-non-empty, finite result through Prometheus's HTTP API. The alert rules load and
+non-empty, finite result through Prometheus's HTTP API, and the per-route panels draw
+LCORE's query API's routes too. The alert rules load and
 evaluate without error in that Prometheus (promtool: tests/grafana/test_alerts.py). Without
 Prometheus set up the tests skip, and fail under GATEWAY_REQUIRE_PROMETHEUS=1 (make test)."""
 
@@ -21,6 +22,13 @@ from tests.support.metrics_workload import MetricsStack
 
 # Long enough for rates over $__rate_interval to hold every series of the workload.
 EVALUATE_FOR = 90.0
+# The panels drawn per route (`path`), and the query API's routes they must show.
+PER_ROUTE = ("Requests by route", "Latency percentiles per route")
+QUERY_ROUTES = frozenset({"/v1/query", "/v1/streaming_query", "/v1/streaming_query/interrupt"})
+
+
+def prom_exprs(queries: list[prom.PanelQuery], variables: dict[str, str]) -> dict[tuple[str, str], str]:
+    return {(query.panel, query.ref): prom.substitute(query.expr, variables) for query in queries}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +63,7 @@ def test_every_panel_query_answers_from_a_real_prometheus(prometheus_installed, 
             assert sorted(server.api("label/instance/values", **{"match[]": "gateway_http_requests_in_flight"})) \
                 == sorted(stack.targets())
             variables = {"instance": prom.instance_regex(stack.targets()), "datasource": "prometheus"}
-            unanswered = {(query.panel, query.ref): prom.substitute(query.expr, variables) for query in queries}
+            unanswered = prom_exprs(queries, variables)
             results: dict = {}
             # Retried until each answers: a rare series needs a few scrapes to have a rate.
             while unanswered and time.monotonic() < deadline:
@@ -65,10 +73,19 @@ def test_every_panel_query_answers_from_a_real_prometheus(prometheus_installed, 
                     if result and prom.finite(result):
                         del unanswered[key]
                 time.sleep(1)
+            # The per-route panels draw every route the workload calls, LCORE's query API included.
+            per_route = {key: expr for key, expr in prom_exprs(queries, variables).items() if key[0] in PER_ROUTE}
+            assert len(per_route) == 4, per_route   # requests, and three latency percentiles
+            missing = dict.fromkeys(per_route, QUERY_ROUTES)
+            while any(missing.values()) and time.monotonic() < deadline:
+                for key, expr in per_route.items():
+                    missing[key] = QUERY_ROUTES - {series["metric"].get("path") for series in server.query(expr)}
+                time.sleep(1)
             rules = server.rules()
         if unanswered:
             pytest.fail("empty or not finite: " + "; ".join(f"{panel} [{ref}] {expr} -> {results.get((panel, ref))}"
                                                             for (panel, ref), expr in unanswered.items()))
+        assert not any(missing.values()), missing
         assert not stack.errors, sorted(set(stack.errors))
         assert stack.rounds >= 3
         # Every alert rule loaded and evaluated without an error.

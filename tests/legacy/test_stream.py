@@ -168,3 +168,26 @@ def test_openai_dialect_blocks_and_reads_split_anywhere():
     assert expected[1]["data"] == {"id": 0, "token": 'say "delta":"x"'}
     for cut in range(1, len(whole)):
         assert decode(run([whole[:cut], whole[cut:]])) == expected
+
+
+@pytest.mark.parametrize("status, extra", [("completed", {}), ("failed", {"error": {"message": "boom"}}),
+                                           ("incomplete", {"incomplete_details": {"reason": "max_output_tokens"}})])
+def test_the_rewriter_numbers_the_legacy_events_its_client_was_sent(status, extra):
+    """What the runner's `streamed` hook counts as the stream's events relayed."""
+    done = b"data: " + orjson.dumps({"item": MCP_CALL, "output_index": 0, "sequence_number": 1,
+                                     "type": "response.output_item.done"}) + b"\n\n"
+    legacy = LegacyStream("c" * 48, "req-1", "p/m")
+    rewriter = LegacyRewriter(Enricher("conv_" + "c" * 48, None), legacy)
+    out = [legacy.start()]
+    for chunk in (delta("Hi", 0), done, delta(" there", 2)):
+        out.append(rewriter.feed(chunk)[0])
+    _, last = rewriter.feed(terminal(f"response.{status}", response(status, [MCP_CALL, message("Hi there")],
+                                                                        **extra)))
+    out.append(rewriter.terminal(last, {}))
+    assert rewriter.numbered == len(decode(b"".join(out)))
+    stopped = LegacyStream("c" * 48, "req-2", None)
+    stopped.start()
+    stopped.delta(b'"x"')
+    assert stopped.events == 2
+    stopped.interrupted()   # the closing token and `interrupted`
+    assert stopped.events == 4

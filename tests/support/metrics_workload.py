@@ -5,10 +5,11 @@ authentications (401), quota refusals (429), invalid requests (422), upstream fa
 and scripts/dashboard_picture.py.
 
 - `forward`: the forward backend in front of the scripted Responses upstream, with
-  api-key-token authentication, a user limiter and a cluster limiter, background runs.
+  api-key-token authentication, a user limiter and a cluster limiter, background runs,
+  LCORE's query API (`/v1/query`, `/v1/streaming_query`, an interrupt answered 404).
 - `engine`: the local engine in front of the scripted Chat Completions upstream
   (`--no-responses`), with a working MCP server (`calc`), a failing one (`faulty`) and
-  an unreachable one (`gone`).
+  an unreachable one (`gone`), and a `text/plain` streaming query.
 - `degraded`: started without its upstream (`llama_stack.allow_degraded_mode`, a port
   nothing listens on): its calls upstream are refused connections, retried once.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from typing import Any, Callable, Iterator
 
 from tests.support.gateway_proc import Gateway, Upstream
@@ -88,6 +90,10 @@ class MetricsStack:
             self._call(200, forward, "GET", f"/v1/responses/{first['id']}", None, alice)
         self._call(200, forward, "GET", "/v1/models", None, bob)
         self._call(200, forward, "POST", "/v1/responses", {"input": "later", "background": True, "store": True}, bob)
+        # LCORE's query API: a query, a streaming query, an interrupt of a stream that is not running.
+        self._call(200, forward, "POST", "/v1/query", {"query": "hello", "no_tools": True}, alice)
+        self._call(200, forward, "POST", "/v1/streaming_query", {"query": "hello", "no_tools": True}, bob)
+        self._call(404, forward, "POST", "/v1/streaming_query/interrupt", {"request_id": str(uuid.uuid4())}, bob)
         # Refused: no credential, a wrong key, a quota too small, invalid input.
         self._call(401, forward, "POST", "/v1/responses", {"input": "who am I"}, {})
         self._call(401, forward, "GET", "/v1/models", None, {"Authorization": "Bearer not-a-key"})
@@ -102,6 +108,8 @@ class MetricsStack:
                                                           "tools": [{"type": "mcp", "server_label": "faulty"}]}, bob)
         self._call(200, engine, "POST", "/v1/responses",
                    {"input": "Use a tool please", "tools": [{"type": "mcp", "server_label": "gone"}]}, alice)
+        self._call(200, engine, "POST", "/v1/streaming_query",
+                   {"query": "hello", "no_tools": True, "media_type": "text/plain"}, bob)
         self._call(401, engine, "GET", "/v1/models", None, {"Authorization": "Bearer wrong"})
         # The engine ends a failed model round as a `failed` response.
         self._call(200, engine, "POST", "/v1/responses", {"input": "fail-upstream"}, bob)
@@ -120,7 +128,7 @@ class MetricsStack:
             self.errors.append(f"{name} {method} {path} {body}: expected {status}, got {reply.status}: "
                                f"{reply.body[:200]!r}")
             return None
-        streamed = isinstance(body, dict) and body.get("stream")
+        streamed = path == "/v1/streaming_query" or (isinstance(body, dict) and body.get("stream"))
         return reply.json() if status == 200 and not streamed else None
 
     @contextlib.contextmanager
