@@ -222,13 +222,18 @@ def test_quota_is_checked_before_any_upstream_call(gateway_factory, upstream, tm
     assert upstream.requests() == []
 
 
-def test_a_length_stop_is_413_charged_and_not_recorded(gateway_factory, chat_upstream, tmp_path):
-    db_path = tmp_path / "engine.db"
-    engine = gateway_factory(chat_upstream.url, llama_stack={"url": chat_upstream.url, "api": "chat_completions"},
-                             database={"sqlite": {"db_path": str(db_path)}}, quota_handlers={
-                                 "sqlite": {"db_path": str(db_path)},
-                                 "limiters": [{"name": "daily", "type": "user_limiter", "initial_quota": 100000,
-                                               "quota_increase": 0, "period": "1 day"}]})
+@pytest.mark.parametrize("mode", ["forward", "engine"])
+def test_a_length_stop_is_413_charged_and_not_recorded(mode, gateway_factory, upstream, chat_upstream, tmp_path):
+    db_path = tmp_path / "gateway.db"
+    keys = {"database": {"sqlite": {"db_path": str(db_path)}}, "quota_handlers": {
+        "sqlite": {"db_path": str(db_path)},
+        "limiters": [{"name": "daily", "type": "user_limiter", "initial_quota": 100000,
+                      "quota_increase": 0, "period": "1 day"}]}}
+    if mode == "engine":
+        engine = gateway_factory(chat_upstream.url, llama_stack={"url": chat_upstream.url,
+                                                                 "api": "chat_completions"}, **keys)
+    else:
+        engine = gateway_factory(upstream.url, **keys)
     reply = engine.post("/v1/query?user_id=len", {"query": "go on finish-length"})
     assert reply.status == 413 and reply.json()["detail"]["response"] == "Prompt is too long"
     reply = engine.post("/v1/query?user_id=len", {"query": "go on content-filter"})

@@ -150,9 +150,7 @@ def test_a_failure_mid_stream_is_an_error_and_no_end(mode):
 
 
 def test_a_length_stop_ends_with_turn_complete_error_end_charged_and_stored(mode):
-    gateway, _, _, name = mode
-    if name == "forward":
-        pytest.skip("the scripted Responses upstream has no length stop (engine mode's Chat Completions has)")
+    gateway, _, _, _ = mode
     events = frames(stream(gateway, {"query": "go on finish-length", "no_tools": True}, user="long").body)
     assert names(events)[-3:] == ["turn_complete", "error", "end"]
     assert events[-2]["data"]["status_code"] == 413 and events[-2]["data"]["response"] == "Prompt is too long"
