@@ -40,3 +40,9 @@ class EngineTurn(Protocol):
 
     @property
     def background(self) -> bool: ...
+
+    @property
+    def stopped_reason(self) -> str | None:
+        """Set (before its stream is cancelled) when the client stops the turn and wants
+        what was streamed so far kept: the engine saves the partial response as
+        `incomplete` with this reason. None: a stopped stream is abandoned."""

@@ -51,6 +51,10 @@ class Turn:
     quotas: dict[str, int] | None = None  # available_quotas once settled
     reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
     abandoned: bool = False              # the client left before the backend finished
+    # Set before its stream is cancelled when the client stops it and keeps what it got
+    # (an interrupted streaming query): the backend keeps the partial response
+    # (`incomplete`, with this reason) where it stores responses.
+    stopped_reason: str | None = None
     observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
     server_prompt: bool = False          # the instructions are the operator's: shown as LCORE's placeholder
     summary: asyncio.Future | None = None  # the topic summary being made (`turns/summary.py`), its text
