@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from tests.e2e.test_metrics import moved, scrape
 from tests.support.engine_gateway import engine_config
 from tests.support.gateway_db import GatewayDb
 from tests.support.raw_client import wait_until
@@ -160,6 +161,7 @@ def slow_engine(upstream_with, gateway_factory, tmp_path_factory):
 
 def test_on_the_local_engine_the_partial_answer_is_saved_and_the_conversation_goes_on(slow_engine):
     gateway, chat = slow_engine
+    before = scrape(gateway)
     stream = Stream(gateway, {"query": "tell me a long story", "no_tools": True}, "lee")
     start = stream.next_event()["data"]
     first = stream.next_event()
@@ -170,6 +172,7 @@ def test_on_the_local_engine_the_partial_answer_is_saved_and_the_conversation_go
     partial = "".join(event["data"]["token"] for event in [first, *rest[:-2]] if event["event"] == "token")
     assert partial and "stopped by the user" not in partial
     wait_until(lambda: chat.open_streams() == 0, "the upstream stream to be closed")
+    after = scrape(gateway)
     # The engine saved the partial response under the id the turn is recorded with.
     stored = gateway.get("/v1/responses?user_id=lee").ok()["data"]
     assert len(stored) == 1, stored
@@ -180,8 +183,13 @@ def test_on_the_local_engine_the_partial_answer_is_saved_and_the_conversation_go
     db = GatewayDb.of(gateway)
     db.flush()
     assert db.counts(user_id="lee").turns == 1
-    # Charged as an abandoned turn (its reservation).
-    assert gateway.get("/v1/quotas?user_id=lee").ok()["available_quotas"]["daily"] < 100000
+    # Charged as an abandoned turn (its reservation): one call, no tokens reported.
+    balance = gateway.get("/v1/quotas?user_id=lee").ok()["available_quotas"]["daily"]
+    assert balance < 100000
+    assert moved(before, after, "gateway_quota_tokens_charged_total", limiter="daily") == 100000 - balance
+    assert moved(before, after, "ls_llm_calls_total", endpoint="/v1/streaming_query") == 1
+    assert moved(before, after, "ls_llm_token_received_total", endpoint="/v1/streaming_query") == 0
+    assert moved(before, after, "gateway_turns_total", mode="stream", outcome="abandoned") == 1
     # The conversation goes on from the partial answer: the model is sent it.
     chat.clear()
     later = gateway.post("/v1/query?user_id=lee", {"query": "go on", "no_tools": True,
