@@ -47,8 +47,10 @@ gateway's topic-summary calls):
   created, in_progress, response.failed; chat -> 400 OpenAI error body, or an error chunk
   after the role chunk. ``echo-error-first``: the same, streamed as the first event
   (responses: the untyped error event with code 400; chat: the first chunk).
-* chat only: ``finish-length`` / ``content-filter`` end the completion with that
-  ``finish_reason``; ``think-aloud`` streams ``reasoning_content`` ("Thinking about:
+* ``finish-length`` / ``content-filter``: chat ends the completion with that
+  ``finish_reason``; responses end ``incomplete`` with ``incomplete_details.reason``
+  ``max_output_tokens`` / ``content_filter`` (``response.incomplete`` in a stream),
+  after the text. Chat only: ``think-aloud`` streams ``reasoning_content`` ("Thinking about:
   <text>") before the text; ``parallel-calls`` (with a tool trigger) calls every tool in
   one turn; ``loop-tools`` (with a tool trigger) calls a tool again after every tool
   result, forever. ``--chat-deltas N`` streams every completion's text in N pieces.

@@ -83,6 +83,16 @@ class CreateRequest:
         return response_object(self.echo, self.id, self.created_at, status=status,
                                output=output, usage_=usage_, completed_at=done, error=error)
 
+    def finished(self, turn: Turn) -> dict[str, Any]:
+        """The response a turn that ran ends with: completed, or `incomplete` when a stop
+        trigger says the model stopped for length or a content filter (after its text)."""
+        reason = triggers.INCOMPLETE_REASONS.get(self.trigger or "")
+        response = self.response("incomplete" if reason else "completed", turn.output,
+                                 usage(turn.input_tokens, turn.output_tokens))
+        if reason:
+            response["incomplete_details"] = {"reason": reason}
+        return response
+
     def run(self) -> Turn:
         approvals = approvals_from(self.history, self.turn_input)
         return run_turn(self.messages, self.toolset, approvals=approvals,
@@ -197,7 +207,7 @@ async def _json(request: web.Request, state: ServerState,
     if turn.hangs:  # an MCP server gone mid-call: Llama Stack never answers
         await sse.wait_for_disconnect(request)
         return web.Response(status=504)
-    response = req.response("completed", turn.output, usage(turn.input_tokens, turn.output_tokens))
+    response = req.finished(turn)
     req.persist(state, response, turn)
     if req.echo.background:
         return json_response(queued_object(req.echo, req.id, req.created_at))
@@ -270,8 +280,8 @@ async def _stream(request: web.Request, state: ServerState,
         await sse.write_frames(resp, frames, delay)
         await sse.wait_for_disconnect(request)
         return resp
-    final = req.response("completed", turn.output, usage(turn.input_tokens, turn.output_tokens))
-    writer.response_event(orjson.dumps(final), "response.completed")
+    final = req.finished(turn)
+    writer.response_event(orjson.dumps(final), f"response.{final['status']}")
     return await _finish(request, resp, frames, delay, lambda: req.persist(state, final, turn))
 
 

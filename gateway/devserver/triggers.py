@@ -17,9 +17,12 @@ HANG_UPSTREAM = "hang-upstream"
 STALL_STREAM = "stall-stream"
 BREAK_STREAM = "break-stream"
 ERROR_EVENT = "error-event"
-# Chat Completions only: how a completion ends, or what else it carries.
-FINISH_LENGTH = "finish-length"        # finish_reason "length" after the text
-CONTENT_FILTER = "content-filter"      # finish_reason "content_filter" after the text
+# How a completion ends after its text: chat's finish_reason "length" / "content_filter";
+# a response `incomplete` with `incomplete_details.reason` "max_output_tokens" /
+# "content_filter" (response.incomplete in a stream), as Llama Stack and OpenAI end one.
+FINISH_LENGTH = "finish-length"
+CONTENT_FILTER = "content-filter"
+# Chat Completions only: what else a completion carries.
 THINK_ALOUD = "think-aloud"            # reasoning_content deltas before the text
 PARALLEL_CALLS = "parallel-calls"      # one call of every tool in one turn
 # An error whose message repeats what the request carried (credentials, tools with their
@@ -36,6 +39,8 @@ UPSTREAM_FAILURE_MESSAGE = "scripted upstream failure"
 CONTEXT_OVERFLOW_MESSAGE = ("Input exceeds the model's maximum context length "
                             "(context_length_exceeded)")
 ERROR_EVENT_MESSAGE = "scripted error event"
+# The Responses API's incomplete reason for each stop trigger.
+INCOMPLETE_REASONS = {FINISH_LENGTH: "max_output_tokens", CONTENT_FILTER: "content_filter"}
 BREAK_AFTER_DELTAS = 3  # break-stream sends this many deltas, then ends the body
 
 

@@ -143,11 +143,21 @@ class LocalEngine:
             async for events in Loop(model, self._tool_kinds, self.hooks).run(plan, emitter, save):
                 ended = bool(events) and events[-1].type in TERMINAL_EVENTS
                 yield events
-        except asyncio.CancelledError:
-            if turn.background and turn.store and not ended:
-                # Cancelled (`POST /v1/responses/{id}/cancel`): the stored row says so,
-                # with the output so far, before the cancel is answered.
-                emitter.response.update(status="cancelled", usage=turn.usage)   # what it used so far
+        except (asyncio.CancelledError, GeneratorExit) as exc:
+            # Stopped before its end: cancelled inside this generator, or closed while
+            # its consumer was elsewhere (writing to the client) when it was cancelled.
+            stopped = turn.stopped_reason
+            kept = stopped is not None and emitter.started
+            if turn.store and not ended and (kept or (turn.background and isinstance(exc, asyncio.CancelledError))):
+                if stopped is not None and kept:
+                    # Its client stopped it and keeps what it got (the turn records it
+                    # with this response's id): saved `incomplete`, so the conversation
+                    # goes on from the partial answer.
+                    emitter.stop(stopped)
+                else:
+                    # Cancelled (`POST /v1/responses/{id}/cancel`): the stored row says
+                    # so, with the output so far, before the cancel is answered.
+                    emitter.response.update(status="cancelled", usage=turn.usage)   # what it used so far
                 done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=True)
                 try:
                     await asyncio.shield(done)  # type: ignore[arg-type]

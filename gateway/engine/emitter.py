@@ -384,6 +384,19 @@ class Emitter:
         self.response.update(status="failed", usage=usage, error={"code": code, "message": message})
         return self._terminal("failed")
 
+    def stop(self, reason: str) -> None:
+        """The stream was stopped before its end: the response as far as it got,
+        `incomplete` with `reason`; its open items closed `incomplete`, calls still
+        running failed. No terminal event (nobody reads this stream any more)."""
+        for opened in list(self._opened):
+            self._close(opened)
+            if opened.item.get("status") == "completed":
+                opened.item["status"] = "incomplete"
+        for call_id in list(self._running):
+            self.call_done(call_id, {"error": {"type": "http_error", "code": 0, "message": reason}}, True)
+        self._events = []
+        self.response.update(status="incomplete", incomplete_details={"reason": reason})
+
     def _terminal(self, status: str) -> Event:
         data = {"type": TERMINAL_TYPES[status], "response": self.response, "sequence_number": self._next}
         self._next += 1

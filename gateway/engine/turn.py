@@ -52,3 +52,9 @@ class EngineTurn(Protocol):
         """Before each round after the first, with what the round sends: may it run (the
         turn reserves it)? False: the response ends `incomplete` with what it has."""
         ...
+
+    @property
+    def stopped_reason(self) -> str | None:
+        """Set (before its stream is cancelled) when the client stops the turn and wants
+        what was streamed so far kept: the engine saves the partial response as
+        `incomplete` with this reason. None: a stopped stream is abandoned."""

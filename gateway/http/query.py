@@ -22,7 +22,7 @@ from gateway.legacy.remote import RemoteInterrupts
 from gateway.legacy.request import QueryRequest, overrides_model, parse_query_request, query_input, responses_request
 from gateway.legacy.response import query_response
 from gateway.legacy.rewriter import LegacyRewriter
-from gateway.legacy.stream import LegacyStream, failure, interrupted_response
+from gateway.legacy.stream import INTERRUPTED_REASON, LegacyStream, failure, interrupted_response
 from gateway.schema.errors import ApiError, conversation_forbidden, model_override_forbidden
 from gateway.schema.validation import request_validation_error
 from gateway.turns.run import BodySink, FrameSink
@@ -90,13 +90,23 @@ class _LegacySocket(FrameSink):
                  query: QueryRequest):
         super().__init__(LegacyRewriter(turns.runner.enricher(turn), legacy))
         self.legacy = legacy
-        self.interrupted = False   # set by the handler when the user interrupted it
+        self._turn = turn
         self._query = query
         self._request = request
         self.response = _Stream(headers={
             "Content-Type": _CONTENT_TYPES[legacy.text], "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
             "X-Request-ID": request["request_id"]})
         self.write = self.response.write   # type: ignore[method-assign]
+
+    @property
+    def interrupted(self) -> bool:
+        return self._turn.stopped_reason is not None
+
+    @interrupted.setter
+    def interrupted(self, value: bool) -> None:
+        """Set by the stream registry before it cancels the stream: the turn keeps its
+        partial answer (the local engine saves it; see `stopped()`)."""
+        self._turn.stopped_reason = INTERRUPTED_REASON if value else None
 
     async def start(self) -> None:
         if not self.response.prepared:
@@ -106,19 +116,21 @@ class _LegacySocket(FrameSink):
                 await self.response.write(start)
 
     async def stopped(self, turn: Turn, exc: BaseException) -> None:
-        """An interrupted turn whose conversation the upstream keeps is recorded with its
-        partial answer, added to that conversation (`Settler` appends a chained turn's
-        input and output), and charged as an abandoned turn. On the local engine the
-        interrupted turn is an abandoned one: charged, not recorded."""
-        if not (self.interrupted and isinstance(exc, asyncio.CancelledError)) or turn.result is not None \
-                or turn.upstream_conversation_id is None:
+        """An interrupted turn is recorded with its partial answer, under its response's
+        id, and charged as an abandoned turn. Where the upstream keeps the conversation,
+        the question and the partial answer are added to it (`Settler` appends a chained
+        turn's input and output); the local engine saved the partial response itself
+        when its stream was stopped (`turn.stopped_reason`), so the next turn's
+        `previous_response_id` continues from it."""
+        if not (self.interrupted and isinstance(exc, asyncio.CancelledError)) or turn.result is not None:
             return
-        failed = self.rewriter.repairer.fail("interrupted")
+        failed = self.rewriter.repairer.fail(INTERRUPTED_REASON)
         if not failed:
             return
         turn.result = interrupted_response(failed[0].data["response"], self.legacy.partial_text())
-        turn.append_to_upstream = True
-        turn.appended_input = query_input(self._query)
+        if turn.upstream_conversation_id is not None:
+            turn.append_to_upstream = True
+            turn.appended_input = query_input(self._query)
 
     async def end(self, frames: bytes) -> None:
         await self.response.write_eof(frames)
@@ -139,7 +151,7 @@ async def streaming_query(request: web.Request) -> web.StreamResponse:
         current = asyncio.current_task()
         if not streams.was_interrupted(request_id) or (current is not None and current.cancelling()):
             raise
-        # Interrupted by its user: the turn was abandoned (charged in full, not recorded).
+        # Interrupted by its user: recorded with its partial answer, charged as abandoned.
         await sink.start()
         await sink.end(legacy.interrupted())
     except ConnectionResetError:

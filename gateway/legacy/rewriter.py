@@ -88,6 +88,10 @@ class LegacyRewriter(StreamRewriter):
                 literal = raw[start:raw.rfind(_SEQUENCE_KEY)]
                 if literal != b'""':
                     out.append(legacy.delta(literal))
+            elif event.type == "response.created":
+                # Nothing to repair, but the repairer keeps the response it names: an
+                # interrupted turn is recorded under its id (http/query.py `stopped`).
+                self.repairer.feed(event)
             else:
                 # The engine's own events: nothing to repair (as `StreamRewriter.emit`).
                 out.append(self._translated(event))

@@ -34,6 +34,7 @@ STOPPED_BY_USER = "\n\n*Response stopped by the user.*"
 CONTENT_POLICY = "The model refused to generate a response due to content policy."
 CANCELLED = "The response was cancelled before completion."
 QUERY_FAILED = "Error while processing query"
+INTERRUPTED_REASON = "interrupted"   # an interrupted turn's `incomplete_details.reason`
 
 
 def _frame(event: str, data: Any, **beside: Any) -> bytes:
@@ -78,7 +79,7 @@ def interrupted_response(response: dict[str, Any], text: str) -> dict[str, Any]:
     partial answer and no usage (charged as an abandoned turn)."""
     message = {"type": "message", "role": "assistant", "status": "incomplete",
                "content": [{"type": "output_text", "text": text, "annotations": []}]}
-    return {**response, "status": "incomplete", "error": None, "incomplete_details": {"reason": "interrupted"},
+    return {**response, "status": "incomplete", "error": None, "incomplete_details": {"reason": INTERRUPTED_REASON},
             "output": [message] if text else [], "usage": None}
 
 

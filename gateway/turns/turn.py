@@ -58,6 +58,10 @@ class Turn:
     round_estimate: int = 0
     extend: Callable[[int], Awaitable[None]] | None = None  # more tokens on the reservation, or 429
     in_progress: "InProgress | None" = None  # counts it among its user's running turns until it ends
+    # Set before its stream is cancelled when the client stops it and keeps what it got
+    # (an interrupted streaming query): the backend keeps the partial response
+    # (`incomplete`, with this reason) where it stores responses.
+    stopped_reason: str | None = None
     observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
     server_prompt: bool = False          # the instructions are the operator's: shown as LCORE's placeholder
     summary: asyncio.Future | None = None  # the topic summary being made (`turns/summary.py`), its text

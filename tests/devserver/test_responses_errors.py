@@ -42,6 +42,19 @@ async def test_context_overflow(client):
     assert events[-1]["response"]["error"]["message"] == message
 
 
+@pytest.mark.parametrize("trigger, reason", [("finish-length", "max_output_tokens"),
+                                             ("content-filter", "content_filter")])
+async def test_stop_triggers_end_incomplete_after_the_text(client, trigger, reason):
+    body = await (await create(client, f"go on {trigger}")).json()
+    assert body["status"] == "incomplete" and body["incomplete_details"] == {"reason": reason}
+    assert body["output"][-1]["type"] == "message" and body["usage"]["output_tokens"] > 0
+    events = sse_events(await (await create(client, f"go on {trigger}", stream=True)).text())
+    types = [e["type"] for e in events]
+    assert "response.output_text.delta" in types and types[-1] == "response.incomplete"
+    assert events[-1]["response"]["incomplete_details"] == {"reason": reason}
+    check_events_with_openai_types(events)
+
+
 async def test_error_event(client):
     payloads = sse_data(await (await create(client, "error-event", stream=True)).text())
     assert len(payloads) == 3

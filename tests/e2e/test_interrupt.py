@@ -1,6 +1,8 @@
 """`POST /v1/streaming_query/interrupt` through `gateway serve`: a user stops their own
 running stream (it ends with the stopped-by-the-user token and `interrupted`, no
-`end`, and is charged as an abandoned turn), and LCORE's four refusals."""
+`end`, and is charged as an abandoned turn), and LCORE's four refusals. The partial
+answer is kept and the conversation goes on from it, in forward mode and on the local
+engine."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import uuid
 
 import pytest
 
+from tests.e2e.test_metrics import moved, scrape
+from tests.support.engine_gateway import engine_config
+from tests.support.gateway_db import GatewayDb
 from tests.support.raw_client import wait_until
 
 LIMITS = [{"name": "daily", "type": "user_limiter", "initial_quota": 100000, "quota_increase": 0,
@@ -142,3 +147,55 @@ def test_the_partial_answer_is_kept_and_the_conversation_goes_on(slow):
                                                    "conversation_id": start["conversation_id"]}).ok()
     # The upstream conversation holds the question and the partial answer.
     assert later["response"].startswith("Scripted reply (turn 2, 3 messages): go on"), later
+
+
+@pytest.fixture(scope="module")
+def slow_engine(upstream_with, gateway_factory, tmp_path_factory):
+    """A gateway running turns on the local engine, in front of a Chat Completions
+    upstream that waits 150 ms between stream chunks."""
+    chat = upstream_with("--no-responses", "--delay-ms", "150")
+    quota = {"sqlite": {"db_path": str(tmp_path_factory.mktemp("interrupt-engine-quota") / "q.db")},
+             "limiters": LIMITS}
+    return gateway_factory(chat.url, **engine_config(chat.url, quota_handlers=quota)), chat
+
+
+def test_on_the_local_engine_the_partial_answer_is_saved_and_the_conversation_goes_on(slow_engine):
+    gateway, chat = slow_engine
+    before = scrape(gateway)
+    stream = Stream(gateway, {"query": "tell me a long story", "no_tools": True}, "lee")
+    start = stream.next_event()["data"]
+    first = stream.next_event()
+    assert first["event"] == "token"
+    assert interrupt(gateway, start["request_id"], "lee").ok()["interrupted"] is True
+    rest = stream.rest()
+    assert [event["event"] for event in rest][-2:] == ["token", "interrupted"]
+    partial = "".join(event["data"]["token"] for event in [first, *rest[:-2]] if event["event"] == "token")
+    assert partial and "stopped by the user" not in partial
+    wait_until(lambda: chat.open_streams() == 0, "the upstream stream to be closed")
+    after = scrape(gateway)
+    # The engine saved the partial response under the id the turn is recorded with.
+    stored = gateway.get("/v1/responses?user_id=lee").ok()["data"]
+    assert len(stored) == 1, stored
+    response = stored[0]
+    assert response["status"] == "incomplete" and response["incomplete_details"] == {"reason": "interrupted"}
+    assert response["output_text"] == partial
+    assert gateway.get(f"/v1/responses/{response['id']}?user_id=lee").ok()["output_text"] == partial
+    db = GatewayDb.of(gateway)
+    db.flush()
+    assert db.counts(user_id="lee").turns == 1
+    # Charged as an abandoned turn (its reservation): one call, no tokens reported.
+    balance = gateway.get("/v1/quotas?user_id=lee").ok()["available_quotas"]["daily"]
+    assert balance < 100000
+    assert moved(before, after, "gateway_quota_tokens_charged_total", limiter="daily") == 100000 - balance
+    assert moved(before, after, "ls_llm_calls_total", endpoint="/v1/streaming_query") == 1
+    assert moved(before, after, "ls_llm_token_received_total", endpoint="/v1/streaming_query") == 0
+    assert moved(before, after, "gateway_turns_total", mode="stream", outcome="abandoned") == 1
+    # The conversation goes on from the partial answer: the model is sent it.
+    chat.clear()
+    later = gateway.post("/v1/query?user_id=lee", {"query": "go on", "no_tools": True,
+                                                   "conversation_id": start["conversation_id"]}).ok()
+    assert later["response"].startswith("Scripted reply (turn 2, 3 messages): go on"), later
+    messages = chat.last("/v1/chat/completions")["body"]["messages"]
+    assert [m["role"] for m in messages if m["role"] != "system"] == ["user", "assistant", "user"]
+    assert {"role": "assistant", "content": partial}.items() <= next(
+        m for m in messages if m["role"] == "assistant").items()

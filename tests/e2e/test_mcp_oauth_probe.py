@@ -81,3 +81,22 @@ def test_no_probe_with_the_token_or_without_the_server(gateway):
     # With the caller's token the server is used with it (the engine lists it), never probed.
     assert gw.post("/v1/responses", {"input": "hello"}, headers=with_token).status == 200
     assert all(seen["authorization"] == "Bearer good" for seen in _Protected.seen)
+
+
+def test_lcores_query_endpoints_probe_too(gateway, protected):
+    """LCORE's mcp.feature: `/v1/query` and `/v1/streaming_query` without the OAuth token
+    are the same 401 with the server's challenge; `no_tools` sends no MCP server, so
+    nothing is probed."""
+    gw, upstream = gateway
+    for path in ("/v1/query", "/v1/streaming_query"):
+        upstream.clear()
+        _Protected.seen.clear()
+        reply = gw.post(path, {"query": "hello"})
+        assert reply.status == 401 and reply.headers["www-authenticate"] == CHALLENGE, reply.body
+        assert reply.json() == {"detail": {"response": "Missing or invalid credentials provided by client",
+                                           "cause": f"MCP server at {protected} requires OAuth"}}
+        assert [r["path"] for r in upstream.requests() if r["method"] != "GET"] == []
+        assert len(_Protected.seen) == 1
+        _Protected.seen.clear()
+        assert gw.post(path, {"query": "hello", "no_tools": True}).status == 200
+        assert _Protected.seen == []

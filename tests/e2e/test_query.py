@@ -164,7 +164,10 @@ def test_unknown_conversation_and_models_are_lcores_404s(gateway, upstream):
 
 def test_upstream_failures_are_lcores_errors(gateway):
     reply = ask(gateway, {"query": "please context-overflow now"})
-    assert reply.status == 413 and reply.json()["detail"]["response"] == "Prompt is too long"
+    assert reply.status == 413 and reply.json() == {"detail": {
+        "response": "Prompt is too long",
+        # The model as the upstream lists it (the scripted one names no provider).
+        "cause": "The input exceeds the context window size of model 'scripted-chat'."}}, reply.body
     reply = ask(gateway, {"query": "please fail-upstream now"})
     assert reply.status == 500, reply.body
 
@@ -183,13 +186,18 @@ def as_(user):
 def test_any_provider_and_model_needs_model_override_even_the_default(rbac, upstream):
     for path in ("/v1/query", "/v1/streaming_query", "/v1/streaming_query/interrupt"):
         reply = rbac.post(path, {"query": "q"})
-        assert reply.status == 401 and reply.json()["detail"]["cause"] == "No Authorization header found"
+        assert reply.status == 401 and reply.json() == {"detail": {
+            "response": "Missing or invalid credentials provided by client", "cause": "No Authorization header found"}}
+        reply = rbac.post(path, {"query": "q"}, headers={"Authorization": "Basic abc"})
+        assert reply.status == 401 and reply.json()["detail"]["cause"] == "No token found in Authorization header"
     upstream.clear()
     default = {"query": "q", "provider": "scripted", "model": "scripted-chat"}
-    reply = rbac.post("/v1/query", default, headers=as_("querier"))
-    assert reply.status == 403, reply.body
-    assert "model_override" in reply.json()["detail"]["response"]
-    assert rbac.post("/v1/streaming_query", default, headers=as_("querier")).status == 403
+    for path in ("/v1/query", "/v1/streaming_query"):
+        reply = rbac.post(path, default, headers=as_("querier"))
+        assert reply.status == 403 and reply.json() == {"detail": {
+            "response": "This instance does not permit overriding model/provider in the query request (missing "
+                        "permission: model_override). Please remove the model and provider fields from your request.",
+            "cause": "User lacks model_override permission required to override model/provider."}}, reply.body
     assert upstream.requests() == []
     # Past the permission check: the scripted upstream lists its model without a
     # provider, so `scripted/scripted-chat` is then LCORE's 404.
@@ -203,8 +211,8 @@ def test_another_users_conversation_needs_query_other_conversations(rbac, tmp_pa
     assert reply.status == 403 and reply.json()["detail"] == {
         "response": "User does not have permission to perform this action",
         "cause": f"User querier does not have permission to read conversation with ID {mine}"}
-    assert rbac.post("/v1/streaming_query", {"query": "theirs", "conversation_id": mine},
-                     headers=as_("querier")).status == 403
+    streamed = rbac.post("/v1/streaming_query", {"query": "theirs", "conversation_id": mine}, headers=as_("querier"))
+    assert streamed.status == 403 and streamed.json() == reply.json()
     helped = rbac.post("/v1/query", {"query": "help", "conversation_id": mine}, headers=as_("support")).ok()
     assert helped["conversation_id"] == mine
 
@@ -218,17 +226,25 @@ def test_quota_is_checked_before_any_upstream_call(gateway_factory, upstream, tm
     for path in ("/v1/query", "/v1/streaming_query"):
         reply = limited.post(f"{path}?user_id=poor", {"query": "hello again"})
         assert reply.status == 429, reply.body
-        assert reply.json()["detail"]["response"] == "The quota has been exceeded"
+        detail = reply.json()["detail"]
+        assert detail["response"] == "The quota has been exceeded"
+        assert detail["cause"].startswith("User poor has 1 tokens, but ") and detail["cause"].endswith(
+            " tokens are needed"), detail
     assert upstream.requests() == []
 
 
-def test_a_length_stop_is_413_charged_and_not_recorded(gateway_factory, chat_upstream, tmp_path):
-    db_path = tmp_path / "engine.db"
-    engine = gateway_factory(chat_upstream.url, llama_stack={"url": chat_upstream.url, "api": "chat_completions"},
-                             database={"sqlite": {"db_path": str(db_path)}}, quota_handlers={
-                                 "sqlite": {"db_path": str(db_path)},
-                                 "limiters": [{"name": "daily", "type": "user_limiter", "initial_quota": 100000,
-                                               "quota_increase": 0, "period": "1 day"}]})
+@pytest.mark.parametrize("mode", ["forward", "engine"])
+def test_a_length_stop_is_413_charged_and_not_recorded(mode, gateway_factory, upstream, chat_upstream, tmp_path):
+    db_path = tmp_path / "gateway.db"
+    keys = {"database": {"sqlite": {"db_path": str(db_path)}}, "quota_handlers": {
+        "sqlite": {"db_path": str(db_path)},
+        "limiters": [{"name": "daily", "type": "user_limiter", "initial_quota": 100000,
+                      "quota_increase": 0, "period": "1 day"}]}}
+    if mode == "engine":
+        engine = gateway_factory(chat_upstream.url, llama_stack={"url": chat_upstream.url,
+                                                                 "api": "chat_completions"}, **keys)
+    else:
+        engine = gateway_factory(upstream.url, **keys)
     reply = engine.post("/v1/query?user_id=len", {"query": "go on finish-length"})
     assert reply.status == 413 and reply.json()["detail"]["response"] == "Prompt is too long"
     reply = engine.post("/v1/query?user_id=len", {"query": "go on content-filter"})
@@ -240,3 +256,29 @@ def test_a_length_stop_is_413_charged_and_not_recorded(gateway_factory, chat_ups
     assert db.counts(user_id="len") == Counts(conversations=0, turns=0)
     # Charged what the upstream reported (LCORE charges nothing for these).
     assert engine.get("/v1/quotas?user_id=len").ok()["available_quotas"]["daily"] < 100000
+
+
+def test_lcores_error_bodies_whatever_error_body_says(gateway, gateway_factory, upstream):
+    """These are not OpenAI endpoints: a refusal is LCORE's `{"detail": ...}` in both
+    `service.error_body` modes (validation: test_validation_is_fastapis_list_...)."""
+    lcore_only = _lcore_bodies(gateway_factory, upstream)
+    missing = "0" * 48
+    unknown = "00000000-0000-4000-8000-000000000000"
+    for target in (gateway, lcore_only):
+        for path in ("/v1/query", "/v1/streaming_query"):
+            reply = target.post(f"{path}?user_id=ann", {"query": "q", "conversation_id": missing})
+            assert reply.status == 404 and reply.json() == {"detail": {
+                "response": "Conversation not found", "cause": f"Conversation with ID {missing} does not exist"}}
+        reply = target.post("/v1/streaming_query/interrupt?user_id=ann", {"request_id": unknown})
+        assert reply.status == 404 and reply.json() == {"detail": {
+            "response": "Streaming Request not found", "cause": f"Streaming Request with ID {unknown} does not exist"}}
+
+
+def test_shield_ids_naming_a_shield_is_422_and_nothing_is_sent(gateway, upstream):
+    """No shields are configured in this gateway (docs/query-api.md)."""
+    upstream.clear()
+    for path in ("/v1/query", "/v1/streaming_query"):
+        reply = gateway.post(f"{path}?user_id=ann", {"query": "q", "shield_ids": ["llama-guard"]})
+        assert reply.status == 422, reply.body
+        assert set(reply.json()) == {"detail"}, reply.body
+    assert upstream.requests("/v1/responses") == [] and upstream.requests("/v1/conversations") == []

@@ -157,6 +157,19 @@ def test_engine_framed_deltas():
     assert [e["event"] for e in events] == ["token", "tool_call", "tool_result"]
 
 
+def test_an_engine_stream_keeps_its_response_for_an_interrupted_record():
+    """The engine's events skip repair, but the response they name is kept: an
+    interrupted stream is recorded under its id (http/query.py)."""
+    legacy = LegacyStream("c" * 48, "req-1", None)
+    rewriter = LegacyRewriter(Enricher(None, None), legacy)
+    created = Event.build({"type": "response.created", "sequence_number": 0,
+                           "response": {"id": "resp_engine", "object": "response", "status": "in_progress",
+                                        "output": [], "model": "m", "created_at": 1}})
+    assert rewriter.emit([created]) == b""    # no frame of its own: `start` is the sink's
+    failed, = rewriter.repairer.fail("interrupted")
+    assert failed.data["response"]["id"] == "resp_engine"
+
+
 def test_openai_dialect_blocks_and_reads_split_anywhere():
     """`event:` lines, `type` first, a delta quoting `"delta":` itself; the same bytes cut
     into reads at every position give the same frames."""
