@@ -35,6 +35,26 @@ def scrape(gateway, headers: dict[str, str] | None = None) -> Samples:
     return samples
 
 
+def quiet(gateway, seconds: float = 10.0) -> Samples:
+    """A scrape once the gateway has nothing in flight but the scrape itself and no open
+    stream, and two scrapes a moment apart agree on every turn counter: what a turn
+    records after its response (its `finished` hook, a background run's end) is in, and
+    nothing still running can move the counts a test compares."""
+    deadline = time.monotonic() + seconds
+    last = scrape(gateway)
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = scrape(gateway)
+        idle = value(now, "gateway_http_requests_in_flight") <= 1 and \
+            not any(count for (name, _), count in now.items() if name == "gateway_streams_open")
+        settled = all(now.get(key) == count for key, count in last.items()
+                      if key[0].startswith(("ls_llm_", "gateway_turns", "gateway_stream_events", "gateway_tokens")))
+        if idle and settled:
+            return now
+        last = now
+    raise AssertionError("the gateway did not go quiet")
+
+
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
@@ -151,11 +171,10 @@ def _refused(gateway) -> None:
 def test_a_workload_moves_each_metric_by_exactly_its_amount(mode, request):
     gateway = request.getfixturevalue(mode)
     backend = mode
-    before = scrape(gateway)
+    before = quiet(gateway)   # nothing an earlier test left running moves the counts
     tokens = _workload(gateway)
     legacy = _query_workload(gateway)
-    time.sleep(0.2)   # the background run's finished hook runs after its last event is logged
-    after = scrape(gateway)
+    after = quiet(gateway)    # the background run's finished hook runs after its last event is logged
     # LCORE's LLM metrics: one call per turn (the stream too: LCORE counts it twice), on
     # each endpoint; the interrupted streaming query is a call that reported no tokens.
     assert moved(before, after, "ls_llm_calls_total", endpoint=TURNS) == 3
