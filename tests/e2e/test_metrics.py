@@ -35,22 +35,23 @@ def scrape(gateway, headers: dict[str, str] | None = None) -> Samples:
     return samples
 
 
-def quiet(gateway, seconds: float = 10.0) -> Samples:
+def quiet(gateway, seconds: float = 10.0) -> tuple[Samples, int]:
     """A scrape once the gateway has nothing in flight but the scrape itself and no open
     stream, and two scrapes a moment apart agree on every turn counter: what a turn
     records after its response (its `finished` hook, a background run's end) is in, and
-    nothing still running can move the counts a test compares."""
+    nothing still running can move the counts a test compares. With the scrapes made
+    (each is a `/metrics` request the next one counts)."""
     deadline = time.monotonic() + seconds
-    last = scrape(gateway)
+    last, scrapes = scrape(gateway), 1
     while time.monotonic() < deadline:
         time.sleep(0.1)
-        now = scrape(gateway)
+        now, scrapes = scrape(gateway), scrapes + 1
         idle = value(now, "gateway_http_requests_in_flight") <= 1 and \
             not any(count for (name, _), count in now.items() if name == "gateway_streams_open")
         settled = all(now.get(key) == count for key, count in last.items()
                       if key[0].startswith(("ls_llm_", "gateway_turns", "gateway_stream_events", "gateway_tokens")))
         if idle and settled:
-            return now
+            return now, scrapes
         last = now
     raise AssertionError("the gateway did not go quiet")
 
@@ -171,10 +172,10 @@ def _refused(gateway) -> None:
 def test_a_workload_moves_each_metric_by_exactly_its_amount(mode, request):
     gateway = request.getfixturevalue(mode)
     backend = mode
-    before = quiet(gateway)   # nothing an earlier test left running moves the counts
+    before, _ = quiet(gateway)   # nothing an earlier test left running moves the counts
     tokens = _workload(gateway)
     legacy = _query_workload(gateway)
-    after = quiet(gateway)    # the background run's finished hook runs after its last event is logged
+    after, scrapes = quiet(gateway)   # a background run's finished hook runs after its last event is logged
     # LCORE's LLM metrics: one call per turn (the stream too: LCORE counts it twice), on
     # each endpoint; the interrupted streaming query is a call that reported no tokens.
     assert moved(before, after, "ls_llm_calls_total", endpoint=TURNS) == 3
@@ -205,7 +206,7 @@ def test_a_workload_moves_each_metric_by_exactly_its_amount(mode, request):
     assert moved(before, after, "ls_rest_api_calls_total", path=QUERY, status_code="200") == 1
     assert moved(before, after, "ls_rest_api_calls_total", path=STREAMING_QUERY, status_code="200") == 2
     assert moved(before, after, "ls_rest_api_calls_total", path=INTERRUPT, status_code="200") == 1
-    assert moved(before, after, "ls_response_duration_seconds_count", path="/metrics") == 1
+    assert moved(before, after, "ls_response_duration_seconds_count", path="/metrics") == scrapes   # all but the last
     assert moved(before, after, "ls_response_duration_seconds_count", path=TURNS) == 3
     assert moved(before, after, "ls_response_duration_seconds_count", path=QUERY) == 1
     assert moved(before, after, "ls_response_duration_seconds_count", path=STREAMING_QUERY) == 2
