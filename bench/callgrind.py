@@ -91,12 +91,13 @@ def _dump_total(pid: int, out: Path, before: set[Path]) -> int:
     raise SystemExit("callgrind wrote no dump")
 
 
-def measure(gateway: str, turns: int, streams: int) -> dict[str, float]:
+def measure(gateway: str, turns: int, streams: int, service: dict | None = None) -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix="bench-callgrind-"))
     upstream_port, port = free_port(), free_port()
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(upstream_port)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     config = gateway_config(f"http://127.0.0.1:{upstream_port}", work / "gateway.db", port)
+    config["service"].update(service or {})
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     out = work / "callgrind.out"
     # As `gateway serve` runs itself (it re-executes on glibc's allocator otherwise,
@@ -141,9 +142,10 @@ def main() -> None:
                         help="the `gateway` command to measure (default: this venv's)")
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--streams", type=int, default=STREAMS)
+    parser.add_argument("--no-metrics", action="store_true", help="service.metrics: false (what recording costs)")
     parser.add_argument("--json", action="store_true", help="print {workload: instructions per unit}")
     args = parser.parse_args()
-    results = measure(args.gateway, args.turns, args.streams)
+    results = measure(args.gateway, args.turns, args.streams, {"metrics": False} if args.no_metrics else None)
     if args.json:
         print(json.dumps(results))
         return

@@ -7,7 +7,7 @@ that entered them), and the loop runs calls as concurrent tasks, so sessions are
 shared between operations. The sessions themselves are in `mcp_session.py`, imported
 on first use: a gateway whose turns never reach an MCP server never loads the `mcp`
 package (start-up memory, tests/test_startup_imports.py). Every request of a session
-carries the server's credentials as `tools.py` resolved them for this request (the
+carries the server's credentials as `turns/tools.py` resolved them for this request (the
 tool's `authorization` as a bearer, its `headers`). A client-supplied server (a `server_label` the operator
 did not configure) is reached through `mcp_connect.guarded_client`, which connects only
 to addresses `client_tools` allows (a refused one is an `http_error` saying why).

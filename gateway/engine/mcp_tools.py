@@ -244,7 +244,7 @@ class McpTools(McpExecutor):
     """A request's `mcp` tools in the engine: checked, echoed without what the gateway
     attached, listed before the first round (`mcp_prelude`), their calls run by
     `McpExecutor`. `servers` are the operator's (their labels and timeouts); any other
-    server is a client's (`tools.py` let it through the config's rules), and its
+    server is a client's (`turns/tools.py` let it through the config's rules), and its
     connections go only where `client_policy` allows (`mcp_connect.py`)."""
 
     item_kinds = (MCP_CALL, MCP_APPROVAL_REQUEST, MCP_LIST_TOOLS)

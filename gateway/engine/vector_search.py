@@ -4,7 +4,7 @@ OpenAI-compatible `POST /v1/vector_stores/{id}/search`.
 Where: a store's `byok_rag` entry may name its own `search_url` (with its own
 `search_api_key`, if any); otherwise (and for a store a client may name without one,
 `client_tools.allow_unconfigured_vector_stores`) the upstream, with the upstream's API key. Which stores: only those in the request's
-file_search tool, which `tools.py` already restricted to the ones the operator allows.
+file_search tool, which `turns/tools.py` already restricted to the ones the operator allows.
 
 The stores of a call are searched concurrently, each within its `search_timeout` (30 s
 for a store without an entry). A store that fails (unreachable, an HTTP error, no
