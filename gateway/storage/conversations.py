@@ -1,8 +1,9 @@
 """The conversations repository: who owns which conversation, and its turns.
 
-The content of a conversation (messages, tool items) lives upstream; the gateway keeps
-what it needs to decide: the owner, the upstream id, the last model and response, and
-one row per turn so a response id can be traced to its conversation and owner.
+The gateway keeps what it needs to decide: the owner, the upstream id, the last model
+and response, and one row per turn so a response id can be traced to its conversation
+and owner; each turn's row also holds what the turn said (the turn store, read by the
+conversations endpoints through `history.py`).
 
 Every turn reads its conversation (or the turn it continues), and a read costs more CPU
 in thread hand-offs than the rest of a turn's own work; so recent records are kept in
@@ -55,6 +56,9 @@ class TurnRecord:
     turn_number: int = 0
     prior_response_id: str | None = None  # the conversation's previous turn (set when saved)
     tokens: int = 0                       # the upstream's reported input + output tokens
+    # What the turn said (JSON text: `turns/content.py`), written with the row; never
+    # read back into a record (the conversations endpoints read it: `history.py`).
+    content: str | None = None
 
 
 _CONVERSATION_COLUMNS = ("id, user_id, upstream_id, created_at, last_message_at, last_used_model, "
@@ -145,17 +149,18 @@ class ConversationRepository:
                                                 int(c.generate_topic_summary))]))
         for round_ in _chunks(_rounds(entries)):
             turns = [(t.response_id, t.conversation_id, t.conversation_id, t.conversation_id,
-                      t.previous_response_id, t.model, t.provider, t.status, t.started_at, t.completed_at, t.tokens)
+                      t.previous_response_id, t.model, t.provider, t.status, t.started_at, t.completed_at, t.tokens,
+                      t.content)
                      for _, t in round_ if t is not None]
             if turns:
                 # Numbered and linked from the conversation as it stands before this
                 # round, hence one turn per conversation per round.
                 statements.append((
                     "INSERT INTO gateway_turns (response_id, conversation_id, turn_number, prior_response_id, "
-                    "previous_response_id, model, provider, status, started_at, completed_at, tokens) VALUES "
+                    "previous_response_id, model, provider, status, started_at, completed_at, tokens, content) VALUES "
                     + ", ".join(["(?, ?, COALESCE((SELECT turns_recorded FROM gateway_conversations WHERE id = ?), 0)"
                                  " + 1, (SELECT last_response_id FROM gateway_conversations WHERE id = ?), "
-                                 "?, ?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row]))
+                                 "?, ?, ?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row]))
             # A new conversation is created with its first turn counted (and its topic
             # summary), an existing one gets its last-turn fields; an entry without a turn
             # (a failed first turn) only makes sure the conversation exists.
@@ -195,6 +200,13 @@ class ConversationRepository:
                 conversation.last_used_model, conversation.last_used_provider, turn.response_id,
                 cached.message_count + 1, cached.topic_summary, cached.generate_topic_summary,
                 cached.turns_recorded + 1)
+
+    def forget(self, conversation_id: str, response_ids: tuple[str, ...] = ()) -> None:
+        """Drop cached records a change outside the writer made stale (a rename, a
+        deleted conversation: `history.py`)."""
+        self._conversations.pop(conversation_id, None)
+        for response_id in response_ids:
+            self._turns.pop(response_id, None)
 
     async def delete_turn(self, response_id: str) -> None:
         """Forget a deleted response. If it was the conversation's latest turn, the

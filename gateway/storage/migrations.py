@@ -3,8 +3,8 @@
 Column names follow LCORE's `user_conversation` / `user_turn` tables so its operators
 recognise them. Times are ISO-8601 UTC text. Ids are random, so every index costs a
 random B-tree write per turn: the turns table has only the response-id index it is
-looked up by (a conversation's turns are linked by `prior_response_id`); an index on
-`turns.conversation_id` belongs with the first endpoint that lists them.
+looked up by and, since the conversations endpoints list a conversation's turns, the
+conversation-id index (version 7).
 
 Every name the gateway creates starts with `gateway_`: on a PostgreSQL database shared
 with LCORE, its own tables (`user_conversation`, `user_turn`, the conversation cache's
@@ -126,6 +126,14 @@ _QUOTA_TABLES = [
 ]
 
 _TURN_TOKENS = "ALTER TABLE gateway_turns ADD COLUMN tokens BIGINT NOT NULL DEFAULT 0"
+# The gateway's own turn store (issue 22): what a turn said, as JSON text (the user's
+# question, the answer's text, the tool items; `turns/content.py`), written in the same
+# statement as the turn's row, so `/v1` and `/v2/conversations` read a conversation's
+# history without the upstream. Read per conversation, hence its index.
+_TURN_CONTENT = [
+    "ALTER TABLE gateway_turns ADD COLUMN content TEXT",
+    "CREATE INDEX gateway_turns_conversation ON gateway_turns (conversation_id)",
+]
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -151,6 +159,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # A turn's reported input + output tokens (written by its settlement): the next turn
     # of its conversation sends them again, so its quota estimate counts them (issue 19).
     (6, [_TURN_TOKENS]),
+    (7, _TURN_CONTENT),
 ]
 
 BASELINE: list[str] = [
@@ -158,6 +167,7 @@ BASELINE: list[str] = [
     "CREATE INDEX gateway_conversations_user ON gateway_conversations (user_id)",
     f"CREATE TABLE gateway_turns {_TURN_COLUMNS_V1}",
     _TURN_TOKENS,
+    *_TURN_CONTENT,
     _RESPONSES_TABLE,
     _RESPONSES_INDEX,
     _BACKGROUND_TABLE,

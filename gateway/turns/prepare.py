@@ -29,7 +29,7 @@ from gateway.schema.responses_request import ResponsesRequest, parse_responses_r
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
-from gateway.turns.body import answers_approval, has_item_reference
+from gateway.turns.body import answers_approval, has_item_reference, question_text
 from gateway.turns.in_progress import InProgress
 from gateway.turns.model import ModelSelector
 from gateway.turns.prompts import SystemPrompts
@@ -134,6 +134,8 @@ class Preparer:
                     reservation=reservation, background=bool(request.background), server_prompt=server_prompt)
         if reservation is not None:
             turn.extend = partial(self._quota.extend, reservation)   # the engine's later rounds
+        if request.store:
+            turn.question = question_text(raw["input"])   # the turn store's (`turns/content.py`)
         if request.store and upstream_id is not None and turn.existing is not None \
                 and turn.existing.last_response_id and answers_approval(raw["input"]):
             # Llama Stack finds the approval request only in the previous response, and

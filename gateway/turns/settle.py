@@ -23,6 +23,7 @@ from gateway.schema.errors import ApiError, database_error
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
 from gateway.storage.writer import TurnWriter
 from gateway.turns.body import input_items
+from gateway.turns.content import turn_content
 from gateway.turns.summary import summary_of
 from gateway.turns.turn import Turn
 
@@ -217,7 +218,7 @@ class Settler:
             conversation_id=turn.conversation_id, response_id=response["id"],
             previous_response_id=turn.previous_response_id, model=turn.model.id,
             provider=turn.model.provider_id, status=response["status"], started_at=started_at,
-            completed_at=completed_at, tokens=_reported(response))
+            completed_at=completed_at, tokens=_reported(response), content=turn_content(turn.question, response))
 
     async def _append_turn(self, turn: Turn) -> None:
         """A turn sent with previous_response_id in a conversation the upstream keeps:

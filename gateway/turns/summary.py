@@ -40,7 +40,7 @@ class TopicSummaries:
         if not (self._enabled and turn.store and turn.existing is None and turn.conversation_id is not None
                 and turn.generate_topic_summary is not False):
             return
-        question = question_text(input_)
+        question = turn.question or question_text(input_)
         if question:
             turn.summary = asyncio.ensure_future(self._summarize(turn.backend, turn.model.id, question,
                                                                  turn.conversation_id))

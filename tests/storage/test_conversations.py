@@ -166,3 +166,13 @@ async def test_a_new_conversation_keeps_its_topic_summary(database_config):
     assert (await fresh.get("c1")).topic_summary == "Pod Autoscaling Basics"
     assert (await fresh.get("c2")).topic_summary == "Failed First Turn"
     await db.close()
+
+
+async def test_a_turns_content_is_written_with_its_row(database_config):
+    db = await open_database(database_config)
+    repo = ConversationRepository(db)
+    await repo.save_many([(conversation(), replace(turn("r1"), content='{"q":"hi","a":"hello"}')),
+                          (conversation("c2"), turn("r2"))])
+    rows = await db.fetchall("SELECT response_id, content FROM gateway_turns ORDER BY response_id")
+    assert [(row["response_id"], row["content"]) for row in rows] == [("r1", '{"q":"hi","a":"hello"}'), ("r2", None)]
+    await db.close()

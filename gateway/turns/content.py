@@ -1,0 +1,62 @@
+"""What the gateway's own turn store keeps of a turn (issue 22): the user's question,
+the answer's text and the turn's tool items, as one JSON text written with the turn's
+row by its settlement (`settle.py`), for every endpoint and both backends.
+
+It is what LCORE's `chat_history` (`/v1` and `/v2/conversations`) and transcripts are
+made of; provider, model and times are the row's own columns, the topic summary the
+conversation's. Kept raw and small on the hot path (one pass over the output, one
+`orjson.dumps`): the LCORE shapes are made when someone reads them
+(`gateway/http/conversations.py`), not for every turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+# Output items that are not tool work: the answer (its text is kept) and reasoning.
+_NOT_TOOLS = ("message", "reasoning")
+# Keys of the stored JSON (short: they are repeated in every row).
+QUESTION, ANSWER, ITEMS = "q", "a", "i"
+
+
+def turn_content(question: str, response: dict[str, Any]) -> str:
+    """The stored content of a turn whose terminal response object is `response`."""
+    texts: list[str] = []
+    refusals: list[str] = []
+    items: list[dict[str, Any]] = []
+    for item in response.get("output") or ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or ():
+                if isinstance(part, dict):
+                    if part.get("type") == "output_text":
+                        texts.append(part.get("text") or "")
+                    elif part.get("type") == "refusal":
+                        refusals.append(part.get("refusal") or "")
+        elif kind not in _NOT_TOOLS:
+            items.append(item)
+    # A refusal stands for the answer when there is no text (as LCORE's legacy answer).
+    content: dict[str, Any] = {QUESTION: question, ANSWER: "".join(texts) or "".join(refusals)}
+    if items:
+        content[ITEMS] = items
+    return orjson.dumps(content).decode()
+
+
+def read_content(text: str | None) -> tuple[str, str, list[dict[str, Any]]]:
+    """(question, answer, tool items) of a stored content; empty for a row without one
+    (a turn recorded before the turn store existed)."""
+    if not text:
+        return "", "", []
+    try:
+        content = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return "", "", []
+    if not isinstance(content, dict):
+        return "", "", []
+    items = content.get(ITEMS)
+    return (str(content.get(QUESTION) or ""), str(content.get(ANSWER) or ""),
+            [item for item in items if isinstance(item, dict)] if isinstance(items, list) else [])
