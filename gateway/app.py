@@ -19,7 +19,8 @@ from gateway.engine.mcp_tools import McpTools, mcp_limits
 from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
-from gateway.http import authorized, health, query, quotas, responses, root
+from gateway.conversations.forget import Forgetting
+from gateway.http import authorized, conversations as conversation_routes, health, query, quotas, responses, root
 from gateway.http import metrics as metrics_routes
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
@@ -36,6 +37,7 @@ from gateway.storage.conversations import ConversationRepository
 from gateway.storage.background_responses import BackgroundStore
 from gateway.storage.open import open_database
 from gateway.storage.engine_responses import ResponseStore
+from gateway.storage.history import ConversationHistory
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
 from gateway.turns.forward import ForwardBackend
@@ -82,8 +84,10 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
                    metrics=metrics)
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
+    history = ConversationHistory(db, conversations)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, turns=turns, quota=quota,
+                    writer=writer, turns=turns, quota=quota, history=history,
+                    forgetting=Forgetting(history, turns.backend),
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
                     background=runs)
 
@@ -137,6 +141,7 @@ def create_app(config: Configuration) -> web.Application:
         authorized.add_routes(app, prefix)
         quotas.add_routes(app, prefix)
         query.add_routes(app, prefix)
+        conversation_routes.add_routes(app, prefix)
         if metrics is not None:
             metrics_routes.add_routes(app, prefix)
     actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start

@@ -9,7 +9,7 @@ we do not have, a database we cannot reach) are errors instead.
 This module holds the whole file (`Configuration`), its warnings and its loading
 (`${env.VAR}`, errors naming the key); each section is a module beside it (`service`,
 `llama_stack`, `inference`, `auth`, `access`, `database`, `quota`, `tools`,
-`customization`), on `base`.
+`customization`, `user_data`), on `base`.
 The package imports nothing else of the gateway.
 """
 
@@ -33,6 +33,7 @@ from gateway.config.inference import InferenceConfig
 from gateway.config.llama_stack import LlamaStackConfig
 from gateway.config.quota import QuotaHandlersConfig
 from gateway.config.service import CorsConfig, ServiceConfig
+from gateway.config.user_data import ConversationCacheConfig, UserDataCollectionConfig
 from gateway.config.tools import (ApprovalFilter, ByokRagConfig, ClientToolsConfig, GuardrailsConfig,
                                   McpServerConfig, WebSearchConfig)
 
@@ -40,8 +41,8 @@ from gateway.config.tools import (ApprovalFilter, ByokRagConfig, ClientToolsConf
 __all__ = [
     "DEFAULT_USER_ID", "DEFAULT_USERNAME", "LCORE_AUTH_MODULES", "SUPPORTED_AUTH_MODULES",
     "ApprovalFilter", "AuthenticationConfig", "ByokRagConfig", "ClientToolsConfig", "ConfigError", "Configuration",
-    "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
-    "McpServerConfig", "PostgresConfig", "SQLiteConfig", "ServiceConfig", "WebSearchConfig", "load_config", "parse_config",
+    "ConversationCacheConfig", "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
+    "McpServerConfig", "PostgresConfig", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
     "substitute_env",
 ]
 
@@ -60,10 +61,10 @@ class Configuration(Strict):
     guardrails: GuardrailsConfig = GuardrailsConfig()  # ours: the engine's moderation checks
 
     config_format_version: Any = not_built()
-    user_data_collection: Any = not_built()
+    user_data_collection: UserDataCollectionConfig = UserDataCollectionConfig()
     authorization: AuthorizationConfig | None = None
     customization: CustomizationConfig = CustomizationConfig()
-    conversation_cache: Any = not_built()
+    conversation_cache: ConversationCacheConfig = ConversationCacheConfig()
     compaction: Any = not_built()
     approvals: Any = not_built()
     vector_store: Any = not_built()
@@ -83,9 +84,9 @@ class Configuration(Strict):
 
     _role_rules: list[RoleRule] = PrivateAttr(default_factory=list)
 
-    @field_validator("customization", mode="before")
+    @field_validator("customization", "conversation_cache", "user_data_collection", mode="before")
     @classmethod
-    def _empty_customization(cls, value: Any) -> Any:
+    def _empty_section(cls, value: Any) -> Any:
         return {} if value is None else value  # LCORE's `customization:` with nothing under it
 
     @model_validator(mode="after")

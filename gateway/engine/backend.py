@@ -52,6 +52,10 @@ class LocalEngine:
         self._images = images or image_policy([])  # where the upstream may fetch input_image URLs from
         self.hooks: EngineHooks | None = None  # observers of the loop (metrics), set by the wiring
 
+    async def reach_upstream(self) -> None:
+        """Raise LCORE's 503 when the upstream cannot be reached (any answer will do)."""
+        await self._client.request("GET", "/v1/models")
+
     def check(self, body: dict[str, Any]) -> None:
         """Refuse (422) what the engine cannot run, before the turn creates anything."""
         translate.check_request(body)

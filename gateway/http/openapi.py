@@ -16,6 +16,9 @@ from typing import Any, Iterable
 from pydantic import TypeAdapter
 
 from gateway.config.access import Action
+from gateway.schema.conversations import (ConversationDeleteResponse, ConversationResponse,
+                                          ConversationsListResponse, ConversationsListResponseV2,
+                                          ConversationUpdateRequest, ConversationUpdateResponse)
 from gateway.schema.api import (AuthorizedResponse, ErrorBody, InfoResponse, InputItemList, LivenessResponse,
                                 ModelsResponse, ReadinessResponse, ResponseDeleted)
 from gateway.schema.quota_api import QuotaChange, QuotasResponse, UsageReport
@@ -43,6 +46,9 @@ class _Later:
 GatewayResponse = _Later("gateway.schema.api_response", "GatewayResponse")
 _STREAM_EVENT = _Later("openai.types.responses", "ResponseStreamEvent")
 _QUERY_REQUEST = _Later("gateway.legacy.request", "QueryRequest")
+
+_PAGE = (("limit", "How many conversations (1-1000; default all)"),
+         ("after", "A conversation id: only those listed after it"))
 
 # The action of a route any authenticated caller may use (LCORE's `POST /authorized`).
 AUTHENTICATED_ONLY = "authenticated only"
@@ -116,6 +122,42 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("interrupt_streaming_query", "post", "/v1/streaming_query/interrupt",
               "Stop one of the caller's running streaming queries", "query",
               errors=(401, 403, 404, 422, 500), action=Action.STREAMING_QUERY, note="LCORE's"),
+    Operation("list_conversations", "get", "/v1/conversations",
+              "The caller's conversations, newest first (LCORE's `{\"conversations\": [...]}`)", "conversations",
+              ok=ConversationsListResponse, errors=(401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,
+              query=_PAGE,
+              note="LCORE's; every user's with `list_other_conversations`; `limit`/`after` are ours"),
+    Operation("get_conversation", "get", "/v1/conversations/{conversation_id}",
+              "One conversation's `chat_history`, from the gateway's turn store", "conversations",
+              ok=ConversationResponse, errors=(400, 401, 403, 404, 500, 503), path_params=("conversation_id",),
+              action=Action.GET_CONVERSATION, note="LCORE's; another user's needs `read_other_conversations`"),
+    Operation("update_conversation", "put", "/v1/conversations/{conversation_id}",
+              "Rename a conversation (its topic summary)", "conversations",
+              ok=ConversationUpdateResponse, request=ConversationUpdateRequest,
+              errors=(400, 401, 403, 404, 422, 500, 503), path_params=("conversation_id",),
+              action=Action.UPDATE_CONVERSATION, note="LCORE's; another user's needs `query_other_conversations`"),
+    Operation("delete_conversation", "delete", "/v1/conversations/{conversation_id}",
+              "Delete a conversation, upstream and everything the gateway stored for it (always 200)",
+              "conversations", ok=ConversationDeleteResponse, errors=(400, 401, 403, 500),
+              path_params=("conversation_id",), action=Action.DELETE_CONVERSATION,
+              note="LCORE's; another user's needs `delete_other_conversations`"),
+    Operation("list_conversations_v2", "get", "/v2/conversations",
+              "The caller's conversations (LCORE's v2 shape; needs `conversation_cache`)", "conversations",
+              ok=ConversationsListResponseV2, errors=(401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,
+              query=_PAGE, note="LCORE's; served from the gateway's store, without the upstream"),
+    Operation("get_conversation_v2", "get", "/v2/conversations/{conversation_id}",
+              "One of the caller's conversations (`chat_history`; needs `conversation_cache`)", "conversations",
+              ok=ConversationResponse, errors=(400, 401, 403, 404, 500), path_params=("conversation_id",),
+              action=Action.GET_CONVERSATION, note="LCORE's; another user's is a 404"),
+    Operation("update_conversation_v2", "put", "/v2/conversations/{conversation_id}",
+              "Rename one of the caller's conversations (needs `conversation_cache`)", "conversations",
+              ok=ConversationUpdateResponse, request=ConversationUpdateRequest,
+              errors=(400, 401, 403, 404, 422, 500), path_params=("conversation_id",),
+              action=Action.UPDATE_CONVERSATION, note="LCORE's; another user's is a 404"),
+    Operation("delete_conversation_v2", "delete", "/v2/conversations/{conversation_id}",
+              "Delete one of the caller's conversations (always 200; needs `conversation_cache`)", "conversations",
+              ok=ConversationDeleteResponse, errors=(400, 401, 403, 500), path_params=("conversation_id",),
+              action=Action.DELETE_CONVERSATION, note="LCORE's; another user's is `deleted: false`"),
     Operation("list_models", "get", "/v1/models",
               "The upstream's models, in LCORE's and OpenAI's shapes at once", "models",
               ok=ModelsResponse, errors=(401, 403, 500, 503), action=Action.GET_MODELS,
@@ -223,10 +265,13 @@ def openapi_document(title: str, version: str, root_path: str) -> dict[str, Any]
 
 def _schemas() -> dict[str, Any]:
     models = {GatewayResponse.load(), ResponseDeleted, InputItemList, ModelsResponse, InfoResponse,
-              LivenessResponse, ReadinessResponse, AuthorizedResponse, ErrorBody, QuotasResponse, UsageReport}
+              LivenessResponse, ReadinessResponse, AuthorizedResponse, ErrorBody, QuotasResponse, UsageReport,
+              ConversationsListResponse, ConversationsListResponseV2, ConversationResponse,
+              ConversationUpdateResponse, ConversationDeleteResponse}
     inputs = [(model.__name__, "serialization", TypeAdapter(model)) for model in models]
     inputs.append(("ResponsesRequest", "validation", TypeAdapter(ResponsesRequest)))
     inputs.append(("QuotaChange", "validation", TypeAdapter(QuotaChange)))
+    inputs.append(("ConversationUpdateRequest", "validation", TypeAdapter(ConversationUpdateRequest)))
     inputs.append(("QueryRequest", "validation", TypeAdapter(_QUERY_REQUEST.load())))
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))
     refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)

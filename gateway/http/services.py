@@ -8,10 +8,12 @@ from aiohttp import web
 
 from gateway.background.runs import BackgroundRuns
 from gateway.config import Configuration
+from gateway.conversations.forget import Forgetting
 from gateway.identity import Authenticator
 from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
+from gateway.storage.history import ConversationHistory
 from gateway.storage.writer import TurnWriter
 from gateway.upstream.catalog import ModelCatalog
 from gateway.turns.service import TurnService
@@ -30,6 +32,8 @@ class Services:
     authenticator: Authenticator
     background: BackgroundRuns
     quota: QuotaService
+    history: ConversationHistory         # the conversations endpoints' reads and changes
+    forgetting: Forgetting               # deleting a conversation and what is kept for it
     # Started without its upstream (`llama_stack.allow_degraded_mode`): readiness says
     # so with 200 until the upstream answers.
     degraded: bool = False

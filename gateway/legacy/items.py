@@ -107,3 +107,24 @@ def referenced_documents(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             documents.append({"doc_url": url, "doc_title": title, "source": attributes.get("source"),
                               "document_id": attributes.get("document_id") or result.get("file_id")})
     return documents
+
+
+def summaries(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A turn's `tool_calls`, `tool_results` (numbered by round) and `rag_chunks`, from
+    its output items in order (a `QueryResponse`, a conversation's `chat_history`)."""
+    calls, results, chunks = [], [], []
+    round_ = 0
+    for item in items:
+        call = tool_call(item)
+        if call is None:
+            continue
+        calls.append(call)
+        if item.get("type") in ("function_call", "mcp_approval_request"):
+            continue
+        round_ += 1
+        result = tool_result(item, round_)
+        if result is not None:
+            results.append(result)
+        if item.get("type") == "file_search_call":
+            chunks += rag_chunks(item)
+    return calls, results, chunks

@@ -5,28 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.legacy.items import rag_chunks, referenced_documents, tool_call, tool_result
+from gateway.legacy.items import referenced_documents, summaries
 from gateway.legacy.stream import answer_text
 
 
 def query_response(conversation_id: str | None, response: dict[str, Any]) -> dict[str, Any]:
     """`conversation_id` is the bare 48 hex LCORE returns."""
     items = [item for item in response.get("output") or [] if isinstance(item, dict)]
-    calls, results, chunks = [], [], []
-    round_ = 0
-    for item in items:
-        call = tool_call(item)
-        if call is None:
-            continue
-        calls.append(call)
-        if item.get("type") in ("function_call", "mcp_approval_request"):
-            continue
-        round_ += 1
-        result = tool_result(item, round_)
-        if result is not None:
-            results.append(result)
-        if item.get("type") == "file_search_call":
-            chunks += rag_chunks(item)
+    calls, results, chunks = summaries(items)
     usage = response.get("usage") or {}
     return {"conversation_id": conversation_id, "response": answer_text(response), "rag_chunks": chunks,
             "referenced_documents": referenced_documents(items), "truncated": False,

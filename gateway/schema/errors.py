@@ -122,6 +122,18 @@ def conversation_forbidden(user_id: str, conversation_id: str, action: str = "re
                     f"{conversation_id}", code="conversation_forbidden", param="conversation")
 
 
+def invalid_conversation_id(conversation_id: str) -> ApiError:
+    """LCORE's 400 for a malformed conversation id in a path."""
+    return ApiError(400, "Invalid conversation ID format", f"The conversation ID {conversation_id} has invalid format.",
+                    code="invalid_conversation_id", param="conversation_id")
+
+
+def cache_unavailable() -> ApiError:
+    """LCORE's 500 on `/v2/conversations` without `conversation_cache`."""
+    return ApiError(500, "Conversation cache not configured", "Conversation cache is not configured or unavailable.",
+                    code="conversation_cache_not_configured")
+
+
 def tool_conflict(cause: str) -> ApiError:
     return ApiError(409, "Tool conflict", cause, code="tool_conflict", param="tools")
 

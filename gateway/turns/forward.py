@@ -56,6 +56,15 @@ class ForwardBackend:
     async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
         await self._upstream.append_items(conversation_id, items)
 
+    async def reach_conversation(self, upstream_id: str | None) -> None:
+        await self._upstream.reach_conversation(upstream_id)
+
+    async def rename_conversation(self, upstream_id: str | None, topic_summary: str) -> None:
+        await self._upstream.rename_conversation(upstream_id, topic_summary)
+
+    async def forget_conversation(self, upstream_id: str | None, response_ids: tuple[str, ...]) -> None:
+        await self._upstream.delete_conversation(upstream_id, response_ids)
+
     async def respond(self, turn: Turn) -> dict[str, Any]:
         return await self._upstream.create(turn.body, turn.headers, turn.model.id)
 

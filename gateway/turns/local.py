@@ -45,6 +45,15 @@ class EngineBackend:
         self._engine.check({**raw, "tools": tools})
         await self._engine.check_destinations(raw)
 
+    async def reach_conversation(self, upstream_id: str | None) -> None:
+        await self._engine.reach_upstream()   # the conversation is the gateway's; the model is upstream
+
+    async def rename_conversation(self, upstream_id: str | None, topic_summary: str) -> None:
+        await self._engine.reach_upstream()
+
+    async def forget_conversation(self, upstream_id: str | None, response_ids: tuple[str, ...]) -> None:
+        pass  # its stored responses are the gateway's rows, deleted with the conversation
+
     def body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
              tools: list[dict[str, Any]] | None) -> dict[str, Any]:
         return backend_body(raw, request, turn, tools, self._inference)  # the engine reads it itself

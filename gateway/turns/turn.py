@@ -140,6 +140,18 @@ class Backend(Protocol):
     async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
         """Add a chained turn's input and output to the backend's conversation."""
 
+    # A stored conversation's state there (the conversations endpoints).
+
+    async def reach_conversation(self, upstream_id: str | None) -> None:
+        """Raise LCORE's 503 when the upstream holding the conversation is unreachable."""
+
+    async def rename_conversation(self, upstream_id: str | None, topic_summary: str) -> None:
+        """Give the backend's conversation its new topic summary (503 when unreachable)."""
+
+    async def forget_conversation(self, upstream_id: str | None, response_ids: tuple[str, ...]) -> None:
+        """Delete what the backend keeps of a deleted conversation (its conversation and
+        stored responses upstream; the engine's are rows the gateway already deleted)."""
+
     # Running it.
 
     async def respond(self, turn: Turn) -> dict[str, Any]:

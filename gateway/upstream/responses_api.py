@@ -63,6 +63,30 @@ class UpstreamResponses:
         path = f"/v1/conversations/{quote(conversation_id, safe='')}/items"
         await self._client.request_ok("POST", path, json={"items": items})
 
+    # A stored conversation's upstream state (the conversations endpoints). A 503 when
+    # the upstream is unreachable (the client raises it); an upstream that no longer
+    # has the conversation is not an error: the gateway's record is what the client sees.
+
+    async def reach_conversation(self, upstream_id: str | None) -> None:
+        await self._client.request("GET", _conversation_path(upstream_id) if upstream_id else "/v1/models")
+
+    async def rename_conversation(self, upstream_id: str | None, topic_summary: str) -> None:
+        if upstream_id is None:
+            await self.reach_conversation(None)
+            return
+        reply = await self._client.request("POST", _conversation_path(upstream_id),
+                                           json={"metadata": {"topic_summary": topic_summary}})
+        if not reply.ok and reply.status != 404:
+            raise self._client.error(reply.status, reply.body)
+
+    async def delete_conversation(self, upstream_id: str | None, response_ids: tuple[str, ...]) -> None:
+        """The conversation's items and its stored responses (already gone: fine)."""
+        paths = ([_conversation_path(upstream_id)] if upstream_id else []) + [_response_path(rid) for rid in response_ids]
+        for path in paths:
+            reply = await self._client.request("DELETE", path)
+            if not reply.ok and reply.status != 404:
+                raise self._client.error(reply.status, reply.body)
+
     # Stored responses: the caller's ownership is the gateway's to check first.
 
     async def retrieve(self, response_id: str) -> Any:
@@ -76,6 +100,10 @@ class UpstreamResponses:
         params = MultiDict((key, value) for key, value in query.items() if key in _INPUT_ITEMS_PARAMS)
         path = _response_path(response_id) + "/input_items"
         return (await self._client.request_ok("GET", path, params=params)).body
+
+
+def _conversation_path(conversation_id: str) -> str:
+    return f"/v1/conversations/{quote(conversation_id, safe='')}"
 
 
 def _response_path(response_id: str) -> str:

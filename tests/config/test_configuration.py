@@ -28,12 +28,11 @@ def test_minimal_defaults():
 
 
 def test_lcore_file_with_unbuilt_features_starts_with_warnings():
-    config = parse_config({**MINIMAL, "user_data_collection": {"feedback_enabled": False},
+    config = parse_config({**MINIMAL, "compaction": {"enabled": False},
                            "customization": {"system_prompt": "hi", "profile_path": "/p.py"},
                            "llama_stack": {"url": "http://u", "use_as_library_client": False,
                                            "allow_degraded_mode": True}})
-    assert sorted(w.split(":")[0] for w in config.warnings()) == ["customization.profile_path",
-                                                                  "user_data_collection"]
+    assert sorted(w.split(":")[0] for w in config.warnings()) == ["compaction", "customization.profile_path"]
 
 
 def test_customization_system_prompt_defaults_and_file(tmp_path):

@@ -31,7 +31,8 @@ ACCESS_RULES = [
 ]
 # What each user may do, written out (not computed from the rules under test).
 ALLOWED = {
-    "root": {"responses", "get_models", "info", "admin", "query", "streaming_query", "get_metrics"},
+    "root": {"responses", "get_models", "info", "admin", "query", "streaming_query", "get_metrics",
+             "list_conversations", "get_conversation", "update_conversation", "delete_conversation"},
     "alice": {"responses", "info"},
     "bob": {"responses", "info"},
     "carol": {"get_models", "info"},
@@ -68,8 +69,18 @@ ROUTES = {
     ("post", "/v1/query"): ({"query": "hello", "no_tools": True}, 200),
     ("post", "/v1/streaming_query"): ({"query": "hello", "no_tools": True}, 200),
     ("post", "/v1/streaming_query/interrupt"): ({"request_id": "00000000-0000-4000-8000-000000000000"}, 404),
+    ("get", "/v1/conversations"): (None, 200),
+    ("get", "/v1/conversations/{conversation_id}"): (None, 404),
+    ("put", "/v1/conversations/{conversation_id}"): ({"topic_summary": "renamed"}, 404),
+    ("delete", "/v1/conversations/{conversation_id}"): (None, 200),   # always: `deleted: false`
+    # No `conversation_cache` on this gateway: LCORE's 500.
+    ("get", "/v2/conversations"): (None, 500),
+    ("get", "/v2/conversations/{conversation_id}"): (None, 500),
+    ("put", "/v2/conversations/{conversation_id}"): ({"topic_summary": "renamed"}, 500),
+    ("delete", "/v2/conversations/{conversation_id}"): (None, 500),
 }
-OPENAI_PATHS = ("/v1/responses", "/v1/models")
+OPENAI_PATHS = ("/v1/responses", "/v1/models", "/v1/conversations")
+UNKNOWN_CONVERSATION = "0" * 48
 
 
 def auth(user: str) -> dict[str, str]:
@@ -96,7 +107,8 @@ def writes(upstream) -> list[dict]:
 def test_rbac_matrix(rbac, upstream, user, route):
     operation = next(op for op in OPERATIONS if (op.method, op.path) == route)
     body, allowed_status = ROUTES[route]
-    path = route[1].replace("{response_id}", "resp_unknown").replace("{user_id}", "alice")
+    path = route[1].replace("{response_id}", "resp_unknown").replace("{user_id}", "alice") \
+        .replace("{conversation_id}", UNKNOWN_CONVERSATION)
     upstream.clear()
     reply = rbac.request(route[0].upper(), path, body, headers=auth(user))
     allowed = operation.public or operation.action == AUTHENTICATED_ONLY or operation.action in ALLOWED[user]

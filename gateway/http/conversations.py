@@ -1,0 +1,162 @@
+"""LCORE's conversations: `GET /v{1,2}/conversations`, `GET`, `PUT` and `DELETE
+/v{1,2}/conversations/{id}`, served from the gateway's own records and turn store.
+
+One handler per path; each does the work once and asks its *audience* for the body
+(`gateway/legacy/conversations.py`): LCORE's v1 and v2 today, OpenAI's Conversations
+API on the same paths later. What differs between LCORE's versions is the audience's
+too: v1 refuses another user's conversation with 403 unless an action allows it
+(`read_`, `delete_`; `PUT` checks `query_other_conversations`, as LCORE does) and, like
+LCORE, answers 503 when the upstream is unreachable (reading, renaming); v2 needs
+`conversation_cache` (500 without it), knows only the caller's conversations (another
+user's is a 404) and never asks the upstream.
+
+The list is newest first (creation), with `limit` and `after` (a conversation id) as
+our extension; LCORE's has no order and no pages.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Mapping
+
+from aiohttp import web
+from pydantic import TypeAdapter
+
+from gateway.config.access import Action
+from gateway.http.responses_io import identity, json_response, read_json
+from gateway.http.services import SERVICES, Services
+from gateway.identity import Identity
+from gateway.identity.authorization import may_use_conversation
+from gateway.legacy.conversations import LCORE_V1, LCORE_V2, LcoreV1, TurnView
+from gateway.schema.conversations import ConversationUpdateRequest
+from gateway.schema.errors import cache_unavailable, conversation_forbidden, invalid_conversation_id, not_found
+from gateway.schema.ids import normalize_conversation_id
+from gateway.schema.validation import request_validation_error, validate
+from gateway.storage.conversations import ConversationRecord
+from gateway.storage.history import StoredTurn
+from gateway.turns.content import read_content
+
+_UPDATE = TypeAdapter(ConversationUpdateRequest)
+MAX_LIMIT = 1000
+
+
+def _services(request: web.Request, audience: LcoreV1) -> Services:
+    services = request.app[SERVICES]
+    if audience.version == "v2" and not services.config.conversation_cache.configured:
+        raise cache_unavailable()
+    return services
+
+
+def _conversation_id(request: web.Request) -> str:
+    """The bare id in the path, or LCORE's 400."""
+    given = request.match_info["conversation_id"]
+    bare = normalize_conversation_id(given)
+    if bare is None:
+        raise invalid_conversation_id(given)
+    return bare
+
+
+async def _owned(services: Services, caller: Identity, conversation_id: str, audience: LcoreV1,
+                 others: Action, verb: str) -> ConversationRecord:
+    """The conversation, if the caller may act on it: 404 when there is none; another
+    user's is a 403 on v1 (unless `others` is granted) and a 404 on v2."""
+    record = await services.history.get(conversation_id)
+    if record is not None and record.user_id != caller.user_id:
+        if audience.version == "v2":
+            record = None
+        elif not may_use_conversation(caller, record.user_id, others):
+            raise conversation_forbidden(caller.user_id, conversation_id, verb)
+    if record is None:
+        raise not_found("Conversation", conversation_id, code="conversation_not_found", param="conversation_id")
+    return record
+
+
+def _view(turn: StoredTurn) -> TurnView:
+    question, answer, items = read_content(turn.content)
+    return TurnView(question, answer, items, turn.provider, turn.model, turn.started_at, turn.completed_at)
+
+
+def _page(query: Mapping[str, str]) -> tuple[int | None, str | None]:
+    limit: int | None = None
+    if "limit" in query:
+        raw = query["limit"]
+        try:
+            limit = int(raw)
+        except ValueError:
+            raise request_validation_error([{"type": "int_parsing", "loc": ["query", "limit"], "input": raw,
+                                             "msg": "Input should be a valid integer, unable to parse string as "
+                                                    "an integer"}]) from None
+        if not 1 <= limit <= MAX_LIMIT:
+            raise request_validation_error([{"type": "less_than_equal" if limit > MAX_LIMIT else "greater_than_equal",
+                                             "loc": ["query", "limit"], "input": raw,
+                                             "msg": f"Input should be {'less' if limit > MAX_LIMIT else 'greater'} "
+                                                    f"than or equal to {MAX_LIMIT if limit > MAX_LIMIT else 1}",
+                                             "ctx": {"le" if limit > MAX_LIMIT else "ge":
+                                                     MAX_LIMIT if limit > MAX_LIMIT else 1}}])
+    after = query.get("after")
+    if after is not None:
+        bare = normalize_conversation_id(after)
+        if bare is None:
+            raise invalid_conversation_id(after)
+        after = bare
+    return limit, after
+
+
+async def list_conversations(request: web.Request, audience: LcoreV1) -> web.Response:
+    services = _services(request, audience)
+    caller = identity(request)
+    limit, after = _page(request.query)
+    everyone = audience.version == "v1" and Action.LIST_OTHERS_CONVERSATIONS in caller.actions
+    rows = await services.history.list(None if everyone else caller.user_id, limit, after)
+    return json_response(audience.listing(rows))
+
+
+async def get_conversation(request: web.Request, audience: LcoreV1) -> web.Response:
+    conversation_id = _conversation_id(request)
+    services = _services(request, audience)
+    record = await _owned(services, identity(request), conversation_id, audience,
+                          Action.READ_OTHERS_CONVERSATIONS, "read")
+    if audience.version == "v1":
+        await (await services.turns.backend()).reach_conversation(record.upstream_id)
+    turns = await services.history.turns(conversation_id)
+    if not turns:   # a conversation whose only turn failed: LCORE finds no items either
+        raise not_found("Conversation", conversation_id, code="conversation_not_found", param="conversation_id")
+    return json_response(audience.conversation(conversation_id, [_view(turn) for turn in turns]))
+
+
+async def update_conversation(request: web.Request, audience: LcoreV1) -> web.Response:
+    update = validate(_UPDATE, await read_json(request))   # FastAPI validates the body first
+    conversation_id = _conversation_id(request)
+    services = _services(request, audience)
+    record = await _owned(services, identity(request), conversation_id, audience,
+                          Action.QUERY_OTHERS_CONVERSATIONS, "update")
+    if audience.version == "v1":
+        await (await services.turns.backend()).rename_conversation(record.upstream_id, update.topic_summary)
+    if not await services.history.rename(conversation_id, update.topic_summary):
+        raise not_found("Conversation", conversation_id, code="conversation_not_found", param="conversation_id")
+    return json_response(audience.updated(conversation_id))
+
+
+async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Response:
+    """Always 200 (LCORE): `deleted` says whether there was one of the caller's to delete."""
+    conversation_id = _conversation_id(request)
+    services = _services(request, audience)
+    caller = identity(request)
+    record = await services.history.get(conversation_id)
+    if record is not None and record.user_id != caller.user_id:
+        if audience.version == "v2":
+            record = None   # v2 knows only the caller's conversations
+        elif not may_use_conversation(caller, record.user_id, Action.DELETE_OTHERS_CONVERSATIONS):
+            raise conversation_forbidden(caller.user_id, conversation_id, "delete")
+    deleted = record is not None and await services.forgetting.delete(conversation_id) is not None
+    return json_response(audience.deleted(conversation_id, deleted))
+
+
+def add_routes(app: web.Application, prefix: str) -> None:
+    for version, audience in (("v1", LCORE_V1), ("v2", LCORE_V2)):
+        base = f"{prefix}/{version}/conversations"
+        app.router.add_get(base, partial(list_conversations, audience=audience))
+        app.router.add_get(f"{base}/{{conversation_id}}", partial(get_conversation, audience=audience))
+        app.router.add_put(f"{base}/{{conversation_id}}", partial(update_conversation, audience=audience))
+        app.router.add_delete(f"{base}/{{conversation_id}}", partial(delete_conversation, audience=audience))
+

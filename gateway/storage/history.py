@@ -1,0 +1,126 @@
+"""Conversations as their owners see them (issue 22): the list, a conversation's stored
+turns with what they said (the turn store: `gateway_turns.content`), the topic summary's
+rename, and deleting a conversation with everything the gateway keeps for it.
+
+Deleting is a claim: the conversation's row is deleted in the transaction that deletes
+its turns and the responses the gateway kept for them (the engine's store, background
+runs), and only the caller whose statement deleted the row is told it did, so two
+replicas deleting one conversation (a client and an expiry sweep) delete it once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from gateway.storage.conversations import ConversationRecord, ConversationRepository
+from gateway.storage.database import Database, Row
+
+_LIST_COLUMNS = ("id, user_id, created_at, last_message_at, message_count, last_used_model, last_used_provider, "
+                 "topic_summary")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    response_id: str
+    model: str | None
+    provider: str | None
+    started_at: str
+    completed_at: str
+    content: str | None     # `turns/content.py`
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """What a deletion removed: the conversation's upstream id and its turns' response
+    ids (their upstream state is the backend's to delete)."""
+
+    conversation_id: str
+    user_id: str
+    upstream_id: str | None
+    response_ids: tuple[str, ...]
+
+
+class ConversationHistory:
+    def __init__(self, db: Database, conversations: ConversationRepository):
+        self._db = db
+        self._conversations = conversations
+
+    async def get(self, conversation_id: str) -> ConversationRecord | None:
+        return await self._conversations.get(conversation_id)
+
+    async def list(self, user_id: str | None, limit: int | None = None, after: str | None = None) -> list[Row]:
+        """Conversations newest first (by creation, then id): one user's, or everyone's
+        (`user_id` None); `after`: only those listed after this conversation."""
+        where, params = [], {}
+        if user_id is not None:
+            where.append("user_id = :user")
+            params["user"] = user_id
+        if after is not None:
+            anchor = await self._db.fetchone("SELECT created_at FROM gateway_conversations WHERE id = :id",
+                                             {"id": after})
+            if anchor is None:
+                return []
+            where.append("(created_at < :at OR (created_at = :at AND id < :id))")
+            params.update(at=anchor["created_at"], id=after)
+        sql = f"SELECT {_LIST_COLUMNS} FROM gateway_conversations"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return await self._db.fetchall(sql, params)
+
+    async def turns(self, conversation_id: str) -> list[StoredTurn]:
+        """The conversation's recorded turns in order (deleted responses left out)."""
+        rows = await self._db.fetchall(
+            "SELECT response_id, model, provider, started_at, completed_at, content FROM gateway_turns "
+            "WHERE conversation_id = :id AND deleted = 0 ORDER BY turn_number", {"id": conversation_id})
+        return [StoredTurn(**row) for row in rows]
+
+    async def rename(self, conversation_id: str, topic_summary: str) -> bool:
+        """Set the topic summary; False when there is no such conversation."""
+        changed = await self._db.execute("UPDATE gateway_conversations SET topic_summary = :summary WHERE id = :id",
+                                         {"summary": topic_summary, "id": conversation_id})
+        self._conversations.forget(conversation_id)
+        return changed > 0
+
+    async def delete(self, conversation_id: str, idle_before: str | None = None) -> Deleted | None:
+        """Delete the conversation and what is stored for it, if this call is the one that
+        deletes its row (None: there was none, or another caller deleted it first).
+        `idle_before`: only if its last turn is older than this time (an expiry sweep:
+        a conversation continued meanwhile is kept)."""
+        async with self._db.transaction() as tx:
+            row = await tx.fetchone("SELECT user_id, upstream_id FROM gateway_conversations WHERE id = :id",
+                                    {"id": conversation_id})
+            if row is None:
+                return None
+            claim = "DELETE FROM gateway_conversations WHERE id = :id"
+            params: dict[str, str] = {"id": conversation_id}
+            if idle_before is not None:
+                claim += " AND last_message_at < :before"
+                params["before"] = idle_before
+            if await tx.execute(claim, params) == 0:
+                return None
+            turns = await tx.fetchall("SELECT response_id FROM gateway_turns WHERE conversation_id = :id",
+                                      {"id": conversation_id})
+            response_ids = tuple(turn["response_id"] for turn in turns)
+            await tx.execute("DELETE FROM gateway_turns WHERE conversation_id = :id", {"id": conversation_id})
+            for response_id in response_ids:
+                await _delete_responses(tx, response_id)
+        self._conversations.forget(conversation_id, response_ids)
+        return Deleted(conversation_id, row["user_id"], row["upstream_id"], response_ids)
+
+    async def idle(self, before: str, limit: int = 100) -> list[str]:
+        """Conversations without a turn since `before` (the expiry sweep's candidates)."""
+        rows = await self._db.fetchall(
+            f"SELECT id FROM gateway_conversations WHERE last_message_at < :before ORDER BY last_message_at "
+            f"LIMIT {int(limit)}", {"before": before})
+        return [row["id"] for row in rows]
+
+
+async def _delete_responses(tx, response_id: str) -> None:
+    """What the gateway keeps of one response besides its turn: the engine's stored
+    response and a background run's row and events."""
+    for sql in ("DELETE FROM gateway_responses WHERE id = :id",
+                "DELETE FROM gateway_background_events WHERE response_id = :id",
+                "DELETE FROM gateway_background WHERE id = :id"):
+        await tx.execute(sql, {"id": response_id})

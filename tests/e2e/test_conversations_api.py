@@ -1,0 +1,164 @@
+"""LCORE's conversation endpoints through `gateway serve` (issue 22; lcore.md 4, 9):
+`/v1/conversations` (list, get, rename, delete) in forward mode and over the local
+engine, from the gateway's own turn store; another user's, unknown and malformed ids;
+the RBAC overrides; and `/v1` with the upstream down (503, delete still works)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.support.engine_gateway import engine_config
+from tests.support.gateway_db import GatewayDb
+from tests.support.gateway_proc import start_upstream
+
+KEYS = {"alice": "alice-key-0001", "bob": "bob-key-0001", "auditor": "auditor-key-0001"}
+CHAT = ["responses", "query", "list_conversations", "get_conversation", "update_conversation",
+        "delete_conversation"]
+ACCESS_RULES = [{"role": "chat", "actions": CHAT},
+                {"role": "auditor", "actions": ["read_other_conversations", "delete_other_conversations",
+                                                "query_other_conversations", "list_other_conversations"]}]
+UNKNOWN = "0" * 48
+NAIVE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
+ZULU = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+def auth(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[user]}"}
+
+
+@pytest.fixture(scope="module", params=["forward", "engine"])
+def mode(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def gateway(mode, gateway_factory, upstream, chat_upstream):
+    keyed = {"authentication": {"module": "api-key-token", "api_key_config": {"keys": [
+        {"key": key, "user_id": user, "roles": ["chat", "auditor"] if user == "auditor" else ["chat"]}
+        for user, key in KEYS.items()]}}, "authorization": {"access_rules": ACCESS_RULES},
+        "customization": {"topic_summaries": True}}
+    if mode == "forward":
+        return gateway_factory(upstream.url, **keyed)
+    return gateway_factory(chat_upstream.url, **engine_config(chat_upstream.url), **keyed)
+
+
+def new_conversation(gateway, user: str, text: str) -> dict:
+    return gateway.post("/v1/responses", {"input": text}, headers=auth(user)).ok()
+
+
+def test_list_get_rename_and_delete_ones_own(gateway, mode, upstream):
+    first = new_conversation(gateway, "alice", "hello there, say hi")
+    cid = first["conversation"].removeprefix("conv_")
+    second = gateway.post("/v1/responses", {"input": "and again", "conversation": first["conversation"]},
+                          headers=auth("alice")).ok()
+    newer = new_conversation(gateway, "alice", "a newer one")["conversation"].removeprefix("conv_")
+
+    listed = gateway.get("/v1/conversations", headers=auth("alice")).ok()["conversations"]
+    ids = [item["conversation_id"] for item in listed]
+    assert ids.index(newer) < ids.index(cid)   # newest first
+    item = listed[ids.index(cid)]
+    assert set(item) == {"conversation_id", "created_at", "last_message_at", "message_count", "last_used_model",
+                         "last_used_provider", "topic_summary"}
+    assert item["message_count"] == 2 and item["last_used_model"]
+    assert item["topic_summary"].startswith("Scripted reply")
+    assert NAIVE.match(item["created_at"]) and NAIVE.match(item["last_message_at"])
+    page = gateway.get(f"/v1/conversations?limit=1&after={newer}", headers=auth("alice")).ok()["conversations"]
+    assert len(page) == 1 and page[0]["conversation_id"] == ids[ids.index(newer) + 1]
+
+    got = gateway.get(f"/v1/conversations/{first['conversation']}", headers=auth("alice")).ok()
+    assert got["conversation_id"] == cid and len(got["chat_history"]) == 2
+    turn = got["chat_history"][0]
+    assert set(turn) == {"messages", "tool_calls", "tool_results", "provider", "model", "started_at", "completed_at"}
+    assert turn["messages"] == [
+        {"content": "hello there, say hi", "type": "user", "referenced_documents": None},
+        {"content": first["output_text"], "type": "assistant", "referenced_documents": None}]
+    assert turn["tool_calls"] == [] and turn["tool_results"] == []
+    assert turn["model"] == item["last_used_model"] and ZULU.match(turn["started_at"])
+    assert got["chat_history"][1]["messages"][1]["content"] == second["output_text"]
+
+    upstream.clear()
+    renamed = gateway.request("PUT", f"/v1/conversations/{cid}", {"topic_summary": "Greetings"},
+                              headers=auth("alice")).ok()
+    assert renamed == {"conversation_id": cid, "success": True, "message": "Topic summary updated successfully"}
+    listed = gateway.get("/v1/conversations", headers=auth("alice")).ok()["conversations"]
+    assert [c["topic_summary"] for c in listed if c["conversation_id"] == cid] == ["Greetings"]
+    if mode == "forward":   # the upstream's conversation gets it too, as LCORE does
+        assert upstream.last(f"/v1/conversations/conv_{cid}")["body"] == {"metadata": {"topic_summary": "Greetings"}}
+
+    upstream.clear()
+    deleted = gateway.delete(f"/v1/conversations/{cid}", headers=auth("alice")).ok()
+    assert deleted == {"conversation_id": cid, "deleted": True, "response": "Conversation deleted successfully",
+                       "success": True}
+    if mode == "forward":   # its upstream state: the conversation and the stored responses
+        gone = {r["path"] for r in upstream.requests() if r["method"] == "DELETE"}
+        assert gone == {f"/v1/conversations/conv_{cid}", f"/v1/responses/{first['id']}",
+                        f"/v1/responses/{second['id']}"}
+    assert gateway.get(f"/v1/conversations/{cid}", headers=auth("alice")).status == 404
+    db = GatewayDb.of(gateway)
+    assert db.conversation(cid) is None and db.turn(first["id"]) is None and db.turn(second["id"]) is None
+    again = gateway.delete(f"/v1/conversations/{cid}", headers=auth("alice")).ok()
+    assert again == {"conversation_id": cid, "deleted": False, "response": "Conversation not found", "success": True}
+    # The deleted conversation cannot be continued.
+    assert gateway.post("/v1/responses", {"input": "more", "conversation": first["conversation"]},
+                        headers=auth("alice")).status == 404
+
+
+def test_another_users_unknown_and_malformed_ids(gateway):
+    cid = new_conversation(gateway, "alice", "mine")["conversation"].removeprefix("conv_")
+    assert cid not in [c["conversation_id"] for c in gateway.get("/v1/conversations", headers=auth("bob")).ok()[
+        "conversations"]]
+    for method, verb, body in (("GET", "read", None), ("PUT", "update", {"topic_summary": "x"}),
+                               ("DELETE", "delete", None)):
+        reply = gateway.request(method, f"/v1/conversations/{cid}", body, headers=auth("bob"))
+        assert reply.status == 403, reply.body
+        assert reply.json()["detail"] == {"response": "User does not have permission to perform this action",
+                                          "cause": f"User bob does not have permission to {verb} conversation "
+                                                   f"with ID {cid}"}
+        unknown = gateway.request(method, f"/v1/conversations/{UNKNOWN}", body, headers=auth("bob"))
+        if method == "DELETE":
+            assert unknown.ok()["deleted"] is False
+        else:
+            assert unknown.status == 404 and unknown.json()["detail"] == {
+                "response": "Conversation not found", "cause": f"Conversation with ID {UNKNOWN} does not exist"}
+        malformed = gateway.request(method, "/v1/conversations/abcdef", body, headers=auth("bob"))
+        assert malformed.status == 400 and malformed.json()["detail"] == {
+            "response": "Invalid conversation ID format", "cause": "The conversation ID abcdef has invalid format."}
+    # The actions that allow it: read and rename, list everyone's, then delete.
+    assert gateway.get(f"/v1/conversations/{cid}", headers=auth("auditor")).ok()["conversation_id"] == cid
+    gateway.request("PUT", f"/v1/conversations/{cid}", {"topic_summary": "audited"}, headers=auth("auditor")).ok()
+    assert cid in [c["conversation_id"] for c in gateway.get("/v1/conversations", headers=auth("auditor")).ok()[
+        "conversations"]]
+    assert gateway.delete(f"/v1/conversations/{cid}", headers=auth("auditor")).ok()["deleted"] is True
+
+
+def test_bad_bodies_and_pages_are_422s(gateway):
+    cid = new_conversation(gateway, "alice", "to rename")["conversation"].removeprefix("conv_")
+    for body in ({"topic_summary": ""}, {}, {"topic_summary": "x", "extra": 1}, {"topic_summary": "x" * 1001}):
+        reply = gateway.request("PUT", f"/v1/conversations/{cid}", body, headers=auth("alice"))
+        assert reply.status == 422 and isinstance(reply.json()["detail"], list), reply.body
+    for query in ("limit=0", "limit=x", "limit=1001"):
+        reply = gateway.get(f"/v1/conversations?{query}", headers=auth("alice"))
+        assert reply.status == 422 and reply.json()["detail"][0]["loc"] == ["query", "limit"]
+    assert gateway.get("/v1/conversations?after=nope", headers=auth("alice")).status == 400
+
+
+@pytest.mark.parametrize("engine", [False, True], ids=["forward", "engine"])
+def test_v1_with_the_upstream_down(engine, gateway_factory, tmp_path):
+    flags = ("--no-responses",) if engine else ()
+    dying = start_upstream(tmp_path, *flags)
+    extra = engine_config(dying.url) if engine else {}
+    gateway = gateway_factory(dying.url, **extra)
+    first = gateway.post("/v1/responses?user_id=u", {"input": "before the outage"}).ok()
+    cid = first["conversation"].removeprefix("conv_")
+    other = gateway.post("/v1/responses?user_id=u", {"input": "another"}).ok()["conversation"]
+    dying.stop()
+    unavailable = {"response": "Unable to connect to Llama Stack", "cause": "Connection error."}
+    reply = gateway.get(f"/v1/conversations/{cid}?user_id=u")
+    assert reply.status == 503 and reply.json()["detail"] == unavailable
+    reply = gateway.request("PUT", f"/v1/conversations/{cid}?user_id=u", {"topic_summary": "x"})
+    assert reply.status == 503 and reply.json()["detail"] == unavailable
+    assert len(gateway.get("/v1/conversations?user_id=u").ok()["conversations"]) == 2   # the list is the gateway's
+    assert gateway.delete(f"/v1/conversations/{other}?user_id=u").ok()["deleted"] is True
+    assert "its upstream state was not" in gateway.log() or engine
