@@ -19,8 +19,10 @@ from gateway.engine.mcp_tools import McpTools, mcp_limits
 from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
+from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
-from gateway.http import authorized, conversations as conversation_routes, health, query, quotas, responses, root
+from gateway.http import authorized, feedback, health, query, quotas, responses, root
+from gateway.http import conversations as conversation_routes
 from gateway.http import metrics as metrics_routes
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
@@ -37,6 +39,7 @@ from gateway.storage.conversations import ConversationRepository
 from gateway.storage.background_responses import BackgroundStore
 from gateway.storage.open import open_database
 from gateway.storage.engine_responses import ResponseStore
+from gateway.storage.feedback import FeedbackStore
 from gateway.storage.history import ConversationHistory
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
@@ -88,6 +91,7 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
                     writer=writer, turns=turns, quota=quota, history=history,
                     forgetting=Forgetting(history, turns.backend),
+                    feedback=FeedbackWriter(config.user_data_collection, FeedbackStore(db)),
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
                     background=runs)
 
@@ -142,10 +146,11 @@ def create_app(config: Configuration) -> web.Application:
         quotas.add_routes(app, prefix)
         query.add_routes(app, prefix)
         conversation_routes.add_routes(app, prefix)
+        feedback.add_routes(app, prefix)
         if metrics is not None:
             metrics_routes.add_routes(app, prefix)
     actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
-    app[PUBLIC] = root.PUBLIC_HANDLERS
+    app[PUBLIC] = root.PUBLIC_HANDLERS | feedback.PUBLIC_HANDLERS
     app[SKIP_WITHOUT_CREDENTIAL] = (health.PROBE_HANDLERS if config.authentication.skip_for_health_probes
                                     else frozenset()) | (metrics_routes.METRICS_HANDLERS
                                                          if config.authentication.skip_for_metrics else frozenset())

@@ -19,6 +19,8 @@ from gateway.config.access import Action
 from gateway.schema.conversations import (ConversationDeleteResponse, ConversationResponse,
                                           ConversationsListResponse, ConversationsListResponseV2,
                                           ConversationUpdateRequest, ConversationUpdateResponse)
+from gateway.schema.feedback import (FeedbackRequest, FeedbackResponse, FeedbackStatus, FeedbackStatusUpdate,
+                                     FeedbackStatusUpdateRequest)
 from gateway.schema.api import (AuthorizedResponse, ErrorBody, InfoResponse, InputItemList, LivenessResponse,
                                 ModelsResponse, ReadinessResponse, ResponseDeleted)
 from gateway.schema.quota_api import QuotaChange, QuotasResponse, UsageReport
@@ -158,6 +160,15 @@ OPERATIONS: tuple[Operation, ...] = (
               "Delete one of the caller's conversations (always 200; needs `conversation_cache`)", "conversations",
               ok=ConversationDeleteResponse, errors=(400, 401, 403, 500), path_params=("conversation_id",),
               action=Action.DELETE_CONVERSATION, note="LCORE's; another user's is `deleted: false`"),
+    Operation("feedback", "post", "/v1/feedback", "Feedback on an answer in one of the caller's conversations",
+              "feedback", ok=FeedbackResponse, request=FeedbackRequest, errors=(401, 403, 404, 422, 500),
+              action=Action.FEEDBACK, note="LCORE's; another user's conversation is a 403 whatever the roles"),
+    Operation("feedback_status", "get", "/v1/feedback/status", "Whether feedback is enabled", "feedback",
+              ok=FeedbackStatus, errors=(500,), public=True, action=Action.INFO,
+              note="as LCORE: no authentication; the switch is in the database, so every replica agrees"),
+    Operation("update_feedback_status", "put", "/v1/feedback/status", "Enable or disable feedback", "feedback",
+              ok=FeedbackStatusUpdate, request=FeedbackStatusUpdateRequest, errors=(401, 403, 422, 500),
+              action=Action.ADMIN, note="LCORE's"),
     Operation("list_models", "get", "/v1/models",
               "The upstream's models, in LCORE's and OpenAI's shapes at once", "models",
               ok=ModelsResponse, errors=(401, 403, 500, 503), action=Action.GET_MODELS,
@@ -267,11 +278,14 @@ def _schemas() -> dict[str, Any]:
     models = {GatewayResponse.load(), ResponseDeleted, InputItemList, ModelsResponse, InfoResponse,
               LivenessResponse, ReadinessResponse, AuthorizedResponse, ErrorBody, QuotasResponse, UsageReport,
               ConversationsListResponse, ConversationsListResponseV2, ConversationResponse,
-              ConversationUpdateResponse, ConversationDeleteResponse}
+              ConversationUpdateResponse, ConversationDeleteResponse, FeedbackResponse, FeedbackStatus,
+              FeedbackStatusUpdate}
     inputs = [(model.__name__, "serialization", TypeAdapter(model)) for model in models]
     inputs.append(("ResponsesRequest", "validation", TypeAdapter(ResponsesRequest)))
     inputs.append(("QuotaChange", "validation", TypeAdapter(QuotaChange)))
     inputs.append(("ConversationUpdateRequest", "validation", TypeAdapter(ConversationUpdateRequest)))
+    inputs.append(("FeedbackRequest", "validation", TypeAdapter(FeedbackRequest)))
+    inputs.append(("FeedbackStatusUpdateRequest", "validation", TypeAdapter(FeedbackStatusUpdateRequest)))
     inputs.append(("QueryRequest", "validation", TypeAdapter(_QUERY_REQUEST.load())))
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))
     refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)

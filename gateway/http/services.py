@@ -8,6 +8,7 @@ from aiohttp import web
 
 from gateway.background.runs import BackgroundRuns
 from gateway.config import Configuration
+from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
 from gateway.identity import Authenticator
 from gateway.quota.service import QuotaService
@@ -34,6 +35,7 @@ class Services:
     quota: QuotaService
     history: ConversationHistory         # the conversations endpoints' reads and changes
     forgetting: Forgetting               # deleting a conversation and what is kept for it
+    feedback: FeedbackWriter
     # Started without its upstream (`llama_stack.allow_degraded_mode`): readiness says
     # so with 200 until the upstream answers.
     degraded: bool = False

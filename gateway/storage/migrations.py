@@ -135,6 +135,26 @@ _TURN_CONTENT = [
     "CREATE INDEX gateway_turns_conversation ON gateway_turns (conversation_id)",
 ]
 
+# Feedback (issue 22): a row per `POST /v1/feedback` (the JSON files under
+# `feedback_storage` are LCORE's record; the rows let replicas and operators query it),
+# and settings every replica reads instead of keeping them per process (LCORE keeps the
+# feedback flag in memory): a name, its JSON value, who set it and when.
+_FEEDBACK_TABLES = [
+    """CREATE TABLE gateway_feedback (
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    feedback TEXT NOT NULL
+)""",
+    """CREATE TABLE gateway_settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    updated_by TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+)""",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
         f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
@@ -160,6 +180,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # of its conversation sends them again, so its quota estimate counts them (issue 19).
     (6, [_TURN_TOKENS]),
     (7, _TURN_CONTENT),
+    (8, _FEEDBACK_TABLES),
 ]
 
 BASELINE: list[str] = [
@@ -174,4 +195,5 @@ BASELINE: list[str] = [
     _BACKGROUND_EVENTS_TABLE,
     _BACKGROUND_INDEX,
     *_QUOTA_TABLES,
+    *_FEEDBACK_TABLES,
 ]

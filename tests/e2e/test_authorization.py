@@ -32,7 +32,7 @@ ACCESS_RULES = [
 # What each user may do, written out (not computed from the rules under test).
 ALLOWED = {
     "root": {"responses", "get_models", "info", "admin", "query", "streaming_query", "get_metrics",
-             "list_conversations", "get_conversation", "update_conversation", "delete_conversation"},
+             "list_conversations", "get_conversation", "update_conversation", "delete_conversation", "feedback"},
     "alice": {"responses", "info"},
     "bob": {"responses", "info"},
     "carol": {"get_models", "info"},
@@ -78,6 +78,11 @@ ROUTES = {
     ("get", "/v2/conversations/{conversation_id}"): (None, 500),
     ("put", "/v2/conversations/{conversation_id}"): ({"topic_summary": "renamed"}, 500),
     ("delete", "/v2/conversations/{conversation_id}"): (None, 500),
+    # Feedback is disabled on this gateway, and stays so (the switch is set to what it is).
+    ("post", "/v1/feedback"): ({"conversation_id": "0" * 48, "user_question": "q", "llm_response": "a",
+                                "sentiment": 1}, 403),
+    ("get", "/v1/feedback/status"): (None, 200),
+    ("put", "/v1/feedback/status"): ({"status": False}, 200),
 }
 OPENAI_PATHS = ("/v1/responses", "/v1/models", "/v1/conversations")
 UNKNOWN_CONVERSATION = "0" * 48
