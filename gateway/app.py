@@ -21,6 +21,7 @@ from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
 from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
+from gateway.conversations.transcripts import Transcripts
 from gateway.http import authorized, feedback, health, query, quotas, responses, root
 from gateway.http import conversations as conversation_routes
 from gateway.http import metrics as metrics_routes
@@ -88,10 +89,16 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
     history = ConversationHistory(db, conversations)
+    forgetting = Forgetting(history, turns.backend)
+    transcripts = None
+    if config.user_data_collection.transcripts_enabled:
+        transcripts = Transcripts(config.user_data_collection.transcripts_storage or ".")
+        transcripts.start()
+        turns.runner.hooks.add(transcripts)   # queued when a turn settles, written off its path
+        forgetting.also.append(transcripts.forget)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, turns=turns, quota=quota, history=history,
-                    forgetting=Forgetting(history, turns.backend),
-                    feedback=FeedbackWriter(config.user_data_collection, FeedbackStore(db)),
+                    writer=writer, turns=turns, quota=quota, history=history, forgetting=forgetting,
+                    feedback=FeedbackWriter(config.user_data_collection, FeedbackStore(db)), transcripts=transcripts,
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
                     background=runs)
 
@@ -171,6 +178,8 @@ def create_app(config: Configuration) -> web.Application:
         await watch.close()
         await services.background.close()
         await services.turns.drain()
+        if services.transcripts is not None:
+            await services.transcripts.close()   # every settled turn's transcript written
         await services.writer.close()
         await services.quota.close()
         await services.upstream.close()

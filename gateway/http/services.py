@@ -10,6 +10,7 @@ from gateway.background.runs import BackgroundRuns
 from gateway.config import Configuration
 from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
+from gateway.conversations.transcripts import Transcripts
 from gateway.identity import Authenticator
 from gateway.quota.service import QuotaService
 from gateway.storage.conversations import ConversationRepository
@@ -36,6 +37,7 @@ class Services:
     history: ConversationHistory         # the conversations endpoints' reads and changes
     forgetting: Forgetting               # deleting a conversation and what is kept for it
     feedback: FeedbackWriter
+    transcripts: Transcripts | None = None   # `user_data_collection.transcripts_enabled`
     # Started without its upstream (`llama_stack.allow_degraded_mode`): readiness says
     # so with 200 until the upstream answers.
     degraded: bool = False

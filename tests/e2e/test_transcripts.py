@@ -1,0 +1,68 @@
+"""Transcripts through `gateway serve` (issue 22): one per stored turn when enabled, in
+LCORE's layout, none when not; written when the process stops cleanly right after a
+turn; deleted with their conversation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+KEYS = {"metadata", "redacted_query", "query_is_valid", "llm_response", "rag_chunks", "truncated", "attachments",
+        "tool_calls", "tool_results"}
+
+
+def files(storage: Path) -> list[Path]:
+    return sorted(storage.rglob("*.json"))
+
+
+def wait_for(storage: Path, count: int) -> list[Path]:
+    deadline = time.monotonic() + 10
+    while len(found := files(storage)) < count:
+        assert time.monotonic() < deadline, f"{len(found)} transcripts, not {count}"
+        time.sleep(0.05)
+    return found
+
+
+def test_a_transcript_per_stored_turn(gateway_factory, upstream, tmp_path):
+    storage = tmp_path / "transcripts"
+    gateway = gateway_factory(upstream.url, user_data_collection={"transcripts_enabled": True,
+                                                                   "transcripts_storage": str(storage)})
+    first = gateway.post("/v1/responses?user_id=tina", {"input": "first question"}).ok()
+    cid = first["conversation"].removeprefix("conv_")
+    gateway.stream({"input": "second", "conversation": first["conversation"]}, path="/v1/responses?user_id=tina")
+    gateway.post("/v1/query?user_id=tina", {"query": "third", "conversation_id": cid}).ok()
+    gateway.post("/v1/responses?user_id=tina", {"input": "not stored", "store": False}).ok()
+    found = wait_for(storage, 3)
+    directory = storage / hashlib.sha256(b"tina").hexdigest() / cid
+    assert {path.parent for path in found} == {directory}
+    records = [json.loads(path.read_text()) for path in found]
+    assert all(set(record) == KEYS for record in records)
+    assert sorted(record["redacted_query"] for record in records) == ["first question", "second", "third"]
+    first_record = next(record for record in records if record["redacted_query"] == "first question")
+    assert first_record["llm_response"] == first["output_text"]
+    assert first_record["metadata"]["user_id"] == "tina" and first_record["metadata"]["conversation_id"] == cid
+    time.sleep(0.3)
+    assert len(files(storage)) == 3   # the store: false turn has none
+
+    assert gateway.delete(f"/v1/conversations/{cid}?user_id=tina").ok()["deleted"] is True
+    assert not directory.exists()
+
+
+def test_none_when_disabled(gateway_factory, upstream, tmp_path):
+    storage = tmp_path / "transcripts"
+    gateway = gateway_factory(upstream.url, user_data_collection={"transcripts_storage": str(storage)})
+    gateway.post("/v1/responses?user_id=tina", {"input": "hello"}).ok()
+    gateway.stop()
+    assert files(storage) == []
+
+
+def test_written_when_the_gateway_stops_cleanly(gateway_factory, upstream, tmp_path):
+    storage = tmp_path / "transcripts"
+    gateway = gateway_factory(upstream.url, user_data_collection={"transcripts_enabled": True,
+                                                                   "transcripts_storage": str(storage)})
+    for index in range(5):
+        gateway.post("/v1/responses?user_id=tina", {"input": f"question {index}"}).ok()
+    gateway.stop()   # SIGTERM right after the answers
+    assert len(files(storage)) == 5
