@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from functools import partial
 from typing import AsyncIterator
 
 from aiohttp import web
@@ -19,6 +20,7 @@ from gateway.engine.mcp_tools import McpTools, mcp_limits
 from gateway.engine.vector_search import FileSearchExecutor
 from gateway.engine.web_search import WebSearchExecutor
 from gateway.http import catalog as catalog_routes
+from gateway.conversations.expiry import ExpirySweep
 from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
 from gateway.conversations.transcripts import Transcripts
@@ -41,7 +43,7 @@ from gateway.storage.background_responses import BackgroundStore
 from gateway.storage.open import open_database
 from gateway.storage.engine_responses import ResponseStore
 from gateway.storage.feedback import FeedbackStore
-from gateway.storage.history import ConversationHistory
+from gateway.storage.history import ConversationHistory, expired
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
 from gateway.turns.forward import ForwardBackend
@@ -88,8 +90,11 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
                    metrics=metrics)
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
-    history = ConversationHistory(db, conversations)
+    ttl = config.conversation_expiry.idle_ttl_seconds
+    history = ConversationHistory(db, conversations, partial(expired, ttl=ttl) if ttl else None)
     forgetting = Forgetting(history, turns.backend)
+    expiry = ExpirySweep(config.conversation_expiry, db, history, forgetting)
+    expiry.start()   # only with an idle TTL
     transcripts = None
     if config.user_data_collection.transcripts_enabled:
         transcripts = Transcripts(config.user_data_collection.transcripts_storage or ".")
@@ -99,6 +104,7 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
                     writer=writer, turns=turns, quota=quota, history=history, forgetting=forgetting,
                     feedback=FeedbackWriter(config.user_data_collection, FeedbackStore(db)), transcripts=transcripts,
+                    expiry=expiry,
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
                     background=runs)
 
@@ -176,6 +182,7 @@ def create_app(config: Configuration) -> web.Application:
             log.warning("security: %s", warning)
         yield
         await watch.close()
+        await services.expiry.close()
         await services.background.close()
         await services.turns.drain()
         if services.transcripts is not None:

@@ -33,7 +33,7 @@ from gateway.config.inference import InferenceConfig
 from gateway.config.llama_stack import LlamaStackConfig
 from gateway.config.quota import QuotaHandlersConfig
 from gateway.config.service import CorsConfig, ServiceConfig
-from gateway.config.user_data import ConversationCacheConfig, UserDataCollectionConfig
+from gateway.config.user_data import ConversationCacheConfig, ConversationExpiryConfig, UserDataCollectionConfig
 from gateway.config.tools import (ApprovalFilter, ByokRagConfig, ClientToolsConfig, GuardrailsConfig,
                                   McpServerConfig, WebSearchConfig)
 
@@ -41,7 +41,7 @@ from gateway.config.tools import (ApprovalFilter, ByokRagConfig, ClientToolsConf
 __all__ = [
     "DEFAULT_USER_ID", "DEFAULT_USERNAME", "LCORE_AUTH_MODULES", "SUPPORTED_AUTH_MODULES",
     "ApprovalFilter", "AuthenticationConfig", "ByokRagConfig", "ClientToolsConfig", "ConfigError", "Configuration",
-    "ConversationCacheConfig", "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
+    "ConversationCacheConfig", "ConversationExpiryConfig", "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
     "McpServerConfig", "PostgresConfig", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
     "substitute_env",
 ]
@@ -65,6 +65,7 @@ class Configuration(Strict):
     authorization: AuthorizationConfig | None = None
     customization: CustomizationConfig = CustomizationConfig()
     conversation_cache: ConversationCacheConfig = ConversationCacheConfig()
+    conversation_expiry: ConversationExpiryConfig = ConversationExpiryConfig()   # ours
     compaction: Any = not_built()
     approvals: Any = not_built()
     vector_store: Any = not_built()

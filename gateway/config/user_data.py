@@ -6,6 +6,8 @@ own (`memory`, `sqlite`, `postgres`); the gateway serves it from its own databas
 turn store), so the cache's own storage keys are accepted and not used.
 `user_data_collection` is feedback (`feedback_enabled`, JSON files under
 `feedback_storage`) and transcripts (`transcripts_enabled`, `transcripts_storage`).
+`conversation_expiry` is ours (LCORE has none): an idle TTL after which a sweep deletes
+a conversation.
 """
 
 from __future__ import annotations
@@ -49,3 +51,12 @@ class UserDataCollectionConfig(Strict):
         if self.transcripts_enabled and not self.transcripts_storage:
             raise ValueError("transcripts_storage is required when transcripts are enabled")
         return self
+
+
+class ConversationExpiryConfig(Strict):
+    """Ours. Off by default: a conversation without a turn for `idle_ttl_seconds` is
+    unknown to every endpoint and deleted (with what is stored for it and its upstream
+    state) by a sweep every `sweep_interval_seconds`, once across replicas."""
+
+    idle_ttl_seconds: int | None = Field(None, gt=0)
+    sweep_interval_seconds: float = Field(60.0, gt=0)

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from gateway.background.runs import BackgroundRuns
 from gateway.config import Configuration
+from gateway.conversations.expiry import ExpirySweep
 from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
 from gateway.conversations.transcripts import Transcripts
@@ -37,6 +38,7 @@ class Services:
     history: ConversationHistory         # the conversations endpoints' reads and changes
     forgetting: Forgetting               # deleting a conversation and what is kept for it
     feedback: FeedbackWriter
+    expiry: ExpirySweep                  # conversation expiry's sweep (idle only without a TTL)
     transcripts: Transcripts | None = None   # `user_data_collection.transcripts_enabled`
     # Started without its upstream (`llama_stack.allow_degraded_mode`): readiness says
     # so with 200 until the upstream answers.

@@ -11,6 +11,8 @@ replicas deleting one conversation (a client and an expiry sweep) delete it once
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Callable
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
 from gateway.storage.database import Database, Row
 
@@ -39,13 +41,33 @@ class Deleted:
     response_ids: tuple[str, ...]
 
 
+def expired(last_message_at: str, ttl: int | None, now: datetime | None = None) -> bool:
+    """Whether a conversation last used at `last_message_at` (ISO-8601) is past the TTL."""
+    if ttl is None:
+        return False
+    try:
+        last = datetime.fromisoformat(last_message_at)
+    except ValueError:
+        return False
+    if last.tzinfo is None:
+        last = last.replace(tzinfo=timezone.utc)
+    return last < (now or datetime.now(timezone.utc)) - timedelta(seconds=ttl)
+
+
 class ConversationHistory:
-    def __init__(self, db: Database, conversations: ConversationRepository):
+    def __init__(self, db: Database, conversations: ConversationRepository,
+                 expired: Callable[[str], bool] | None = None):
         self._db = db
         self._conversations = conversations
+        # Whether a conversation last used then is past its idle TTL (conversation expiry):
+        # such a one is unknown here before the sweep deletes it.
+        self._expired = expired
 
     async def get(self, conversation_id: str) -> ConversationRecord | None:
-        return await self._conversations.get(conversation_id)
+        record = await self._conversations.get(conversation_id)
+        if record is not None and self._expired is not None and self._expired(record.last_message_at):
+            return None
+        return record
 
     async def list(self, user_id: str | None, limit: int | None = None, after: str | None = None) -> list[Row]:
         """Conversations newest first (by creation, then id): one user's, or everyone's
@@ -65,9 +87,12 @@ class ConversationHistory:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, id DESC"
-        if limit is not None:
+        if limit is not None and self._expired is None:
             sql += f" LIMIT {int(limit)}"
-        return await self._db.fetchall(sql, params)
+        rows = await self._db.fetchall(sql, params)
+        if self._expired is not None:   # rare (expiry is off by default): filtered here, portably
+            rows = [row for row in rows if not self._expired(row["last_message_at"])][:limit]
+        return rows
 
     async def turns(self, conversation_id: str) -> list[StoredTurn]:
         """The conversation's recorded turns in order (deleted responses left out)."""

@@ -27,6 +27,7 @@ from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attr
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
+from gateway.storage.history import expired
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
 from gateway.turns.body import answers_approval, has_item_reference, question_text
@@ -75,6 +76,7 @@ class Preparer:
         self._summaries = TopicSummaries(config.customization)
         self.backend = backend
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
+        self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions") -> Turn:
@@ -192,7 +194,7 @@ class Preparer:
         if request.conversation_id is not None:
             await self._settler.wait_pending(request.conversation_id)
             existing = await self._conversations.get(request.conversation_id)
-            if existing is None:
+            if existing is None or (self._idle_ttl and expired(existing.last_message_at, self._idle_ttl)):
                 raise not_found("Conversation", request.conversation_id, code="conversation_not_found",
                                 param="conversation")
             if not may_use_conversation(identity, existing.user_id, Action.QUERY_OTHERS_CONVERSATIONS):
@@ -206,7 +208,8 @@ class Preparer:
             return None, None
         await self._settler.wait_pending(previous)
         found = await self._conversations.find_turn(previous)
-        if found is None or found[1].user_id != identity.user_id:
+        if found is None or found[1].user_id != identity.user_id or (
+                self._idle_ttl and expired(found[1].last_message_at, self._idle_ttl)):
             raise not_found("Response", previous, code="response_not_found", param="previous_response_id")
         conversation = found[1]
         if self._settler.pending(conversation.id):

@@ -31,3 +31,11 @@ def test_lcores_keys_are_accepted():
 def test_mistakes_fail_start_up_naming_the_key(section, message):
     with pytest.raises(ConfigError, match=message):
         parse_config({**MINIMAL, **section})
+
+
+def test_conversation_expiry_is_off_by_default_and_checked():
+    assert parse_config(MINIMAL).conversation_expiry.idle_ttl_seconds is None
+    assert parse_config({**MINIMAL, "conversation_expiry": {"idle_ttl_seconds": 60}}).conversation_expiry \
+        .sweep_interval_seconds == 60
+    with pytest.raises(ConfigError, match="conversation_expiry.idle_ttl_seconds"):
+        parse_config({**MINIMAL, "conversation_expiry": {"idle_ttl_seconds": 0}})
