@@ -162,3 +162,17 @@ def test_v1_with_the_upstream_down(engine, gateway_factory, tmp_path):
     assert len(gateway.get("/v1/conversations?user_id=u").ok()["conversations"]) == 2   # the list is the gateway's
     assert gateway.delete(f"/v1/conversations/{other}?user_id=u").ok()["deleted"] is True
     assert "its upstream state was not" in gateway.log() or engine
+
+
+def test_a_turns_tools_and_documents_are_in_its_history(gateway_factory, upstream):
+    gateway = gateway_factory(upstream.url, byok_rag=[{"rag_id": "handbook", "vector_db_id": "vs_handbook"}])
+    answered = gateway.post("/v1/responses?user_id=t", {"input": "search the handbook please"}).ok()
+    searches = [item for item in answered["output"] if item["type"] == "file_search_call"]
+    assert searches, answered["output"]
+    history = gateway.get(f"/v1/conversations/{answered['conversation']}?user_id=t").ok()["chat_history"]
+    [turn] = history
+    assert [call["type"] for call in turn["tool_calls"]] == ["file_search_call"]
+    assert turn["tool_calls"][0]["id"] == searches[0]["id"]
+    assert [result["type"] for result in turn["tool_results"]] == ["file_search_call"]
+    assert [document["doc_title"] for document in turn["messages"][1]["referenced_documents"]] == [
+        "scripted-handbook.txt"]

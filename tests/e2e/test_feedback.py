@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
+from tests.support.engine_gateway import engine_config
 from tests.support.gateway_db import GatewayDb
 
 KEYS = {"alice": "alice-key-0001", "bob": "bob-key-0001", "admin": "admin-key-0001"}
@@ -37,9 +40,11 @@ def test_disabled_by_default(gateway_factory, upstream):
     assert gateway.post("/v1/feedback", feedback_for("0" * 48, sentiment=1)).status == 401
 
 
-def test_feedback_stored_as_lcore_does(gateway_factory, upstream, tmp_path):
+@pytest.mark.parametrize("engine", [False, True], ids=["forward", "engine"])
+def test_feedback_stored_as_lcore_does(engine, gateway_factory, upstream, chat_upstream, tmp_path):
     storage = tmp_path / "feedback"
-    gateway = gateway_factory(upstream.url, **keyed(), user_data_collection={
+    url = chat_upstream.url if engine else upstream.url
+    gateway = gateway_factory(url, **keyed(), **(engine_config(url) if engine else {}), user_data_collection={
         "feedback_enabled": True, "feedback_storage": str(storage)})
     conversation = gateway.post("/v1/responses", {"input": "hi"}, headers=auth("alice")).ok()["conversation"]
     bare = conversation.removeprefix("conv_")
