@@ -93,6 +93,7 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
     ttl = config.conversation_expiry.idle_ttl_seconds
     history = ConversationHistory(db, conversations, partial(expired, ttl=ttl) if ttl else None)
     forgetting = Forgetting(history, turns.backend)
+    forgetting.start()   # retries upstream deletions that failed
     expiry = ExpirySweep(config.conversation_expiry, db, history, forgetting)
     expiry.start()   # only with an idle TTL
     transcripts = None
@@ -183,6 +184,7 @@ def create_app(config: Configuration) -> web.Application:
         yield
         await watch.close()
         await services.expiry.close()
+        await services.forgetting.close()
         await services.background.close()
         await services.turns.drain()
         if services.transcripts is not None:

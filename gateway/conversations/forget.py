@@ -5,12 +5,17 @@ The database's part is a claim (`ConversationHistory.delete`): only the caller w
 transaction deleted the row goes on to delete the upstream state, so a conversation is
 deleted once however many replicas try. The upstream's part comes after the commit:
 an unreachable upstream does not keep the client's conversation alive in the gateway
-(LCORE answers the delete too); what could not be deleted there is logged.
+(LCORE answers the delete too). What is to be deleted upstream is recorded in the
+deleting transaction and removed once the upstream confirmed, so what could not be
+deleted then (or when the process stopped in between) is retried every
+`RETRY_SECONDS` by whichever replica leases it first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from datetime import datetime, timedelta, timezone
 from typing import Awaitable, Callable
 
 from gateway.schema.errors import ApiError
@@ -19,6 +24,9 @@ from gateway.turns.turn import Backend
 
 log = logging.getLogger("gateway.conversations")
 
+# How often, and after how long, upstream deletions that failed are tried again.
+RETRY_SECONDS = 60.0
+
 
 class Forgetting:
     def __init__(self, history: ConversationHistory, backend: Callable[[], Awaitable[Backend]]):
@@ -26,20 +34,56 @@ class Forgetting:
         self._backend = backend
         # Called with what was deleted, after the database's part (transcripts' files).
         self.also: list[Callable[[Deleted], Awaitable[None]]] = []
+        self._task: asyncio.Task | None = None
 
     async def delete(self, conversation_id: str, idle_before: str | None = None) -> Deleted | None:
         """Delete it, if this call claims it (None: nothing was deleted here)."""
         deleted = await self._history.delete(conversation_id, idle_before)
         if deleted is None:
             return None
-        try:
-            await (await self._backend()).forget_conversation(deleted.upstream_id, deleted.response_ids)
-        except ApiError as exc:
-            log.warning("conversation %s deleted; its upstream state was not (%s: %s)", conversation_id,
-                        exc.response, exc.cause)
+        await self._forget_upstream(deleted)
         for extra in self.also:
             try:
                 await extra(deleted)
             except Exception:
                 log.exception("conversation %s deleted; cleaning up after it failed", conversation_id)
         return deleted
+
+    async def _forget_upstream(self, deleted: Deleted) -> bool:
+        try:
+            await (await self._backend()).forget_conversation(deleted.upstream_id, deleted.response_ids)
+        except ApiError as exc:
+            log.warning("conversation %s deleted; its upstream state was not, retried later (%s: %s)",
+                        deleted.conversation_id, exc.response, exc.cause)
+            return False
+        await self._history.upstream_deleted(deleted.conversation_id)
+        return True
+
+    async def retry(self, older_than: float = RETRY_SECONDS) -> int:
+        """Delete the upstream state still pending (an upstream that was unreachable, a
+        process that stopped before it got there); how many were deleted now."""
+        now = datetime.now(timezone.utc)
+        pending = await self._history.pending((now - timedelta(seconds=older_than)).isoformat(), now.isoformat())
+        done = 0
+        for deleted in pending:
+            done += await self._forget_upstream(deleted)
+        return done
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(RETRY_SECONDS)
+            try:
+                await self.retry()
+            except Exception:   # the database: the next round tries again
+                log.exception("retrying upstream deletions failed")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass

@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable
+
+import orjson
+
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
 from gateway.storage.database import Database, Row
 
@@ -131,8 +134,36 @@ class ConversationHistory:
             await tx.execute("DELETE FROM gateway_turns WHERE conversation_id = :id", {"id": conversation_id})
             for response_id in response_ids:
                 await _delete_responses(tx, response_id)
+            # Its upstream state is deleted after the commit; until confirmed, it is pending.
+            await tx.execute(
+                "INSERT INTO gateway_pending_deletions (conversation_id, upstream_id, response_ids, attempted_at) "
+                "VALUES (:id, :upstream, :responses, :at) ON CONFLICT (conversation_id) DO NOTHING",
+                {"id": conversation_id, "upstream": row["upstream_id"], "responses": orjson.dumps(response_ids).decode(),
+                 "at": datetime.now(timezone.utc).isoformat()})
         self._conversations.forget(conversation_id, response_ids)
         return Deleted(conversation_id, row["user_id"], row["upstream_id"], response_ids)
+
+    async def upstream_deleted(self, conversation_id: str) -> None:
+        """Its upstream state is gone: nothing is pending for it."""
+        await self._db.execute("DELETE FROM gateway_pending_deletions WHERE conversation_id = :id",
+                                {"id": conversation_id})
+
+    async def pending(self, attempted_before: str, now: str, limit: int = 100) -> list[Deleted]:
+        """Upstream state whose deletion was last attempted before `attempted_before`,
+        leased to this caller (its attempt time set to `now`, so another replica leaves
+        it alone until that is old too)."""
+        rows = await self._db.fetchall(
+            f"SELECT conversation_id, upstream_id, response_ids, attempted_at FROM gateway_pending_deletions "
+            f"WHERE attempted_at < :before ORDER BY attempted_at LIMIT {int(limit)}", {"before": attempted_before})
+        leased = []
+        for row in rows:
+            taken = await self._db.execute(
+                "UPDATE gateway_pending_deletions SET attempted_at = :now WHERE conversation_id = :id "
+                "AND attempted_at = :was", {"now": now, "id": row["conversation_id"], "was": row["attempted_at"]})
+            if taken:
+                leased.append(Deleted(row["conversation_id"], "", row["upstream_id"],
+                                      tuple(orjson.loads(row["response_ids"]))))
+        return leased
 
     async def idle(self, before: str, limit: int = 100) -> list[str]:
         """Conversations without a turn since `before` (the expiry sweep's candidates)."""

@@ -155,6 +155,16 @@ _FEEDBACK_TABLES = [
 )""",
 ]
 
+# A deleted conversation's upstream state still to delete (issue 22): written in the
+# transaction that deletes the conversation, removed once the upstream confirmed, so an
+# upstream unreachable at that moment (or a process that stopped in between) is retried.
+_PENDING_DELETIONS = """CREATE TABLE gateway_pending_deletions (
+    conversation_id TEXT PRIMARY KEY,
+    upstream_id TEXT,
+    response_ids TEXT NOT NULL,
+    attempted_at TEXT NOT NULL
+)"""
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
         f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
@@ -181,6 +191,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (6, [_TURN_TOKENS]),
     (7, _TURN_CONTENT),
     (8, _FEEDBACK_TABLES),
+    (9, [_PENDING_DELETIONS]),
 ]
 
 BASELINE: list[str] = [
@@ -196,4 +207,5 @@ BASELINE: list[str] = [
     _BACKGROUND_INDEX,
     *_QUOTA_TABLES,
     *_FEEDBACK_TABLES,
+    _PENDING_DELETIONS,
 ]
