@@ -60,6 +60,7 @@ async def _owned(services: Services, caller: Identity, conversation_id: str, aud
                  others: Action, verb: str) -> ConversationRecord:
     """The conversation, if the caller may act on it: 404 when there is none; another
     user's is a 403 on v1 (unless `others` is granted) and a 404 on v2."""
+    await services.turns.wait_recorded(conversation_id)   # a turn that just ended here is in it
     record = await services.history.get(conversation_id)
     if record is not None and record.user_id != caller.user_id:
         if audience.version == "v2":
@@ -142,6 +143,7 @@ async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Re
     conversation_id = _conversation_id(request)
     services = _services(request, audience)
     caller = identity(request)
+    await services.turns.wait_recorded(conversation_id)   # a turn being recorded would bring it back
     record = await services.history.get(conversation_id)
     if record is not None and record.user_id != caller.user_id:
         if audience.version == "v2":

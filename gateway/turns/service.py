@@ -38,6 +38,11 @@ class TurnService:
         """The backend turns run on (stored-response reads go to it too)."""
         return await self._backend()
 
+    async def wait_recorded(self, key: str) -> None:
+        """Wait until a turn of this conversation (or response) being recorded in this
+        process is recorded (another replica's are committed before their client hears)."""
+        await self._settler.wait_pending(key)
+
     async def drain(self) -> None:
         """Wait until every finished turn is recorded (at shutdown)."""
         await self._settler.drain()
