@@ -12,15 +12,31 @@ a conversation.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from gateway.config.base import Strict
+from gateway.config.database import SQLiteConfig
 
 
 class MemoryCacheConfig(Strict):
     max_entries: int = Field(1000, gt=0)
+
+
+class CachePostgresConfig(Strict):
+    """LCORE's cache database keys: checked for typos, otherwise unused (no connection
+    is made, so nothing about them is required)."""
+
+    host: str | None = None
+    port: int | None = None
+    db: str | None = None
+    user: str | None = None
+    password: SecretStr | None = None   # never shown
+    namespace: str | None = None
+    ssl_mode: str | None = None
+    gss_encmode: str | None = None
+    ca_cert_path: str | None = None
 
 
 class ConversationCacheConfig(Strict):
@@ -28,8 +44,8 @@ class ConversationCacheConfig(Strict):
     memory: MemoryCacheConfig | None = None
     # LCORE's cache databases: accepted (an LCORE file starts), not used: `/v2` reads the
     # gateway's own database.
-    sqlite: dict[str, Any] | None = None
-    postgres: dict[str, Any] | None = None
+    sqlite: SQLiteConfig | None = None
+    postgres: CachePostgresConfig | None = None
 
     @property
     def configured(self) -> bool:

@@ -27,6 +27,7 @@ def test_lcores_keys_are_accepted():
     ({"user_data_collection": {"transcripts_enabled": True}}, "transcripts_storage is required"),
     ({"user_data_collection": {"feedback": True}}, "user_data_collection.feedback: unknown key"),
     ({"conversation_cache": {"type": "redis"}}, "conversation_cache.type"),
+    ({"conversation_cache": {"postgres": {"hots": "h"}}}, "conversation_cache.postgres.hots: unknown key"),
 ])
 def test_mistakes_fail_start_up_naming_the_key(section, message):
     with pytest.raises(ConfigError, match=message):
