@@ -5,7 +5,9 @@ the RBAC overrides; and `/v1` with the upstream down (503, delete still works)."
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +178,30 @@ def test_a_turns_tools_and_documents_are_in_its_history(gateway_factory, upstrea
     assert [result["type"] for result in turn["tool_results"]] == ["file_search_call"]
     assert [document["doc_title"] for document in turn["messages"][1]["referenced_documents"]] == [
         "scripted-handbook.txt"]
+
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "lcore"
+
+
+def keys(value):
+    """The keys of every object in a body, in order (lists by their first element)."""
+    if isinstance(value, dict):
+        return [(key, keys(item)) for key, item in value.items()]
+    if isinstance(value, list):
+        return [keys(value[0])] if value else []
+    return None
+
+
+def test_bodies_have_the_keys_and_time_forms_of_a_real_lcore(gateway):
+    recorded_list = json.loads((FIXTURES / "conversations.json").read_text())
+    recorded_get = json.loads((FIXTURES / "conversation-get.json").read_text())
+    cid = new_conversation(gateway, "alice", "hello there, say hi")["conversation"].removeprefix("conv_")
+    listed = gateway.get("/v1/conversations?limit=1", headers=auth("alice")).ok()
+    got = gateway.get(f"/v1/conversations/{cid}", headers=auth("alice")).ok()
+    assert keys(listed) == keys(recorded_list) and keys(got) == keys(recorded_get)
+    for ours, theirs in ((listed["conversations"][0], recorded_list["conversations"][0]),
+                         (got["chat_history"][0], recorded_get["chat_history"][0])):
+        for field in ("created_at", "last_message_at", "started_at", "completed_at"):
+            if field in theirs:
+                pattern = ZULU if theirs[field].endswith("Z") else NAIVE
+                assert pattern.match(theirs[field]) and pattern.match(ours[field]), field
