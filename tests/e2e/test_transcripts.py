@@ -9,6 +9,10 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
+from tests.support.engine_gateway import engine_config
+
 KEYS = {"metadata", "redacted_query", "query_is_valid", "llm_response", "rag_chunks", "truncated", "attachments",
         "tool_calls", "tool_results"}
 
@@ -25,10 +29,12 @@ def wait_for(storage: Path, count: int) -> list[Path]:
     return found
 
 
-def test_a_transcript_per_stored_turn(gateway_factory, upstream, tmp_path):
+@pytest.mark.parametrize("engine", [False, True], ids=["forward", "engine"])
+def test_a_transcript_per_stored_turn(engine, gateway_factory, upstream, chat_upstream, tmp_path):
     storage = tmp_path / "transcripts"
-    gateway = gateway_factory(upstream.url, user_data_collection={"transcripts_enabled": True,
-                                                                   "transcripts_storage": str(storage)})
+    url = chat_upstream.url if engine else upstream.url
+    gateway = gateway_factory(url, **(engine_config(url) if engine else {}), user_data_collection={
+        "transcripts_enabled": True, "transcripts_storage": str(storage)})
     first = gateway.post("/v1/responses?user_id=tina", {"input": "first question"}).ok()
     cid = first["conversation"].removeprefix("conv_")
     gateway.stream({"input": "second", "conversation": first["conversation"]}, path="/v1/responses?user_id=tina")
