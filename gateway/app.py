@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import uuid
 from functools import partial
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from aiohttp import web
 
@@ -39,6 +39,7 @@ from gateway.observability.state import StateCollector, time_database
 from gateway.observability.turns import TurnMetrics
 from gateway.quota.service import QuotaService, open_quota
 from gateway.storage.conversations import ConversationRepository
+from gateway.storage.database import Database
 from gateway.storage.background_responses import BackgroundStore
 from gateway.storage.open import open_database
 from gateway.storage.engine_responses import ResponseStore
@@ -90,24 +91,31 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
                    metrics=metrics)
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
+    return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
+                    writer=writer, turns=turns, quota=quota,
+                    authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
+                    background=runs, **_conversation_services(config, db, conversations, turns))
+
+
+def _conversation_services(config: Configuration, db: Database, conversations: ConversationRepository,
+                           turns: TurnService) -> dict[str, Any]:
+    """What the conversations and feedback endpoints use, with their background tasks
+    started: the upstream deletions' retries, the expiry sweep (with an idle TTL) and the
+    transcripts' writer (when enabled: a hook on every settled turn)."""
     ttl = config.conversation_expiry.idle_ttl_seconds
     history = ConversationHistory(db, conversations, partial(expired, ttl=ttl) if ttl else None)
     forgetting = Forgetting(history, turns.backend)
-    forgetting.start()   # retries upstream deletions that failed
+    forgetting.start()
     expiry = ExpirySweep(config.conversation_expiry, db, history, forgetting)
-    expiry.start()   # only with an idle TTL
+    expiry.start()
     transcripts = None
     if config.user_data_collection.transcripts_enabled:
         transcripts = Transcripts(config.user_data_collection.transcripts_storage or ".")
         transcripts.start()
         turns.runner.hooks.add(transcripts)   # queued when a turn settles, written off its path
         forgetting.also.append(transcripts.forget)
-    return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, turns=turns, quota=quota, history=history, forgetting=forgetting,
-                    feedback=FeedbackWriter(config.user_data_collection, FeedbackStore(db)), transcripts=transcripts,
-                    expiry=expiry,
-                    authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
-                    background=runs)
+    return {"history": history, "forgetting": forgetting, "expiry": expiry, "transcripts": transcripts,
+            "feedback": FeedbackWriter(config.user_data_collection, FeedbackStore(db))}
 
 
 def _turns(config: Configuration, conversations: ConversationRepository, writer: TurnWriter, catalog: ModelCatalog,
