@@ -219,18 +219,30 @@ class ConversationRepository:
                                      {"rid": response_id})
             if turn is None:
                 return
-            await tx.execute("UPDATE gateway_turns SET deleted = 1 WHERE response_id = :rid", {"rid": response_id})
+            # The conversation's row locked first (a portable no-op update; SQLite has one
+            # writer anyway): a turn being recorded on another replica links to what
+            # this transaction leaves as the latest turn, never to a row it removes.
+            await tx.execute("UPDATE gateway_conversations SET message_count = message_count WHERE id = :cid",
+                             {"cid": turn["conversation_id"]})
+            # What it said goes with the response; the row stays while a later turn links
+            # through it (the conversations endpoints walk those links: `history.py`).
+            await tx.execute("UPDATE gateway_turns SET deleted = 1, content = NULL WHERE response_id = :rid",
+                             {"rid": response_id})
             conversation = await tx.fetchone("SELECT last_response_id FROM gateway_conversations WHERE id = :cid",
                                              {"cid": turn["conversation_id"]})
             last = conversation["last_response_id"] if conversation else None
+            unlinked = []   # deleted turns at the end of the chain: nothing will link to them
             while last is not None:
                 row = await tx.fetchone("SELECT prior_response_id, deleted FROM gateway_turns WHERE response_id = :rid",
                                         {"rid": last})
                 if row is None or not row["deleted"]:
                     break
+                unlinked.append(last)
                 last = row["prior_response_id"]
             await tx.execute("UPDATE gateway_conversations SET message_count = message_count - 1, last_response_id = :last "
                              "WHERE id = :cid", {"last": last, "cid": turn["conversation_id"]})
+            for gone in unlinked:
+                await tx.execute("DELETE FROM gateway_turns WHERE response_id = :rid", {"rid": gone})
         self._conversations.pop(turn["conversation_id"], None)
 
 

@@ -19,6 +19,15 @@ import orjson
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
 from gateway.storage.database import Database, Row
 
+# A conversation's turns without an index on their conversation id (one per turn would
+# cost every turn a random B-tree write, ~5 % of its CPU): each turn's row links the turn
+# recorded before it (`prior_response_id`), so the walk from the conversation's latest
+# turn is one response-id index lookup per turn. Deleted responses stay on the chain
+# (marked); a deleted latest turn leaves it, its content cleared (`delete_turn`).
+_CHAIN = ("WITH RECURSIVE chain(response_id) AS ("
+          "SELECT last_response_id FROM gateway_conversations WHERE id = :id AND last_response_id IS NOT NULL "
+          "UNION SELECT t.prior_response_id FROM gateway_turns t JOIN chain c ON t.response_id = c.response_id "
+          "WHERE t.prior_response_id IS NOT NULL) ")
 _LIST_COLUMNS = ("id, user_id, created_at, last_message_at, message_count, last_used_model, last_used_provider, "
                  "topic_summary")
 
@@ -100,8 +109,9 @@ class ConversationHistory:
     async def turns(self, conversation_id: str) -> list[StoredTurn]:
         """The conversation's recorded turns in order (deleted responses left out)."""
         rows = await self._db.fetchall(
-            "SELECT response_id, model, provider, started_at, completed_at, content FROM gateway_turns "
-            "WHERE conversation_id = :id AND deleted = 0 ORDER BY turn_number", {"id": conversation_id})
+            _CHAIN + "SELECT t.response_id, t.model, t.provider, t.started_at, t.completed_at, t.content "
+            "FROM gateway_turns t JOIN chain c ON t.response_id = c.response_id WHERE t.deleted = 0 "
+            "ORDER BY t.turn_number", {"id": conversation_id})
         return [StoredTurn(**row) for row in rows]
 
     async def rename(self, conversation_id: str, topic_summary: str) -> bool:
@@ -126,12 +136,11 @@ class ConversationHistory:
             if idle_before is not None:
                 claim += " AND last_message_at < :before"
                 params["before"] = idle_before
+            # Its turns, read before the row the walk starts from is deleted.
+            turns = await tx.fetchall(_CHAIN + "SELECT response_id FROM chain", {"id": conversation_id})
             if await tx.execute(claim, params) == 0:
                 return None
-            turns = await tx.fetchall("SELECT response_id FROM gateway_turns WHERE conversation_id = :id",
-                                      {"id": conversation_id})
             response_ids = tuple(turn["response_id"] for turn in turns)
-            await tx.execute("DELETE FROM gateway_turns WHERE conversation_id = :id", {"id": conversation_id})
             for response_id in response_ids:
                 await _delete_responses(tx, response_id)
             # Its upstream state is deleted after the commit; until confirmed, it is pending.
@@ -174,9 +183,10 @@ class ConversationHistory:
 
 
 async def _delete_responses(tx, response_id: str) -> None:
-    """What the gateway keeps of one response besides its turn: the engine's stored
-    response and a background run's row and events."""
-    for sql in ("DELETE FROM gateway_responses WHERE id = :id",
+    """What the gateway keeps of one turn: its row, the engine's stored response and a
+    background run's row and events."""
+    for sql in ("DELETE FROM gateway_turns WHERE response_id = :id",
+                "DELETE FROM gateway_responses WHERE id = :id",
                 "DELETE FROM gateway_background_events WHERE response_id = :id",
                 "DELETE FROM gateway_background WHERE id = :id"):
         await tx.execute(sql, {"id": response_id})

@@ -57,3 +57,22 @@ async def test_expired_conversations_are_unknown(database_config):
     assert [row["id"] for row in await history.list("u1")] == ["new"]
     assert expired(old, 3600) and not expired(new, 3600) and not expired(old, None) and not expired("bad", 1)
     await db.close()
+
+
+async def test_the_walk_over_turns_survives_deleted_responses(database_config):
+    db = await open_database(database_config)
+    repo = ConversationRepository(db)
+    history = ConversationHistory(db, repo)
+    for rid in ("t1", "t2", "t3"):
+        await repo.save(conversation("w"), replace(turn(rid, "w"), content=f'"{rid}"'))
+    await repo.delete_turn("t2")   # in the middle: hidden, still linked through
+    assert [t.response_id for t in await history.turns("w")] == ["t1", "t3"]
+    await repo.delete_turn("t3")   # the latest: it and the deleted one before it leave the chain
+    rows = await db.fetchall("SELECT response_id FROM gateway_turns WHERE conversation_id = 'w'")
+    assert sorted(row["response_id"] for row in rows) == ["t1"]
+    await repo.save(conversation("w"), replace(turn("t4", "w"), content='"t4"'))
+    assert [(t.response_id, t.content) for t in await history.turns("w")] == [("t1", '"t1"'), ("t4", '"t4"')]
+    deleted = await history.delete("w")
+    assert sorted(deleted.response_ids) == ["t1", "t4"]
+    assert await db.fetchall("SELECT response_id FROM gateway_turns WHERE conversation_id = 'w'") == []
+    await db.close()
