@@ -25,7 +25,7 @@ from typing import Any
 
 from gateway.legacy.items import summaries
 from gateway.storage.history import Deleted
-from gateway.turns.content import read_content, turn_content
+from gateway.turns.content import answer_and_tools
 from gateway.turns.hooks import TurnHooks
 from gateway.turns.turn import Turn
 
@@ -43,7 +43,7 @@ def transcript(turn: Turn) -> dict[str, Any] | None:
     result = turn.result
     if not turn.store or result is None or turn.conversation_id is None or result.get("status") not in _RECORDED:
         return None
-    question, answer, items = read_content(turn_content(turn.question, result))
+    answer, items = answer_and_tools(result)
     calls, results, chunks = summaries(items)
     return {"metadata": {"provider": turn.model.provider_id, "model": turn.model.id,
                          # What the request named (LCORE's `query_provider`/`query_model`):
@@ -51,7 +51,7 @@ def transcript(turn: Turn) -> dict[str, Any] | None:
                          "query_provider": None, "query_model": None,
                          "user_id": turn.identity.user_id, "conversation_id": turn.conversation_id,
                          "timestamp": datetime.now(timezone.utc).isoformat()},
-            "redacted_query": question, "query_is_valid": True, "llm_response": answer, "rag_chunks": chunks,
+            "redacted_query": turn.question, "query_is_valid": True, "llm_response": answer, "rag_chunks": chunks,
             "truncated": False, "attachments": [], "tool_calls": calls, "tool_results": results}
 
 

@@ -23,6 +23,15 @@ QUESTION, ANSWER, ITEMS = "q", "a", "i"
 
 def turn_content(question: str, response: dict[str, Any]) -> str:
     """The stored content of a turn whose terminal response object is `response`."""
+    answer, items = answer_and_tools(response)
+    content: dict[str, Any] = {QUESTION: question, ANSWER: answer}
+    if items:
+        content[ITEMS] = items
+    return orjson.dumps(content).decode()
+
+
+def answer_and_tools(response: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The answer's text and the tool items of a response object, in one pass."""
     texts: list[str] = []
     refusals: list[str] = []
     items: list[dict[str, Any]] = []
@@ -40,10 +49,7 @@ def turn_content(question: str, response: dict[str, Any]) -> str:
         elif kind not in _NOT_TOOLS:
             items.append(item)
     # A refusal stands for the answer when there is no text (as LCORE's legacy answer).
-    content: dict[str, Any] = {QUESTION: question, ANSWER: "".join(texts) or "".join(refusals)}
-    if items:
-        content[ITEMS] = items
-    return orjson.dumps(content).decode()
+    return "".join(texts) or "".join(refusals), items
 
 
 def read_content(text: str | None) -> tuple[str, str, list[dict[str, Any]]]:
