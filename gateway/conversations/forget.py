@@ -8,7 +8,8 @@ an unreachable upstream does not keep the client's conversation alive in the gat
 (LCORE answers the delete too). What is to be deleted upstream is recorded in the
 deleting transaction and removed once the upstream confirmed, so what could not be
 deleted then (or when the process stopped in between) is retried every
-`RETRY_SECONDS` by whichever replica leases it first.
+`RETRY_SECONDS` by whichever replica leases it first. The same round deletes again a
+conversation that a turn still running when it was deleted recorded anew.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ log = logging.getLogger("gateway.conversations")
 
 # How often, and after how long, upstream deletions that failed are tried again.
 RETRY_SECONDS = 60.0
+# How long a deleted conversation's id is remembered: longer than any turn runs, so a
+# turn that ends after its conversation was deleted cannot bring it back for good.
+TOMBSTONE_SECONDS = 86400.0
 
 
 class Forgetting:
@@ -61,12 +65,17 @@ class Forgetting:
 
     async def retry(self, older_than: float = RETRY_SECONDS) -> int:
         """Delete the upstream state still pending (an upstream that was unreachable, a
-        process that stopped before it got there); how many were deleted now."""
+        process that stopped before it got there) and conversations a turn brought back
+        after they were deleted; how many upstream deletions were done now."""
         now = datetime.now(timezone.utc)
+        for conversation_id in await self._history.resurrected():
+            log.info("conversation %s was recorded again after it was deleted: deleted again", conversation_id)
+            await self.delete(conversation_id)
         pending = await self._history.pending((now - timedelta(seconds=older_than)).isoformat(), now.isoformat())
         done = 0
         for deleted in pending:
             done += await self._forget_upstream(deleted)
+        await self._history.prune((now - timedelta(seconds=TOMBSTONE_SECONDS)).isoformat())
         return done
 
     def start(self) -> None:

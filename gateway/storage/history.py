@@ -144,31 +144,49 @@ class ConversationHistory:
             for response_id in response_ids:
                 await _delete_responses(tx, response_id)
             # Its upstream state is deleted after the commit; until confirmed, it is pending.
+            now = datetime.now(timezone.utc).isoformat()
             await tx.execute(
-                "INSERT INTO gateway_pending_deletions (conversation_id, upstream_id, response_ids, attempted_at) "
-                "VALUES (:id, :upstream, :responses, :at) ON CONFLICT (conversation_id) DO NOTHING",
+                "INSERT INTO gateway_deleted_conversations (conversation_id, upstream_id, response_ids, "
+                "upstream_pending, attempted_at, deleted_at) VALUES (:id, :upstream, :responses, 1, :at, :at) "
+                "ON CONFLICT (conversation_id) DO UPDATE SET upstream_id = excluded.upstream_id, "
+                "response_ids = excluded.response_ids, upstream_pending = 1, attempted_at = excluded.attempted_at, "
+                "deleted_at = excluded.deleted_at",
                 {"id": conversation_id, "upstream": row["upstream_id"], "responses": orjson.dumps(response_ids).decode(),
-                 "at": datetime.now(timezone.utc).isoformat()})
+                 "at": now})
         self._conversations.forget(conversation_id, response_ids)
         return Deleted(conversation_id, row["user_id"], row["upstream_id"], response_ids)
 
     async def upstream_deleted(self, conversation_id: str) -> None:
-        """Its upstream state is gone: nothing is pending for it."""
-        await self._db.execute("DELETE FROM gateway_pending_deletions WHERE conversation_id = :id",
-                                {"id": conversation_id})
+        """Its upstream state is gone: nothing is pending for it (its tombstone stays)."""
+        await self._db.execute("UPDATE gateway_deleted_conversations SET upstream_pending = 0 "
+                               "WHERE conversation_id = :id", {"id": conversation_id})
+
+    async def resurrected(self, limit: int = 100) -> list[str]:
+        """Deleted conversations that exist again: a turn still running when its
+        conversation was deleted recorded it anew (ids are the gateway's, never reused)."""
+        rows = await self._db.fetchall(
+            f"SELECT c.id FROM gateway_conversations c JOIN gateway_deleted_conversations d "
+            f"ON d.conversation_id = c.id LIMIT {int(limit)}")
+        return [row["id"] for row in rows]
+
+    async def prune(self, deleted_before: str) -> None:
+        """Forget tombstones older than any turn can run (their upstream state gone)."""
+        await self._db.execute("DELETE FROM gateway_deleted_conversations WHERE upstream_pending = 0 "
+                               "AND deleted_at < :before", {"before": deleted_before})
 
     async def pending(self, attempted_before: str, now: str, limit: int = 100) -> list[Deleted]:
         """Upstream state whose deletion was last attempted before `attempted_before`,
         leased to this caller (its attempt time set to `now`, so another replica leaves
         it alone until that is old too)."""
         rows = await self._db.fetchall(
-            f"SELECT conversation_id, upstream_id, response_ids, attempted_at FROM gateway_pending_deletions "
-            f"WHERE attempted_at < :before ORDER BY attempted_at LIMIT {int(limit)}", {"before": attempted_before})
+            f"SELECT conversation_id, upstream_id, response_ids, attempted_at FROM gateway_deleted_conversations "
+            f"WHERE upstream_pending = 1 AND attempted_at < :before ORDER BY attempted_at LIMIT {int(limit)}",
+            {"before": attempted_before})
         leased = []
         for row in rows:
             taken = await self._db.execute(
-                "UPDATE gateway_pending_deletions SET attempted_at = :now WHERE conversation_id = :id "
-                "AND attempted_at = :was", {"now": now, "id": row["conversation_id"], "was": row["attempted_at"]})
+                "UPDATE gateway_deleted_conversations SET attempted_at = :now WHERE conversation_id = :id "
+                "AND upstream_pending = 1 AND attempted_at = :was", {"now": now, "id": row["conversation_id"], "was": row["attempted_at"]})
             if taken:
                 leased.append(Deleted(row["conversation_id"], "", row["upstream_id"],
                                       tuple(orjson.loads(row["response_ids"]))))

@@ -155,14 +155,18 @@ _FEEDBACK_TABLES = [
 )""",
 ]
 
-# A deleted conversation's upstream state still to delete (issue 22): written in the
-# transaction that deletes the conversation, removed once the upstream confirmed, so an
-# upstream unreachable at that moment (or a process that stopped in between) is retried.
-_PENDING_DELETIONS = """CREATE TABLE gateway_pending_deletions (
+# Deleted conversations (issue 22), written in the transaction that deletes one: its
+# upstream state, pending until the upstream confirmed it is gone (so an upstream
+# unreachable at that moment, or a process that stopped in between, is retried), and a
+# tombstone for a day after, so a turn that was still running when it was deleted and
+# brought it back is found and deleted again.
+_DELETED_CONVERSATIONS = """CREATE TABLE gateway_deleted_conversations (
     conversation_id TEXT PRIMARY KEY,
     upstream_id TEXT,
     response_ids TEXT NOT NULL,
-    attempted_at TEXT NOT NULL
+    upstream_pending INTEGER NOT NULL,
+    attempted_at TEXT NOT NULL,
+    deleted_at TEXT NOT NULL
 )"""
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -191,7 +195,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (6, [_TURN_TOKENS]),
     (7, _TURN_CONTENT),
     (8, _FEEDBACK_TABLES),
-    (9, [_PENDING_DELETIONS]),
+    (9, [_DELETED_CONVERSATIONS]),
 ]
 
 BASELINE: list[str] = [
@@ -207,5 +211,5 @@ BASELINE: list[str] = [
     _BACKGROUND_INDEX,
     *_QUOTA_TABLES,
     *_FEEDBACK_TABLES,
-    _PENDING_DELETIONS,
+    _DELETED_CONVERSATIONS,
 ]

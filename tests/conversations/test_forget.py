@@ -57,4 +57,12 @@ async def test_deleted_once_and_retried_until_the_upstream_confirms(database_con
     assert await forgetting.retry(older_than=0) == 1
     assert upstream.forgotten[-1] == ("conv_c2", ("r2",))
     assert await forgetting.retry(older_than=0) == 0
+
+    # A turn still running when its conversation was deleted records it again: the next
+    # round deletes it again, with that turn's upstream state.
+    await repo.save(conversation("c2"), turn("r9", "c2"))
+    assert await history.get("c2") is not None
+    await forgetting.retry(older_than=3600)
+    assert await history.get("c2") is None and upstream.forgotten[-1] == ("conv_c2", ("r9",))
+    assert await history.resurrected() == []
     await db.close()
