@@ -17,6 +17,15 @@ from gateway.streaming.rewriter import StreamRewriter
 _DELTA = "response.output_text.delta"
 _DELTA_TYPE = b'"type":"response.output_text.delta"'
 _DELTA_LITERAL = re.compile(rb'"delta":("(?:[^"\\]|\\.)*")')
+
+# A run of text-delta blocks (blank lines included) in one dialect, as
+# `streaming/passthrough.py` recognises runs: an `event:` line naming the type, `type`
+# first, or `type` last (Llama Stack). Its literals are then one `findall`.
+_D = re.escape(_DELTA.encode())
+_EVENT_RUN = re.compile(rb'(?:event: ' + _D + rb'\ndata: \{(?:"type":"' + _D + rb'",[^\n]*|(?!"type":")[^\n]*,"type":"'
+                        + _D + rb'")\}\n\n)+')
+_FIRST_RUN = re.compile(rb'(?:data: \{"type":"' + _D + rb'",[^\n]*\}\n\n)+')
+_LAST_RUN = re.compile(rb'(?:data: \{(?!"type":")[^\n]*,"type":"' + _D + rb'"\}\n\n)+')
 _DELTA_KEY = b'"delta":'
 _SEQUENCE_KEY = b',"sequence_number":'
 
@@ -44,6 +53,11 @@ class LegacyRewriter(StreamRewriter):
         legacy = self.legacy
         pos = 0
         while (stop := data.find(b"\n\n", pos)) >= 0:
+            if data.find(_DELTA_TYPE, pos, stop) >= 0:
+                end = self._run(data, pos, out)
+                if end:
+                    pos = end
+                    continue
             if data.find(_DELTA_TYPE, pos, stop) >= 0 and (match := _DELTA_LITERAL.search(data, pos, stop)):
                 if match[1] != b'""':
                     out.append(legacy.delta(match[1]))
@@ -57,6 +71,24 @@ class LegacyRewriter(StreamRewriter):
                     return b"".join(out), terminal
         self._rest = data[pos:] if pos else data
         return b"".join(out), None
+
+    def _run(self, data: bytes, pos: int, out: list[bytes]) -> int:
+        """The text deltas from `pos` on, as many as follow one another, made `token`s
+        in one step; where they end (0: not a run this can take, one block at a time)."""
+        if data.startswith(b"event: ", pos):
+            match = _EVENT_RUN.match(data, pos)
+        elif data.startswith(b'data: {"type":"', pos):
+            match = _FIRST_RUN.match(data, pos)
+        else:
+            match = _LAST_RUN.match(data, pos)
+        if match is None:
+            return 0
+        end = match.end()
+        literals = _DELTA_LITERAL.findall(data, pos, end)
+        if len(literals) != data.count(b"\n\n", pos, end):
+            return 0   # a block without a string delta, or with two keys: parsed one by one
+        out.append(self.legacy.deltas(literals))
+        return end
 
     def _events(self, event: Event, out: list[bytes]) -> Event | None:
         for fixed in self.repairer.feed(event):

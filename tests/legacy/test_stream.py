@@ -204,3 +204,38 @@ def test_the_rewriter_numbers_the_legacy_events_its_client_was_sent(status, extr
     assert stopped.events == 2
     stopped.interrupted()   # the closing token and `interrupted`
     assert stopped.events == 4
+
+
+def _openai_delta(text, number, event_line=True):
+    payload = {"type": "response.output_text.delta", "item_id": "m", "output_index": 0, "content_index": 0,
+               "delta": text, "sequence_number": number}
+    return (b"event: response.output_text.delta\n" if event_line else b"") + b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+@pytest.mark.parametrize("block", [delta, _openai_delta, lambda text, n: _openai_delta(text, n, False)],
+                         ids=["type last (Llama Stack)", "event line, type first (OpenAI)", "type first"])
+@pytest.mark.parametrize("text", [False, True], ids=["json", "text/plain"])
+def test_a_run_of_deltas_in_one_read_is_the_same_tokens_as_one_at_a_time(block, text):
+    """Consecutive deltas in one read become their tokens in one step (`_run`): the same
+    frames, ids and text as deltas read one by one, an empty delta skipped, escapes kept."""
+    texts = ["Hi", "", ' "delta":"q"', " \\n", " there", "é"]
+    blocks = [block(piece, number) for number, piece in enumerate(texts)]
+    final = response("completed", [message("".join(texts))])
+    one_at_a_time = run([*blocks, terminal("response.completed", final)], text=text)
+    whole = b"".join(blocks) + terminal("response.completed", final)
+    assert run([whole], text=text) == one_at_a_time
+    for cut in range(1, len(whole), 7):
+        assert run([whole[:cut], whole[cut:]], text=text) == one_at_a_time
+    if not text:
+        tokens = [event["data"] for event in decode(one_at_a_time) if event["event"] == "token"]
+        assert tokens == [{"id": n, "token": piece} for n, piece in enumerate(t for t in texts if t)]
+
+
+def test_a_delta_block_with_a_second_delta_key_is_read_alone():
+    """A block the run's one-`findall` cannot read (a nested `"delta":` string) falls
+    back to the block-by-block path: its first delta key is the token's."""
+    odd = (b'data: {"content_index":0,"delta":"A","extra":{"delta":"B"},"item_id":"m","output_index":0,'
+           b'"sequence_number":1,"type":"response.output_text.delta"}\n\n')
+    final = response("completed", [message("xAy")])
+    out = decode(run([delta("x", 0) + odd + delta("y", 2) + terminal("response.completed", final)]))
+    assert [event["data"]["token"] for event in out if event["event"] == "token"] == ["x", "A", "y"]
