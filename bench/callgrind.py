@@ -31,6 +31,8 @@ import aiohttp
 import yaml
 
 from bench.procs import free_port, gateway_config
+from bench.legacy import _TOKEN_EVENTS
+from bench.legacy import STREAMS as LEGACY_STREAMS
 from bench.scenarios import json_body, sse_body
 
 TURNS = 300
@@ -66,6 +68,22 @@ async def _streams(url: str, count: int, dialect: str) -> int:
     return events
 
 
+async def _token_streams(url: str, count: int, body: dict) -> int:
+    """Legacy comparison: the streams' token events (text deltas, `token` frames)."""
+    tokens = 0
+    async with aiohttp.ClientSession() as session:
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one() -> None:
+            nonlocal tokens
+            async with gate, session.post(url, json=body) as reply:
+                assert reply.status == 200, await reply.text()
+                body_bytes = await reply.read()
+                tokens += sum(body_bytes.count(mark) for mark in _TOKEN_EVENTS)
+        await asyncio.gather(*(one() for _ in range(count)))
+    return tokens
+
+
 def _wait_http(url: str, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -91,10 +109,12 @@ def _dump_total(pid: int, out: Path, before: set[Path]) -> int:
     raise SystemExit("callgrind wrote no dump")
 
 
-def measure(gateway: str, turns: int, streams: int, service: dict | None = None) -> dict[str, float]:
+def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
+            only: str | None = None, dialect: str = "llama-stack") -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix="bench-callgrind-"))
     upstream_port, port = free_port(), free_port()
-    upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(upstream_port)],
+    upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(upstream_port),
+                                 "--dialect", dialect],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     config = gateway_config(f"http://127.0.0.1:{upstream_port}", work / "gateway.db", port)
     config["service"].update(service or {})
@@ -113,10 +133,17 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None)
         dumps: set[Path] = set()
         results: dict[str, float] = {}
         workloads = [("json turn", lambda: _json_turns(base + "/v1/responses", turns))]
-        for dialect in ("llama-stack", "openai"):
-            workloads.append((f"sse event, {dialect}",
-                              lambda dialect=dialect: _streams(base + "/v1/responses", streams, dialect)))
+        for each in ("llama-stack", "openai"):
+            workloads.append((f"sse event, {each}",
+                              lambda each=each: _streams(base + "/v1/responses", streams, each)))
+        for stream, (path, body, _) in LEGACY_STREAMS.items():
+            # bench/legacy.py's comparison: the same 64-delta answer as /v1/responses events
+            # and as `token` frames, per token event (the upstream's dialect: --dialect).
+            workloads.append((f"legacy {stream} token, {dialect}",
+                              lambda path=path, body=body: _token_streams(base + path, streams, body)))
         for name, run in workloads:
+            if only and not name.startswith(only):
+                continue
             asyncio.run(_warm(run))
             time.sleep(2)
             subprocess.run(["callgrind_control", "-z", str(target.pid)], check=True, capture_output=True)
@@ -143,9 +170,14 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--streams", type=int, default=STREAMS)
     parser.add_argument("--no-metrics", action="store_true", help="service.metrics: false (what recording costs)")
+    parser.add_argument("--only", choices=("json", "sse", "legacy"),
+                        help="one workload family (json turn / sse events / legacy token events)")
+    parser.add_argument("--dialect", default="llama-stack", choices=("llama-stack", "openai"),
+                        help="the upstream's default dialect (what the legacy workloads stream)")
     parser.add_argument("--json", action="store_true", help="print {workload: instructions per unit}")
     args = parser.parse_args()
-    results = measure(args.gateway, args.turns, args.streams, {"metrics": False} if args.no_metrics else None)
+    results = measure(args.gateway, args.turns, args.streams, {"metrics": False} if args.no_metrics else None,
+                      args.only, args.dialect)
     if args.json:
         print(json.dumps(results))
         return
