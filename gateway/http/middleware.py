@@ -146,15 +146,13 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
                             observer.authenticated("failure", auth_failure_reason(
                                 exc.status, authenticator.credential_header in request.headers))
                             raise
-                        observer.authenticated("success", "ok")
                     request["identity"] = caller
                     action = actions[match.route]
-                    if action != AUTHENTICATED_ONLY:
-                        allowed = action in caller.actions
-                        if observer is not None:
-                            observer.authorized(action, allowed)
-                        if not allowed:
-                            raise endpoint_forbidden(caller.user_id)
+                    allowed = action == AUTHENTICATED_ONLY or action in caller.actions
+                    if observer is not None:   # authenticated, and the action checked
+                        observer.passed(action if action != AUTHENTICATED_ONLY else None, allowed)
+                    if not allowed:
+                        raise endpoint_forbidden(caller.user_id)
             response = await handler(request)
         except ApiError as exc:
             if exc.status in REFUSALS:

@@ -6,6 +6,7 @@ children are bound once per route and status and kept."""
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from typing import Any
 
 from gateway.observability.context import ENDPOINT
@@ -15,7 +16,23 @@ from gateway.observability.metrics import Metrics
 METRICS_PATH = "/metrics"
 
 
+class _Route:
+    """One route's template and its bound duration child; its calls by status are
+    counted in the hot counters (`rest_calls`, keyed by this template and the int status)."""
+
+    __slots__ = ("template", "timer")
+
+    def __init__(self, template: str, timer: Any):
+        self.template = template
+        self.timer = timer
+
+
 class HttpObserver:
+    """Each request costs two Python calls here (`started`, `ended`) and one when it is
+    authenticated (`passed` or `authenticated`): counters are bumped inline on their
+    plain children (`observability/plain.py`), never through `inc()`, because a Python
+    call is most of what recording costs."""
+
     def __init__(self, metrics: Metrics, root_path: str, auth_module: str):
         self._hot = metrics.hot
         self._duration = metrics.metric("ls_response_duration_seconds")
@@ -23,59 +40,75 @@ class HttpObserver:
         self._authz = metrics.metric("ls_authorization_checks_total")
         self._root_path = root_path
         self._module = auth_module
-        self._templates: dict[Any, str] = {}       # aiohttp route → its template, root_path stripped
-        self._timers: dict[str, Any] = {}           # template → its duration child
+        self._routes: dict[Any, _Route] = {}        # aiohttp route → its template and timer
         self._auth_children: dict[tuple[str, str], Any] = {}
-        self._authz_children: dict[tuple[str, str], Any] = {}
+        self._authz_children: dict[tuple[str, bool], Any] = {}
+        self._auth_ok = self._auth.labels(auth_module, "success", "ok")
 
     def template(self, route: Any) -> str:
         """A matched route's path template (`/v1/responses/{response_id}`), never the raw path."""
-        template = self._templates.get(route)
-        if template is None:
-            template = route.resource.canonical if route.resource is not None else ""
-            root = self._root_path
-            if root and (template == root or template.startswith(root + "/")):
-                template = template[len(root):] or "/"
-            self._templates[route] = template
-        return template
+        return self._route(route).template
 
-    def started(self, route: Any) -> tuple[str, float]:
+    def _route(self, route: Any) -> _Route:
+        template = route.resource.canonical if route.resource is not None else ""
+        root = self._root_path
+        if root and (template == root or template.startswith(root + "/")):
+            template = template[len(root):] or "/"
+        bound = self._routes[route] = _Route(template, self._duration.labels(template) if template else None)
+        return bound
+
+    def started(self, route: Any) -> tuple[_Route | None, float]:
         """A request to a known route (None: unknown, 404/405: not counted, as LCORE)."""
         self._hot.in_flight += 1
-        template = self.template(route) if route is not None else ""
-        if template:
-            ENDPOINT.set(template)
-        return template, time.perf_counter()
+        bound = None
+        if route is not None:
+            bound = self._routes.get(route) or self._route(route)
+            if bound.template:
+                ENDPOINT.set(bound.template)
+            else:
+                bound = None
+        return bound, time.perf_counter()
 
-    def ended(self, started: tuple[str, float], status: int, websocket: bool) -> None:
+    def ended(self, started: tuple[_Route | None, float], status: int, websocket: bool) -> None:
+        elapsed = time.perf_counter() - started[1]
         self._hot.in_flight -= 1
-        template, at = started
-        if not template:
+        bound = started[0]
+        if bound is None:
             return
-        if template != METRICS_PATH:
-            key = (template, str(status))
+        if bound.template != METRICS_PATH:
+            key = (bound.template, status)
             calls = self._hot.rest_calls
             calls[key] = calls.get(key, 0) + 1
         if websocket:
             return   # a WebSocket's "duration" is its session: not a response time
-        timer = self._timers.get(template)
-        if timer is None:
-            timer = self._timers[template] = self._duration.labels(template)
-        timer.observe(time.perf_counter() - at)
+        timer = bound.timer
+        timer.counts[bisect_left(timer.bounds, elapsed)] += 1   # Buckets.observe, inline
+        timer.sum += elapsed
+
+    def passed(self, action: str | None, allowed: bool) -> None:
+        """Authenticated (the common case), then the route's action checked (None: a
+        route any authenticated caller may use)."""
+        self._auth_ok.value += 1
+        if action is not None:
+            key = (action, allowed)
+            child = self._authz_children.get(key)
+            if child is None:
+                child = self._authz_children[key] = self._authz.labels(action, "allowed" if allowed else "denied")
+            child.value += 1
 
     def authenticated(self, result: str, reason: str) -> None:
         key = (result, reason)
         child = self._auth_children.get(key)
         if child is None:
             child = self._auth_children[key] = self._auth.labels(self._module, result, reason)
-        child.inc()
+        child.value += 1
 
     def authorized(self, action: str, allowed: bool) -> None:
-        key = (action, "allowed" if allowed else "denied")
+        key = (action, allowed)
         child = self._authz_children.get(key)
         if child is None:
-            child = self._authz_children[key] = self._authz.labels(*key)
-        child.inc()
+            child = self._authz_children[key] = self._authz.labels(action, "allowed" if allowed else "denied")
+        child.value += 1
 
 
 def auth_failure_reason(status: int, had_credential: bool) -> str:

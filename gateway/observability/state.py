@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import time
+from bisect import bisect_left
 from typing import Any, Callable, Iterable
 
 from prometheus_client.core import GaugeMetricFamily
@@ -53,15 +54,19 @@ def time_database(db: Database, metrics: Metrics) -> None:
     methods are wrapped on the instance, so neither backend's code knows."""
     histogram = metrics.metric("gateway_db_operation_duration_seconds")
     for method, operation in _TIMED.items():
-        setattr(db, method, _timed(getattr(db, method), histogram.labels(operation).observe))
+        setattr(db, method, _timed(getattr(db, method), histogram.labels(operation)))
 
 
-def _timed(call: Callable[..., Any], observe: Callable[[float], None]) -> Callable[..., Any]:
+def _timed(call: Callable[..., Any], timer: Any) -> Callable[..., Any]:
+    counts, bounds = timer.counts, timer.bounds
+
     @functools.wraps(call)
     async def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
             return await call(*args, **kwargs)
         finally:
-            observe(time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            counts[bisect_left(bounds, elapsed)] += 1   # Buckets.observe, inline
+            timer.sum += elapsed
     return timed

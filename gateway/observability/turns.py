@@ -19,7 +19,9 @@ How turns count (docs/operating.md, "Metrics"):
 
 from __future__ import annotations
 
+import logging
 import time
+from bisect import bisect_left
 from typing import Any, Mapping
 
 from gateway.observability.context import ENDPOINT
@@ -27,6 +29,8 @@ from gateway.observability.metrics import CLIENT_MCP, TURN_OUTCOMES, Metrics
 from gateway.schema.errors import ApiError, QuotaExceeded
 from gateway.turns.hooks import TurnHooks
 from gateway.turns.turn import Turn
+
+log = logging.getLogger("gateway.metrics")
 
 # Output items that are server-side tool calls (either backend ran them), by type.
 _TOOL_ITEMS = {"mcp_call": "mcp", "file_search_call": "file_search", "web_search_call": "web_search"}
@@ -64,14 +68,10 @@ class _Kind:
 
 
 class _Observed:
-    __slots__ = ("endpoint", "llm", "kind", "started", "first")
+    """What a turn's metrics keep between its hooks (made without an `__init__` call:
+    a Python call is most of what recording costs)."""
 
-    def __init__(self, endpoint: str, llm: _Llm, kind: _Kind, started: float):
-        self.endpoint = endpoint
-        self.llm = llm
-        self.kind = kind
-        self.started = started
-        self.first: float | None = None
+    __slots__ = ("llm", "kind", "started", "first")
 
 
 def llm_labels(turn: Turn, endpoint: str) -> tuple[str, str, str]:
@@ -84,6 +84,8 @@ def llm_labels(turn: Turn, endpoint: str) -> tuple[str, str, str]:
 class TurnMetrics(TurnHooks):
     """`backends`: each backend object → its label (`forward`/`engine`), given by the
     wiring, the one place besides prepare() that knows which is which."""
+
+    shielded = True
 
     def __init__(self, metrics: Metrics, backends: Mapping[int, str], cluster_limiters: frozenset[str] = frozenset(),
                  mcp_labels: frozenset[str] = frozenset()):
@@ -99,107 +101,136 @@ class TurnMetrics(TurnHooks):
         self._charged = m("gateway_quota_tokens_charged_total")
         self._balance = m("gateway_quota_cluster_balance_tokens")
         self._background = m("gateway_background_responses_total")
-        self._running = m("gateway_background_responses_running")
+        self._running = m("gateway_background_responses_running").labels()   # its one child
         self._tool_calls = m("gateway_tool_calls_total")
         self._mcp_failures = m("gateway_mcp_failures_total")
         self._llm: dict[tuple[str, str, str], _Llm] = {}
-        self._kinds: dict[tuple[str, str], _Kind] = {}
+        self._kinds: dict[tuple[int, bool, bool], _Kind] = {}
 
     def refused(self, error: ApiError) -> None:
-        endpoint = ENDPOINT.get()
-        if isinstance(error, QuotaExceeded):
-            self._quota_checks.labels(endpoint, "exceeded").inc()
-            if error.limiter:
-                self._refusals.labels(error.limiter).inc()
-        elif error.status == 422:
-            self._validation.labels(endpoint).inc()
+        try:
+            endpoint = ENDPOINT.get()
+            if isinstance(error, QuotaExceeded):
+                self._quota_checks.labels(endpoint, "exceeded").inc()
+                if error.limiter:
+                    self._refusals.labels(error.limiter).inc()
+            elif error.status == 422:
+                self._validation.labels(endpoint).inc()
+        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
+            log.exception("turn metrics: refused failed")
 
     def prepared(self, turn: Turn) -> None:
-        endpoint = ENDPOINT.get()
-        labels = llm_labels(turn, endpoint)
-        llm = self._llm.get(labels)
-        if llm is None:
-            llm = self._llm[labels] = _Llm(self._m, labels)
-        key = (self._backends.get(id(turn.backend), "forward"),
-               "background" if turn.background else "stream" if turn.stream else "json")
-        kind = self._kinds.get(key)
-        if kind is None:
-            kind = self._kinds[key] = _Kind(self._m, *key)
-        turn.observed = _Observed(endpoint, llm, kind, time.perf_counter())
-        if turn.background:
-            self._running.inc()
-        reservation = turn.reservation
-        if reservation is not None:
-            self._quota_checks.labels(endpoint, "allowed").inc()
-            for limiter, _ in reservation.pairs:
-                self._admissions.labels(limiter.name).inc()
+        try:
+            endpoint = ENDPOINT.get()
+            model = turn.model
+            llm = self._llm.get((model.id, model.provider_id, endpoint))
+            if llm is None:
+                llm = self._llm[model.id, model.provider_id, endpoint] = _Llm(self._m, llm_labels(turn, endpoint))
+            key = (id(turn.backend), turn.background, turn.stream)
+            kind = self._kinds.get(key)
+            if kind is None:
+                kind = self._kinds[key] = _Kind(self._m, self._backends.get(key[0], "forward"),
+                                                "background" if turn.background else "stream" if turn.stream else "json")
+            observed = turn.observed = _Observed.__new__(_Observed)
+            observed.llm, observed.kind, observed.started, observed.first = llm, kind, time.perf_counter(), None
+            if turn.background:
+                self._running.value += 1
+            reservation = turn.reservation
+            if reservation is not None:
+                self._quota_checks.labels(endpoint, "allowed").value += 1
+                for limiter, _ in reservation.pairs:
+                    self._admissions.labels(limiter.name).value += 1
+        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
+            log.exception("turn metrics: prepared failed")
 
     def first_event(self, turn: Turn) -> None:
-        observed = turn.observed
-        if observed is None:
-            return
-        observed.first = now = time.perf_counter()
-        kind = observed.kind
-        kind.first.observe(now - observed.started)
-        if kind.mode != "json":
-            self._hot.streams_open[kind.backend] += 1
+        try:
+            observed = turn.observed
+            if observed is None:
+                return
+            observed.first = now = time.perf_counter()
+            kind = observed.kind
+            first = kind.first
+            elapsed = now - observed.started
+            first.counts[bisect_left(first.bounds, elapsed)] += 1   # Buckets.observe, inline
+            first.sum += elapsed
+            if kind.mode != "json":
+                self._hot.streams_open[kind.backend] += 1
+        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
+            log.exception("turn metrics: first_event failed")
 
     def settled(self, turn: Turn) -> None:
-        quotas = turn.quotas
-        if quotas and self._cluster:
-            for name, balance in quotas.items():
-                if name in self._cluster:   # the balance every replica shares, as last read here
-                    self._balance.labels(name).set(balance)
+        try:
+            quotas = turn.quotas
+            if quotas and self._cluster:
+                for name, balance in quotas.items():
+                    if name in self._cluster:   # the balance every replica shares, as last read here
+                        self._balance.labels(name).set(balance)
+        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
+            log.exception("turn metrics: settled failed")
 
     def streamed(self, turn: Turn, events: int) -> None:
-        observed = turn.observed
-        if observed is None:
-            return
-        kind = observed.kind
-        self._hot.stream_events[kind.backend] += events
-        if observed.first is not None:
-            self._hot.streams_open[kind.backend] -= 1
-        kind.stream_time.observe(time.perf_counter() - observed.started)
+        try:
+            observed = turn.observed
+            if observed is None:
+                return
+            kind = observed.kind
+            self._hot.stream_events[kind.backend] += events
+            if observed.first is not None:
+                self._hot.streams_open[kind.backend] -= 1
+            kind.stream_time.observe(time.perf_counter() - observed.started)
+        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
+            log.exception("turn metrics: streamed failed")
 
     def finished(self, turn: Turn, error: BaseException | None) -> None:
-        observed = turn.observed
-        if observed is None:
-            return
-        elapsed = time.perf_counter() - observed.started
-        result = turn.result if turn.result.__class__ is dict else None
-        if turn.abandoned:
-            outcome = "abandoned"
-        elif error is not None or result is None:
-            outcome = "error"
-        else:
-            outcome = _OUTCOMES.get(result.get("status"), "error")  # type: ignore[arg-type]
-        observed.kind.turns[outcome].inc()
-        llm = observed.llm
-        llm.calls.inc()
-        if outcome == "failed" or outcome == "error":
-            llm.failures.inc()
-            llm.failed_in.observe(elapsed)
-        else:
-            llm.succeeded_in.observe(elapsed)
-        if turn.background:
-            self._running.dec()
-            self._background.labels(_OUTCOMES.get(outcome, "failed")).inc()
-        charged = 0
-        if result is not None:
-            self._tools(result.get("output"))
-            usage = result.get("usage") if turn.observed_settled else None
-            if usage.__class__ is dict:
-                sent, received = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")  # type: ignore
-                llm.sent.inc(sent)
-                llm.received.inc(received)
-                charged = sent + received
-        reservation = turn.reservation
-        if reservation is not None:
-            if not charged and turn.abandoned:
-                charged = reservation.tokens   # an abandoned turn is charged what it reserved
-            if charged:
-                for limiter, _ in reservation.pairs:
-                    self._charged.labels(limiter.name).inc(charged)
+        try:
+            observed = turn.observed
+            if observed is None:
+                return
+            elapsed = time.perf_counter() - observed.started
+            result = turn.result if turn.result.__class__ is dict else None
+            if turn.abandoned:
+                outcome = "abandoned"
+            elif error is not None or result is None:
+                outcome = "error"
+            else:
+                outcome = _OUTCOMES.get(result.get("status"), "error")  # type: ignore[arg-type]
+            observed.kind.turns[outcome].value += 1
+            llm = observed.llm
+            llm.calls.value += 1
+            if outcome == "failed" or outcome == "error":
+                llm.failures.value += 1
+                timer = llm.failed_in
+            else:
+                timer = llm.succeeded_in
+            timer.counts[bisect_left(timer.bounds, elapsed)] += 1   # Buckets.observe, inline
+            timer.sum += elapsed
+            if turn.background:
+                self._running.value -= 1
+                self._background.labels(_OUTCOMES.get(outcome, "failed")).value += 1
+            charged = 0
+            if result is not None:
+                output = result.get("output")
+                if output.__class__ is list and (len(output) != 1 or output[0].__class__ is not dict
+                                                 or output[0].get("type") != "message"):
+                    self._tools(output)   # more than the answer: tool calls to count
+                usage = result.get("usage") if turn.observed_settled else None
+                if usage.__class__ is dict:
+                    sent, received = usage.get("input_tokens"), usage.get("output_tokens")  # type: ignore[union-attr]
+                    sent = sent if sent.__class__ is int and sent > 0 else 0
+                    received = received if received.__class__ is int and received > 0 else 0
+                    llm.sent.value += sent
+                    llm.received.value += received
+                    charged = sent + received
+            reservation = turn.reservation
+            if reservation is not None:
+                if not charged and turn.abandoned:
+                    charged = reservation.tokens   # an abandoned turn is charged what it reserved
+                if charged:
+                    for limiter, _ in reservation.pairs:
+                        self._charged.labels(limiter.name).value += charged
+        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
+            log.exception("turn metrics: finished failed")
 
     def _tools(self, output: Any) -> None:
         """The turn's server-side tool calls and MCP failures, from its output items."""
@@ -224,8 +255,3 @@ class TurnMetrics(TurnHooks):
     def _server(self, item: dict[str, Any]) -> str:
         label = item.get("server_label")
         return label if label in self._mcp_labels else CLIENT_MCP
-
-
-def _tokens(usage: dict[str, Any], key: str) -> int:
-    value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

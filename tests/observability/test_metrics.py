@@ -40,7 +40,7 @@ def test_lcore_names_labels_and_buckets():
 
 def test_every_definition_is_exposed_once_and_hot_counters_at_scrape_time():
     metrics = Metrics()
-    metrics.hot.rest_calls[("/v1/responses", "200")] = 7
+    metrics.hot.rest_calls[("/v1/responses", 200)] = 7
     metrics.hot.stream_events["forward"] += 40
     text = generate_latest(metrics.registry).decode()
     assert 'ls_rest_api_calls_total{path="/v1/responses",status_code="200"} 7.0' in text
