@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any, AsyncIterator, Callable, Generator, Iterator
 
 from .errors import ResponseFailedError
 from .loop import AskApprovals, CallModel, Emit, Loop, Outcome, Prepared, RunCalls
@@ -80,7 +80,7 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _stream_sync(client: Any, effect: CallModel) -> Iterator[Event]:
+def _stream_sync(client: Any, effect: CallModel) -> Generator[Event, None, dict[str, Any]]:
     final = None
     with client.responses.create(**effect.body, stream=True, extra_headers=effect.headers) as events:
         for event in events:
@@ -93,7 +93,7 @@ def _stream_sync(client: Any, effect: CallModel) -> Iterator[Event]:
     return final
 
 
-def _calls_sync(calls: list[Prepared]) -> Iterator[Event]:
+def _calls_sync(calls: list[Prepared]) -> Generator[Event, None, list[Outcome]]:
     outcomes: dict[int, Outcome] = {}
     runnable = [i for i, call in enumerate(calls) if call.tool is not None]
     for i, call in enumerate(calls):
@@ -103,7 +103,7 @@ def _calls_sync(calls: list[Prepared]) -> Iterator[Event]:
     if runnable:
         # One thread per call: a turn's calls run at the same time, as the model asked.
         with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix="agent-tool") as pool:
-            futures = {pool.submit(calls[i].tool.call_sync, calls[i].values): i for i in runnable}
+            futures = {pool.submit(_call_sync, calls[i]): i for i in runnable}
             for future in as_completed(futures):
                 i = futures[future]
                 try:
@@ -113,6 +113,11 @@ def _calls_sync(calls: list[Prepared]) -> Iterator[Event]:
                 yield ToolResultEvent(calls[i].call_id, calls[i].name, outcomes[i].output,
                                       outcomes[i].is_error)
     return [outcomes[i] for i in range(len(calls))]
+
+
+def _call_sync(call: Prepared) -> Any:
+    assert call.tool is not None and call.values is not None  # runnable: prepared without error
+    return call.tool.call_sync(call.values)
 
 
 async def drive_async(loop: Loop, client: Any, stream: bool,
@@ -184,6 +189,7 @@ async def _calls_async(calls: list[Prepared], outcomes: list[Outcome]) -> AsyncI
 
     async def one(i: int) -> int:
         call = calls[i]
+        assert call.tool is not None and call.values is not None
         try:
             results[i] = Outcome(output_text(await call.tool.call_async(call.values)), False)
         except Exception as exc:  # the model sees what went wrong, the run goes on

@@ -8,6 +8,8 @@ mistake and is a `RuntimeError`.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AgentError(ValueError):
     """Base class of the errors the SDK raises for what its caller gave it."""
@@ -35,6 +37,6 @@ class AgentStateError(AgentError):
 class ResponseFailedError(RuntimeError):
     """The server ended a response `failed` (or a stream with an error event)."""
 
-    def __init__(self, message: str, response: dict | None = None) -> None:
+    def __init__(self, message: str, response: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.response = response

@@ -102,7 +102,7 @@ def derive(fn: Callable[..., Any], *, name: str | None = None, description: str 
            strict: bool | None = None) -> FunctionSchema:
     """The schema of `fn`. strict: True requires the strict form (StrictSchemaError if
     impossible), False never makes it, None makes it when the schema allows."""
-    name = name or getattr(fn, "__name__", "")
+    name = name or str(getattr(fn, "__name__", ""))
     if not NAME_RE.fullmatch(name):
         raise ToolDefinitionError(
             f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'; give one with tool(fn, name=...)")
@@ -290,4 +290,5 @@ def nulls_to_defaults(arguments: dict[str, Any], schema: dict[str, Any]) -> dict
             return [walk(item, node["items"]) for item in value]
         return value
 
-    return walk(arguments, schema)
+    walked: dict[str, Any] = walk(arguments, schema)
+    return walked

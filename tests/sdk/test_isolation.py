@@ -36,3 +36,15 @@ def test_the_sdk_is_typed_in_the_wheel(tmp_path):
                     str(root)], check=True, timeout=300)
     names = zipfile.ZipFile(next(tmp_path.glob("gateway-*.whl"))).namelist()
     assert "gateway/sdk/py.typed" in names and "gateway/sdk/agent.py" in names
+
+
+def test_the_sdk_and_the_docs_example_pass_mypy_strict(tmp_path):
+    from tests.sdk.test_docs import example
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "example.py").write_text(example())
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+                           "--cache-dir", str(tmp_path / ".mypy_cache"),
+                           str(root / "gateway" / "sdk"), str(tmp_path / "example.py")],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
