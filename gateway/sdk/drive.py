@@ -26,7 +26,7 @@ Approver = Callable[[ApprovalRequest], Any]
 def _as_dict(obj: Any) -> dict[str, Any]:
     # to_dict keeps what the server sent (warnings off: the gateway's `conversation` is a
     # string where the openai types expect an object), extensions included.
-    return obj.to_dict(warnings=False) if hasattr(obj, "to_dict") else dict(obj)
+    return obj.to_dict(mode="json", warnings=False) if hasattr(obj, "to_dict") else dict(obj)
 
 
 def _failed(exc: BaseException, call: Prepared) -> Outcome:

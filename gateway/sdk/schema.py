@@ -32,10 +32,11 @@ import json
 import re
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 from .errors import ToolDefinitionError
 
@@ -125,9 +126,8 @@ def derive(fn: Callable[..., Any], *, name: str | None = None, description: str 
             raise ToolDefinitionError(f"{where}: a name starting with '_' cannot be an argument")
         if param.kind is param.POSITIONAL_ONLY:
             positional.append(param.name)
-        default = ... if param.default is param.empty else param.default
-        text = described.get(param.name)
-        fields[param.name] = (hints[param.name], Field(default, description=text) if text else default)
+        fields[param.name] = _field(hints[param.name], param.default, param.empty,
+                                    described.get(param.name))
     try:
         model = create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
         loose = tidy(model.model_json_schema())
@@ -146,6 +146,19 @@ def derive(fn: Callable[..., Any], *, name: str | None = None, description: str 
                                         "use tool(fn, strict=False)") from None
     return FunctionSchema(name, description, parameters, is_strict,
                           ArgumentsModel(model, tuple(positional), loose))
+
+
+def _field(annotation: Any, default: Any, empty: Any, text: str | None) -> tuple[Any, Any]:
+    """A parameter as a pydantic field; a description given with `Field(...)` (as the
+    default or in `Annotated`) wins over the docstring's."""
+    if isinstance(default, FieldInfo):
+        if text and not default.description:
+            default = FieldInfo.merge_field_infos(default, description=text)
+        return annotation, default
+    default = ... if default is empty else default
+    own = any(isinstance(meta, FieldInfo) and meta.description
+              for meta in typing.get_args(annotation)[1:]) if typing.get_origin(annotation) is Annotated else False
+    return annotation, Field(default, description=text) if text and not own else default
 
 
 def tidy(schema: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +231,8 @@ def _strict(node: dict[str, Any], path: str) -> dict[str, Any]:
         default = node.pop("default")
         if default is not None:  # null needs no note: it is what the model sends
             note = f"Default: {json.dumps(default)}."
-            node["description"] = f"{node['description']} {note}" if node.get("description") else note
+            text = str(node.get("description") or "").rstrip()
+            node["description"] = f"{text}{'' if text.endswith(('.', '!', '?')) else '.'} {note}" if text else note
     if not node or set(node) <= {"description"}:
         raise StrictSchemaError(f"{path}: has no type (Any)")
     if node.get("type") == "object" or "properties" in node:

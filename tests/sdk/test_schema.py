@@ -248,3 +248,23 @@ def test_definitions_sent_with_every_request():
     assert function["name"] == "forecast" and function["description"] == "Forecast."
     assert function["strict"] is False and function["type"] == "function"
     assert search == {"type": "file_search", "vector_store_ids": ["vs_1"]}
+
+
+def test_a_field_description_wins_over_the_docstring():
+    def f(x: Annotated[int, Field(description="From Annotated")], y: int = Field(3, description="From the default"),
+          z: int = Field(4)) -> None:
+        """F.
+
+        Args:
+            x: from the docstring
+            y: from the docstring
+            z: From the docstring
+        """
+
+    schema = derive(f)
+    props = schema.parameters["properties"]
+    assert props["x"]["description"] == "From Annotated"
+    assert props["y"]["description"] == "From the default. Default: 3."
+    assert props["z"]["description"] == "From the docstring. Default: 4."
+    values = schema.arguments.validate({"x": 1, "y": None, "z": None}, strict=True)
+    assert (values.x, values.y, values.z) == (1, 3, 4)
