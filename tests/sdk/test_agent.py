@@ -68,6 +68,21 @@ def test_calls_of_one_turn_run_concurrently_sync(gw):
     assert sorted(outputs(result).values()) == ["left", "right"]
 
 
+def test_async_tools_in_a_sync_run_run_concurrently(gw):
+    barrier = threading.Barrier(2, timeout=10)  # each call has a thread and an event loop of its own
+
+    async def left(a: int, b: int) -> str:
+        barrier.wait()
+        return "left"
+
+    async def right(a: int, b: int) -> str:
+        barrier.wait()
+        return "right"
+
+    result = Agent(sync_client(gw), tools=[left, right]).run("parallel-calls: use the left and right tools")
+    assert sorted(outputs(result).values()) == ["left", "right"]
+
+
 async def test_calls_of_one_turn_run_concurrently_async(gw):
     barrier = asyncio.Barrier(2)
 

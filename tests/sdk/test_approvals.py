@@ -72,3 +72,11 @@ def test_resume_without_verdicts_stops_again(gw, sdk_mcp):
     again = agent.resume()
     assert again.status == "pending_approval" and again.pending_approvals == [request]
     assert again.usage.requests == 0
+
+
+async def test_no_callback_stops_then_aresume(gw, sdk_mcp):
+    agent = Agent(async_client(gw), tools=[mcp_tool(sdk_mcp.url)])
+    stopped = await agent.arun(ASK)
+    assert stopped.status == "pending_approval"
+    done = await agent.aresume(approvals={stopped.pending_approvals[0].id: True})
+    assert done.output_text == "Tool said: 5" and agent.pending_approvals == []
