@@ -73,3 +73,12 @@ def test_a_final_answer_commits_and_sums_usage():
     assert (result.output_text, result.response_id, result.conversation) == ("done", "resp_9", "conv_1")
     assert (result.usage.input_tokens, result.usage.total_tokens, result.usage.requests) == (1, 3, 1)
     assert state.previous_response_id == "resp_9" and len(state.history) == 2
+
+
+def test_the_callers_mistakes_are_value_errors():
+    from gateway import sdk
+
+    for cls in (sdk.ToolDefinitionError, sdk.SnapshotError, sdk.MissingToolError, sdk.AgentStateError):
+        assert issubclass(cls, sdk.AgentError) and issubclass(cls, ValueError)
+    assert issubclass(sdk.ResponseFailedError, RuntimeError)
+    assert not issubclass(sdk.ResponseFailedError, ValueError)
