@@ -50,9 +50,9 @@ gateway's topic-summary calls):
 * ``finish-length`` / ``content-filter``: chat ends the completion with that
   ``finish_reason``; responses end ``incomplete`` with ``incomplete_details.reason``
   ``max_output_tokens`` / ``content_filter`` (``response.incomplete`` in a stream),
-  after the text. Chat only: ``think-aloud`` streams ``reasoning_content`` ("Thinking about:
-  <text>") before the text; ``parallel-calls`` (with a tool trigger) calls every tool in
-  one turn; ``loop-tools`` (with a tool trigger) calls a tool again after every tool
+  after the text. ``parallel-calls`` (with a tool trigger) calls every tool in one turn
+  (responses: every function tool). Chat only: ``think-aloud`` streams ``reasoning_content``
+  ("Thinking about: <text>") before the text; ``loop-tools`` (with a tool trigger) calls a tool again after every tool
   result, forever. ``--chat-deltas N`` streams every completion's text in N pieces.
 * an MCP tool whose ``server_url`` contains ``unreachable``: 502 like Llama Stack when it
   cannot reach an MCP server (response.failed in a stream).

@@ -11,11 +11,12 @@ them), so one computation serves both the JSON answer and the SSE stream.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .model import decide, last_user_text, new_call_id
+from .model import decide, last_user_text, make_arguments, new_call_id
 from .tools import (Toolset, file_search_query, file_search_results,
                     file_search_tool_content, run_mcp_tool)
 
@@ -84,7 +85,10 @@ def _tool_messages(call_id: str, name: str, arguments: str, content: Any) -> lis
 
 def run_turn(messages: list[dict[str, Any]], toolset: Toolset, *,
              approvals: dict[tuple[str, str], bool] | None = None,
-             tool_choice: Any = None, deltas: int | None = None) -> Turn:
+             tool_choice: Any = None, deltas: int | None = None,
+             parallel: bool = False) -> Turn:
+    """parallel (the `parallel-calls` trigger): a function call comes with a call of
+    every other function tool in the same turn, as chat completions' does."""
     turn = Turn(steps=[])
     steps = turn.steps
     # Llama Stack lists every MCP server's tools before the first model call.
@@ -105,10 +109,19 @@ def run_turn(messages: list[dict[str, Any]], toolset: Toolset, *,
         call_id = new_call_id()
         fc_id = _item_id("fc_")
         if kind == "function":
-            steps.append(Step("function_call", {"call_id": call_id, "name": name,
-                                                "arguments": args, "type": "function_call",
-                                                "id": fc_id, "status": "completed"},
-                              arguments=args))
+            calls = [(name, args)]
+            if parallel:
+                text = last_user_text(messages)
+                calls += [(spec.name, json.dumps(make_arguments(spec.parameters, text)))
+                          for spec in toolset.specs
+                          if spec.name != name and toolset.kinds[spec.name][0] == "function"]
+            for call_name, call_args in calls:
+                steps.append(Step("function_call", {"call_id": call_id, "name": call_name,
+                                                    "arguments": call_args,
+                                                    "type": "function_call",
+                                                    "id": fc_id, "status": "completed"},
+                                  arguments=call_args))
+                call_id, fc_id = new_call_id(), _item_id("fc_")
             break
         if kind == "file_search":
             query = file_search_query(args, last_user_text(messages))

@@ -96,7 +96,8 @@ class CreateRequest:
     def run(self) -> Turn:
         approvals = approvals_from(self.history, self.turn_input)
         return run_turn(self.messages, self.toolset, approvals=approvals,
-                        tool_choice=self.body.get("tool_choice"), deltas=self.knobs.deltas)
+                        tool_choice=self.body.get("tool_choice"), deltas=self.knobs.deltas,
+                        parallel=self.trigger == triggers.PARALLEL_CALLS)
 
     def persist(self, state: ServerState, response: dict[str, Any],
                 turn: Turn | None = None) -> None:

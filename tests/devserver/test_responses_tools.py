@@ -145,3 +145,21 @@ async def test_tool_choice_none_disables_tools(client):
     body = await resp.json()
     assert body["output"][0]["type"] == "message"
     assert body["tool_choice"] == "none"
+
+
+async def test_parallel_calls_call_every_function_tool_in_one_turn(client):
+    tools = [{"type": "function", "name": name, "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}
+        for name in ("first", "second")]
+    for stream in (False, True):
+        resp = await client.post("/v1/responses", json={
+            "model": CHAT, "stream": stream, "tools": tools, "input": "parallel-calls: use the tools with 7"})
+        if stream:
+            events = sse_events(await resp.text())
+            check_events_with_openai_types(events)
+            output = events[-1]["response"]["output"]
+        else:
+            output = (await resp.json())["output"]
+        assert [(i["type"], i["name"], json.loads(i["arguments"])) for i in output] == [
+            ("function_call", "first", {"a": 7}), ("function_call", "second", {"a": 7})]
+        assert len({i["call_id"] for i in output}) == 2 and len({i["id"] for i in output}) == 2
