@@ -11,7 +11,8 @@ from prometheus_client import generate_latest
 from gateway.observability.calls import EngineMetrics, UpstreamMetrics, operation
 from gateway.observability.http import auth_failure_reason
 from gateway.observability.metrics import DEFINITIONS, LCORE_BUCKETS, Metrics
-from gateway.observability.turns import llm_labels
+from gateway.observability.turns import TurnMetrics, llm_labels
+from gateway.turns.hooks import Hooks
 
 # Labels whose values could be unbounded were they ever added.
 _FORBIDDEN_LABELS = {"user_id", "user", "conversation_id", "response_id", "request_id", "url"}
@@ -126,3 +127,16 @@ def test_plain_histograms_expose_cumulative_le_buckets():
     gauge.inc()
     gauge.dec()
     assert "gateway_background_responses_running 1.0" in generate_latest(metrics.registry).decode()
+
+
+def test_turn_metrics_never_raise_into_the_turn(caplog):
+    """TurnMetrics is `shielded`: the runner calls it directly, so each of its moments
+    catches and logs its own failure."""
+    metrics = TurnMetrics(Metrics(), {})
+    hooks = Hooks([metrics])
+    assert hooks.finished == metrics.finished
+    broken = SimpleNamespace(observed=SimpleNamespace(started="not a time"), result=None, abandoned=False)
+    hooks.first_event(broken)
+    hooks.finished(broken, None)
+    hooks.streamed(broken, 3)
+    assert "turn metrics: finished failed" in caplog.text
