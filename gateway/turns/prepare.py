@@ -26,11 +26,12 @@ from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
+from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
 from gateway.storage.history import expired
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
-from gateway.turns.body import answers_approval, has_item_reference, question_text
+from gateway.turns.body import answers_approval, as_input, has_item_reference, input_items, question_text
 from gateway.turns.in_progress import InProgress
 from gateway.turns.model import ModelSelector
 from gateway.turns.prompts import SystemPrompts
@@ -65,8 +66,9 @@ class BackendSelector:
 class Preparer:
     def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
                  catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools, settler: Settler,
-                 backend: BackendSelector):
+                 backend: BackendSelector, items: ConversationItems | None = None):
         self._conversations = conversations
+        self._items = items   # what clients added to conversations the gateway keeps (issue 23)
         self._writer = writer
         self._models = ModelSelector(catalog, config.inference)
         self._quota = quota
@@ -145,6 +147,12 @@ class Preparer:
             # then append it to the conversation.
             turn.append_to_upstream = True
             turn.appended_input = raw["input"]
+        if request.store and upstream_id is None and turn.existing is not None and self._items is not None:
+            # Items added through the Conversations API since the last turn: this turn's
+            # input, before the client's (an upstream conversation has them already).
+            added = await self._items.take_pending(turn.existing.id)
+            if added:
+                raw = {**raw, "input": [as_input(item) for item in added] + input_items(raw["input"])}
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
