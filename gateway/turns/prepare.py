@@ -79,6 +79,7 @@ class Preparer:
         self.backend = backend
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
+        self._conversation_object = config.service.conversation_form == "object"
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions") -> Turn:
@@ -138,6 +139,8 @@ class Preparer:
                     reservation=reservation, background=bool(request.background), server_prompt=server_prompt)
         if reservation is not None:
             turn.extend = partial(self._quota.extend, reservation)   # the engine's later rounds
+        sent = raw.get("conversation")   # the form the client named it in, else the operator's
+        turn.conversation_object = isinstance(sent, dict) if sent is not None else self._conversation_object
         if request.store:
             turn.question = question_text(raw["input"])   # the turn store's (`turns/content.py`)
         if request.store and upstream_id is not None and turn.existing is not None \

@@ -198,3 +198,56 @@ def test_lcore_bodies_alone_with_error_body_lcore(gateway_factory, upstream):
     created = gateway.client(api_key=KEYS["alice"]).conversations.create()
     assert gateway.get(f"/v1/conversations/{created.id}", headers=headers).ok() == {
         "conversation_id": created.id.removeprefix("conv_"), "chat_history": []}
+
+
+def conversations_shown(events) -> list:
+    return [event.response.conversation for event in events if hasattr(event, "response")]
+
+
+def test_conversation_in_the_form_the_client_sent(gateway):
+    alice = client(gateway)
+    conversation = alice.conversations.create()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # the SDK's serializer warns on a string `conversation`
+        first = alice.responses.create(input="hi", conversation={"id": conversation.id})
+        assert first.conversation.id == conversation.id
+        first.model_dump()
+        events = list(alice.responses.create(input="again", conversation={"id": conversation.id}, stream=True))
+        shown = conversations_shown(events)
+        assert len(shown) >= 3 and all(c.id == conversation.id for c in shown)
+        assert alice.responses.retrieve(first.id).conversation.id == conversation.id
+        assert alice.responses.retrieve(events[-1].response.id).model_dump()["conversation"] == {"id": conversation.id}
+    # The string form stays a string (spec 001), in JSON, stream and retrieval alike.
+    as_string = alice.responses.with_raw_response.create(input="string", conversation=conversation.id).parse()
+    raw = gateway.get(f"/v1/responses/{as_string.id}", headers={"Authorization": f"Bearer {KEYS['alice']}"}).ok()
+    assert raw["conversation"] == conversation.id
+    reply = gateway.post("/v1/responses", {"input": "s", "conversation": conversation.id, "stream": True},
+                         headers={"Authorization": f"Bearer {KEYS['alice']}"})
+    assert b'"conversation":"' + conversation.id.encode() + b'"' in reply.body
+    assert b'"conversation":{' not in reply.body
+
+
+@pytest.fixture(scope="module")
+def object_form(mode, gateway_factory, upstream, chat_upstream):
+    service = {"service": {"conversation_form": "object"}}
+    if mode == "engine":
+        return gateway_factory(chat_upstream.url, **engine_config(chat_upstream.url), **AUTH, **service)
+    return gateway_factory(upstream.url, llama_stack={"url": upstream.url, "max_retries": 0, "conversations": mode},
+                           **AUTH, **service)
+
+
+def test_the_operators_form_for_conversations_the_gateway_creates(object_form):
+    alice = client(object_form)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = alice.responses.create(input="new")
+        assert first.conversation.id.startswith("conv_")
+        chained = alice.responses.create(input="chained", previous_response_id=first.id)
+        assert chained.conversation.id == first.conversation.id
+        events = list(alice.responses.create(input="streamed", previous_response_id=chained.id, stream=True))
+        assert all(c.id == first.conversation.id for c in conversations_shown(events))
+        assert alice.responses.retrieve(first.id).conversation.id == first.conversation.id
+    # A client that names it as a string still gets a string.
+    raw = object_form.post("/v1/responses", {"input": "s", "conversation": first.conversation.id},
+                           headers={"Authorization": f"Bearer {KEYS['alice']}"}).ok()
+    assert raw["conversation"] == first.conversation.id
