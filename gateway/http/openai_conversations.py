@@ -29,7 +29,7 @@ from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES, Services
 from gateway.legacy.conversations import LCORE_V1
 from gateway.schema.conversations import OpenAIConversationCreate, OpenAIConversationUpdate, OpenAIItemsCreate
-from gateway.schema.errors import not_found
+from gateway.schema.errors import bad_request, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id
 from gateway.schema.validation import validate
 from gateway.storage.conversations import ConversationRecord
@@ -65,6 +65,8 @@ async def create_conversation(request: web.Request) -> web.Response:
     create = validate(_CREATE, await _body(request))
     services = request.app[SERVICES]
     caller = identity(request)
+    if create.items:
+        _within_limit(services, 0, len(create.items))   # before anything is created
     upstream_id = await (await services.turns.backend()).create_conversation()
     conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
     now = datetime.now(timezone.utc).isoformat()
@@ -80,9 +82,17 @@ async def create_conversation(request: web.Request) -> web.Response:
 async def _add(services: Services, record: ConversationRecord, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if record.upstream_id is not None:
         return (await _relay(services, "POST", _item_path(record.upstream_id), json={"items": [openai.normalized(item) for item in raw]}))["data"]
+    _within_limit(services, await services.items.count(record.id), len(raw))
     items = [openai.new_item(item) for item in raw]
     await services.items.add(record.id, items, pending=True)
     return items
+
+
+def _within_limit(services: Services, held: int, added: int) -> None:
+    limit = services.config.service.max_conversation_items
+    if held + added > limit:
+        raise bad_request(f"A conversation holds at most {limit} items (service.max_conversation_items)",
+                          param="items", code="too_many_items")
 
 
 async def update_conversation(request: web.Request) -> web.Response:

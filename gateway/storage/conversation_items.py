@@ -66,6 +66,11 @@ class ConversationItems:
         if pending and self._pending is not None:
             self._pending.add(conversation_id)
 
+    async def count(self, conversation_id: str) -> int:
+        row = await self._db.fetchone("SELECT COUNT(*) AS n FROM gateway_conversation_items "
+                                      "WHERE conversation_id = :id", {"id": conversation_id})
+        return int(row["n"]) if row else 0
+
     async def all(self, conversation_id: str) -> list[dict[str, Any]]:
         """Its items, oldest first."""
         rows = await self._db.fetchall("SELECT item FROM gateway_conversation_items WHERE conversation_id = :id "

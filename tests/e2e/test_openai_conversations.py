@@ -251,3 +251,16 @@ def test_the_operators_form_for_conversations_the_gateway_creates(object_form):
     raw = object_form.post("/v1/responses", {"input": "s", "conversation": first.conversation.id},
                            headers={"Authorization": f"Bearer {KEYS['alice']}"}).ok()
     assert raw["conversation"] == first.conversation.id
+
+
+def test_a_conversation_the_gateway_keeps_holds_at_most_the_operators_items(gateway_factory, chat_upstream):
+    gateway = gateway_factory(chat_upstream.url, **engine_config(chat_upstream.url), **AUTH,
+                              service={"max_conversation_items": 3})
+    alice = client(gateway)
+    conversation = alice.conversations.create(items=[USER_ITEM] * 2)
+    with pytest.raises(openai.BadRequestError) as refused:
+        alice.conversations.items.create(conversation.id, items=[USER_ITEM] * 2)
+    assert "at most 3 items" in str(refused.value)
+    assert len(alice.conversations.items.create(conversation.id, items=[USER_ITEM]).data) == 1
+    with pytest.raises(openai.BadRequestError):
+        alice.conversations.create(items=[USER_ITEM] * 4)
