@@ -23,6 +23,7 @@ from gateway.http import catalog as catalog_routes
 from gateway.conversations.expiry import ExpirySweep
 from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
+from gateway.conversations.pending_items import PendingItems
 from gateway.conversations.transcripts import Transcripts
 from gateway.http import authorized, feedback, health, query, quotas, responses, root
 from gateway.http import conversations as conversation_routes
@@ -132,6 +133,7 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
     selector = BackendSelector(forwarding, local, capabilities)
     preparer = Preparer(config, conversations, writer, catalog, quota, tools, settler, selector, items)
     runner = Runner(settler, tools.labels, tools.redactor)
+    runner.hooks.add(PendingItems(items))   # a turn not recorded gives back the items it took
     if metrics is not None:
         cluster = frozenset(limiter.name for limiter in (config.quota_handlers.limiters if config.quota_handlers else ())
                             if limiter.type == "cluster_limiter")

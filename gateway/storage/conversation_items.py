@@ -12,6 +12,7 @@ with several replicas on one PostgreSQL (`Database.shared`) it asks the database
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -25,6 +26,9 @@ class ConversationItems:
     def __init__(self, db: Database):
         self._db = db
         self._pending: set[str] | None = None   # None: ask the database (shared, or not loaded)
+        # Items being given back by a turn that just failed, by conversation: the next
+        # turn here waits for them (its client may ask at once).
+        self._restoring: dict[str, asyncio.Future] = {}
 
     async def load(self) -> None:
         """At start-up: which conversations have pending items (one process's database)."""
@@ -88,8 +92,10 @@ class ConversationItems:
 
     async def take_pending(self, conversation_id: str) -> list[dict[str, Any]]:
         """The items added since the conversation's last turn, marked sent (a turn sends
-        them as its input; if it then fails they are not sent again: the client sees
-        them in the list and may add them anew)."""
+        them as its input; one that is not recorded gives them back: `restore`)."""
+        restoring = self._restoring.get(conversation_id)
+        if restoring is not None:
+            await asyncio.shield(restoring)
         if self._pending is not None and conversation_id not in self._pending:
             return []
         async with self._db.transaction() as tx:
@@ -101,6 +107,31 @@ class ConversationItems:
         if self._pending is not None:
             self._pending.discard(conversation_id)
         return [orjson.loads(row["item"]) for row in rows]
+
+    def restore_soon(self, conversation_id: str, item_ids: tuple[str, ...]) -> asyncio.Future:
+        """`restore`, from a synchronous caller (a runner hook); the conversation's next
+        `take_pending` waits for it."""
+        task = asyncio.ensure_future(self.restore(conversation_id, item_ids))
+        self._restoring[conversation_id] = task
+
+        def done(_: asyncio.Future) -> None:
+            if self._restoring.get(conversation_id) is task:
+                del self._restoring[conversation_id]
+
+        task.add_done_callback(done)
+        return task
+
+    async def restore(self, conversation_id: str, item_ids: tuple[str, ...]) -> None:
+        """Items a turn took that it did not get recorded with: pending again, for the
+        conversation's next turn (as OpenAI's conversation keeps them)."""
+        if not item_ids:
+            return
+        marks = ", ".join(f":i{index}" for index in range(len(item_ids)))
+        changed = await self._db.execute(
+            f"UPDATE gateway_conversation_items SET pending = 1 WHERE conversation_id = :id AND id IN ({marks})",
+            {"id": conversation_id, **{f"i{index}": item_id for index, item_id in enumerate(item_ids)}})
+        if changed and self._pending is not None:
+            self._pending.add(conversation_id)
 
     def forget(self, conversation_id: str) -> None:
         """A deleted conversation (its rows went in the deleting transaction)."""

@@ -156,6 +156,7 @@ class Preparer:
             added = await self._items.take_pending(turn.existing.id)
             if added:
                 raw = {**raw, "input": [as_input(item) for item in added] + input_items(raw["input"])}
+                turn.added_items = tuple(item["id"] for item in added)
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])

@@ -65,6 +65,7 @@ class Turn:
     observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
     server_prompt: bool = False          # the instructions are the operator's: shown as LCORE's placeholder
     conversation_object: bool = False    # responses show `conversation` as `{"id": ...}` (issue 23)
+    added_items: tuple[str, ...] = ()    # items clients added that this turn sends (pending again if it fails)
     summary: asyncio.Future | None = None  # the topic summary being made (`turns/summary.py`), its text
     question: str = ""                   # a stored turn's user text (`body.question_text`), for its content
     observed: Any = None                 # what observers of its hooks keep about it (metrics)

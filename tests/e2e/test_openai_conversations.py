@@ -264,3 +264,17 @@ def test_a_conversation_the_gateway_keeps_holds_at_most_the_operators_items(gate
     assert len(alice.conversations.items.create(conversation.id, items=[USER_ITEM]).data) == 1
     with pytest.raises(openai.BadRequestError):
         alice.conversations.create(items=[USER_ITEM] * 4)
+
+
+def test_a_failed_turn_gives_its_items_back(gateway, mode, upstream, chat_upstream):
+    if mode == "upstream":
+        pytest.skip("the upstream's conversation keeps its items itself")
+    alice = client(gateway)
+    conversation = alice.conversations.create(items=[USER_ITEM])
+    with pytest.raises(openai.APIError):
+        alice.responses.create(input="fail-upstream", conversation=conversation.id)
+    served = chat_upstream if mode == "engine" else upstream
+    served.clear()
+    alice.responses.create(input="which word?", conversation=conversation.id)
+    path = "/v1/chat/completions" if mode == "engine" else "/v1/responses"
+    assert "pineapple" in str(served.last(path)["body"])

@@ -35,6 +35,10 @@ async def test_metadata_items_and_pending(database_config):
     assert [i["id"] for i in await again.take_pending("a")] == ["m1", "m2"]
     assert await again.take_pending("a") == [] and await items.take_pending("b") == []
     assert [i["id"] for i in await items.all("a")] == ["m1", "m2", "m3"]   # still listed
+    items.restore_soon("a", ("m2",))   # a failed turn gives them back; the next take waits for it
+    assert [i["id"] for i in await items.take_pending("a")] == ["m2"]
+    await items.restore("a", ("m1", "nope"))
+    assert [i["id"] for i in await items.take_pending("a")] == ["m1"]
 
     assert await items.delete("a", "m2") and not await items.delete("a", "m2")
     await ConversationHistory(db, repo).delete("a")
