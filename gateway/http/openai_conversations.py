@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
+from multidict import MultiDict
 from pydantic import TypeAdapter
 
 from gateway.config.access import Action
@@ -113,7 +114,9 @@ async def list_items(request: web.Request) -> web.Response:
     record = await owned(services, identity(request), conversation_id, LCORE_V1,
                           Action.READ_OTHERS_CONVERSATIONS, "read")
     if record.upstream_id is not None:
-        params = {"limit": str(limit), "order": order, **({"after": after} if after else {})}
+        # Only the listing's own parameters go upstream, validated (`include[]` as given).
+        params = MultiDict([("limit", str(limit)), ("order", order), *([("after", after)] if after else []),
+                            *(("include[]", value) for value in request.query.getall("include[]", []))])
         return json_response(await _relay(services, "GET", _item_path(record.upstream_id), params=params))
     return json_response(openai.page(await services.items.all(conversation_id), after, limit, order))
 

@@ -85,7 +85,8 @@ def test_items_create_list_retrieve_and_delete(gateway):
     assert [item.id for item in newest_first.data] == [added.data[0].id, first.id]
     oldest_first = alice.conversations.items.list(conversation.id, order="asc", limit=1)
     assert [item.id for item in oldest_first.data] == [first.id] and oldest_first.has_more is True
-    after = alice.conversations.items.list(conversation.id, order="asc", after=first.id)
+    after = alice.conversations.items.list(conversation.id, order="asc", after=first.id,
+                                           include=["message.output_text.logprobs"])
     assert [item.id for item in after.data] == [added.data[0].id]
 
     one = alice.conversations.items.retrieve(added.data[0].id, conversation_id=conversation.id)
