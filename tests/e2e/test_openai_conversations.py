@@ -7,6 +7,7 @@ and OpenAI's clients on `GET`/`DELETE`, and LCORE's alone with `service.error_bo
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import openai
@@ -248,6 +249,15 @@ def test_the_operators_form_for_conversations_the_gateway_creates(object_form):
         events = list(alice.responses.create(input="streamed", previous_response_id=chained.id, stream=True))
         assert all(c.id == first.conversation.id for c in conversations_shown(events))
         assert alice.responses.retrieve(first.id).conversation.id == first.conversation.id
+        background = alice.responses.create(input="later", previous_response_id=events[-1].response.id,
+                                            background=True)
+        assert background.conversation.id == first.conversation.id
+        for _ in range(100):
+            done = alice.responses.retrieve(background.id)
+            if done.status not in ("queued", "in_progress"):
+                break
+            time.sleep(0.05)
+        assert done.status == "completed" and done.conversation.id == first.conversation.id
     # A client that names it as a string still gets a string.
     raw = object_form.post("/v1/responses", {"input": "s", "conversation": first.conversation.id},
                            headers={"Authorization": f"Bearer {KEYS['alice']}"}).ok()
