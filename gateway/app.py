@@ -23,9 +23,11 @@ from gateway.http import catalog as catalog_routes
 from gateway.conversations.expiry import ExpirySweep
 from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
+from gateway.conversations.pending_items import PendingItems
 from gateway.conversations.transcripts import Transcripts
 from gateway.http import authorized, feedback, health, query, quotas, responses, root
 from gateway.http import conversations as conversation_routes
+from gateway.http import openai_conversations
 from gateway.http import metrics as metrics_routes
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
@@ -38,6 +40,7 @@ from gateway.observability.metrics import Metrics
 from gateway.observability.state import StateCollector, time_database
 from gateway.observability.turns import TurnMetrics
 from gateway.quota.service import QuotaService, open_quota
+from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
 from gateway.storage.background_responses import BackgroundStore
@@ -71,6 +74,8 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
     await upstream.start()
     catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)
     conversations = ConversationRepository(db)
+    items = ConversationItems(db)   # OpenAI's Conversations API's items and metadata
+    await items.load()
     quota = await open_quota(config.quota_handlers, db, config.database)
     quota.start()
     writer = TurnWriter(conversations, quota.batch)   # the turns' charges commit with their records
@@ -88,11 +93,11 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
         metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db))
     turns = _turns(config, conversations, writer, catalog, quota, tools, settler=Settler(conversations, writer, quota),
                    forward=UpstreamResponses(upstream, capabilities), engine=engine, capabilities=capabilities,
-                   metrics=metrics)
+                   items=items, metrics=metrics)
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, turns=turns, quota=quota,
+                    writer=writer, turns=turns, quota=quota, items=items,
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
                     background=runs, **_conversation_services(config, db, conversations, turns))
 
@@ -120,13 +125,15 @@ def _conversation_services(config: Configuration, db: Database, conversations: C
 
 def _turns(config: Configuration, conversations: ConversationRepository, writer: TurnWriter, catalog: ModelCatalog,
            quota: QuotaService, tools: ConfiguredTools, *, settler: Settler, forward: UpstreamResponses,
-           engine: LocalEngine, capabilities: Capabilities, metrics: Metrics | None = None) -> TurnService:
+           engine: LocalEngine, capabilities: Capabilities, items: ConversationItems,
+           metrics: Metrics | None = None) -> TurnService:
     """A turn's life, with both backends: the selector picks one on first use."""
     forwarding = ForwardBackend(forward, tools, config.inference, conversations, settler)
     local = EngineBackend(engine, tools, config.inference, conversations, settler)
     selector = BackendSelector(forwarding, local, capabilities)
-    preparer = Preparer(config, conversations, writer, catalog, quota, tools, settler, selector)
+    preparer = Preparer(config, conversations, writer, catalog, quota, tools, settler, selector, items)
     runner = Runner(settler, tools.labels, tools.redactor)
+    runner.hooks.add(PendingItems(items))   # a turn not recorded gives back the items it took
     if metrics is not None:
         cluster = frozenset(limiter.name for limiter in (config.quota_handlers.limiters if config.quota_handlers else ())
                             if limiter.type == "cluster_limiter")
@@ -168,6 +175,7 @@ def create_app(config: Configuration) -> web.Application:
         quotas.add_routes(app, prefix)
         query.add_routes(app, prefix)
         conversation_routes.add_routes(app, prefix)
+        openai_conversations.add_routes(app, prefix)
         feedback.add_routes(app, prefix)
         if metrics is not None:
             metrics_routes.add_routes(app, prefix)

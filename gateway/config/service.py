@@ -39,6 +39,15 @@ class ServiceConfig(Strict):
     # Ours: error bodies on the endpoints OpenAI SDKs call carry OpenAI's `error` object
     # beside LCORE's `detail` (`both`), or are exactly LCORE's (`lcore`).
     error_body: Literal["both", "lcore"] = "both"
+    # Ours (issue 23): how a response shows its `conversation` when the client named
+    # none (a conversation the gateway created, or continued by `previous_response_id`):
+    # the id as a string (spec 001) or OpenAI's object `{"id": ...}` (what the `openai`
+    # package types it as). A client that sends `conversation` gets the form it sent.
+    conversation_form: Literal["string", "object"] = "string"
+    # Ours (issue 23): the items one conversation the gateway keeps may hold, added
+    # through OpenAI's Conversations API (each is sent as input on the next turn); more
+    # is a 400. Conversations the upstream keeps are the upstream's to limit.
+    max_conversation_items: int = Field(1000, ge=1, le=100000)
     # Ours: `GET /metrics` and the recording behind it (docs/operating.md); false: neither.
     metrics: bool = True
     # Ours: the responses (streams, JSON and background runs) one user may have running

@@ -126,7 +126,7 @@ class LocalEngine:
 
         def snapshot() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
             stored = {**emitter.response, "output": list(emitter.output), "model": turn.display_model,
-                      "conversation": turn.conversation}
+                      "conversation": turn.shown_conversation}
             return stored, inputs, history + inputs + emitter.output
 
         async def save(emitter: Emitter, finished: bool) -> None:

@@ -2,8 +2,10 @@
 /v{1,2}/conversations/{id}`, served from the gateway's own records and turn store.
 
 One handler per path; each does the work once and asks its *audience* for the body
-(`gateway/legacy/conversations.py`): LCORE's v1 and v2 today, OpenAI's Conversations
-API on the same paths later. What differs between LCORE's versions is the audience's
+(`gateway/legacy/conversations.py`): LCORE's v1 and v2; on `/v1`, `GET` and `DELETE`
+also carry OpenAI's Conversations API's keys (`conversations/openai.py`, issue 23;
+its other routes are `http/openai_conversations.py`) unless `service.error_body: lcore`
+asks for LCORE's bodies alone. What differs between LCORE's versions is the audience's
 too: v1 refuses another user's conversation with 403 unless an action allows it
 (`read_`, `delete_`; `PUT` checks `query_other_conversations`, as LCORE does) and, like
 LCORE, answers 503 when the upstream is unreachable (reading, renaming); v2 needs
@@ -23,6 +25,7 @@ from aiohttp import web
 from pydantic import TypeAdapter
 
 from gateway.config.access import Action
+from gateway.conversations import openai
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES, Services
 from gateway.identity import Identity
@@ -47,7 +50,7 @@ def _services(request: web.Request, audience: LcoreV1) -> Services:
     return services
 
 
-def _conversation_id(request: web.Request) -> str:
+def path_conversation_id(request: web.Request) -> str:
     """The bare id in the path, or LCORE's 400."""
     given = request.match_info["conversation_id"]
     bare = normalize_conversation_id(given)
@@ -56,7 +59,7 @@ def _conversation_id(request: web.Request) -> str:
     return bare
 
 
-async def _owned(services: Services, caller: Identity, conversation_id: str, audience: LcoreV1,
+async def owned(services: Services, caller: Identity, conversation_id: str, audience: LcoreV1,
                  others: Action, verb: str) -> ConversationRecord:
     """The conversation, if the caller may act on it: 404 when there is none; another
     user's is a 403 on v1 (unless `others` is granted) and a 404 on v2."""
@@ -70,6 +73,12 @@ async def _owned(services: Services, caller: Identity, conversation_id: str, aud
     if record is None:
         raise not_found("Conversation", conversation_id, code="conversation_not_found", param="conversation_id")
     return record
+
+
+def _both(services: Services, audience: LcoreV1) -> bool:
+    """Whether the body also carries OpenAI's keys: on the paths OpenAI's SDK calls
+    (`/v1`), unless the operator asked for LCORE's bodies alone."""
+    return audience.version == "v1" and services.config.service.error_body == "both"
 
 
 def _view(turn: StoredTurn) -> TurnView:
@@ -113,23 +122,30 @@ async def list_conversations(request: web.Request, audience: LcoreV1) -> web.Res
 
 
 async def get_conversation(request: web.Request, audience: LcoreV1) -> web.Response:
-    conversation_id = _conversation_id(request)
+    conversation_id = path_conversation_id(request)
     services = _services(request, audience)
-    record = await _owned(services, identity(request), conversation_id, audience,
+    record = await owned(services, identity(request), conversation_id, audience,
                           Action.READ_OTHERS_CONVERSATIONS, "read")
     if audience.version == "v1":
         await (await services.turns.backend()).reach_conversation(record.upstream_id)
     turns = await services.history.turns(conversation_id)
-    if not turns:   # a conversation whose only turn failed: LCORE finds no items either
+    # None: not created through OpenAI's API (`POST /v1/conversations`).
+    metadata = await services.items.metadata(conversation_id) if audience.version == "v1" or not turns else None
+    if not turns and metadata is None:
+        # A conversation whose only turn failed: LCORE finds no items either. One created
+        # empty through OpenAI's API is 200 with an empty `chat_history`.
         raise not_found("Conversation", conversation_id, code="conversation_not_found", param="conversation_id")
-    return json_response(audience.conversation(conversation_id, [_view(turn) for turn in turns]))
+    body = audience.conversation(conversation_id, [_view(turn) for turn in turns])
+    if _both(services, audience):
+        body = openai.union(openai.conversation(conversation_id, record.created_at, metadata), body)
+    return json_response(body)
 
 
 async def update_conversation(request: web.Request, audience: LcoreV1) -> web.Response:
     update = validate(_UPDATE, await read_json(request))   # FastAPI validates the body first
-    conversation_id = _conversation_id(request)
+    conversation_id = path_conversation_id(request)
     services = _services(request, audience)
-    record = await _owned(services, identity(request), conversation_id, audience,
+    record = await owned(services, identity(request), conversation_id, audience,
                           Action.QUERY_OTHERS_CONVERSATIONS, "update")
     if audience.version == "v1":
         await (await services.turns.backend()).rename_conversation(record.upstream_id, update.topic_summary)
@@ -140,7 +156,7 @@ async def update_conversation(request: web.Request, audience: LcoreV1) -> web.Re
 
 async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Response:
     """Always 200 (LCORE): `deleted` says whether there was one of the caller's to delete."""
-    conversation_id = _conversation_id(request)
+    conversation_id = path_conversation_id(request)
     services = _services(request, audience)
     caller = identity(request)
     await services.turns.wait_recorded(conversation_id)   # a turn being recorded would bring it back
@@ -151,7 +167,12 @@ async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Re
         elif not may_use_conversation(caller, record.user_id, Action.DELETE_OTHERS_CONVERSATIONS):
             raise conversation_forbidden(caller.user_id, conversation_id, "delete")
     deleted = record is not None and await services.forgetting.delete(conversation_id) is not None
-    return json_response(audience.deleted(conversation_id, deleted))
+    if deleted:
+        services.items.forget(conversation_id)
+    body = audience.deleted(conversation_id, deleted)
+    if _both(services, audience):
+        body = openai.union(openai.deleted(conversation_id, deleted), body)
+    return json_response(body)
 
 
 def add_routes(app: web.Application, prefix: str) -> None:

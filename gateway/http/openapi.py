@@ -16,9 +16,12 @@ from typing import Any, Iterable
 from pydantic import TypeAdapter
 
 from gateway.config.access import Action
-from gateway.schema.conversations import (ConversationDeleteResponse, ConversationResponse,
+from gateway.schema.conversations import (ConversationAndHistory, ConversationDeletedBoth,
+                                          ConversationDeleteResponse, ConversationResponse,
                                           ConversationsListResponse, ConversationsListResponseV2,
-                                          ConversationUpdateRequest, ConversationUpdateResponse)
+                                          ConversationUpdateRequest, ConversationUpdateResponse, OpenAIConversation,
+                                          OpenAIConversationCreate, OpenAIConversationItemList,
+                                          OpenAIConversationUpdate, OpenAIItemsCreate)
 from gateway.schema.feedback import (FeedbackRequest, FeedbackResponse, FeedbackStatus, FeedbackStatusUpdate,
                                      FeedbackStatusUpdateRequest)
 from gateway.schema.api import (AuthorizedResponse, ErrorBody, InfoResponse, InputItemList, LivenessResponse,
@@ -129,18 +132,49 @@ OPERATIONS: tuple[Operation, ...] = (
               ok=ConversationsListResponse, errors=(401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,
               query=_PAGE,
               note="LCORE's; every user's with `list_other_conversations`; `limit`/`after` are ours"),
+    Operation("create_conversation", "post", "/v1/conversations",
+              "Create a conversation (OpenAI's Conversations API), with up to 20 items and 16 metadata pairs",
+              "conversations", ok=OpenAIConversation, request=OpenAIConversationCreate,
+              errors=(401, 403, 422, 500, 503), action=Action.RESPONSES,
+              note="OpenAI's (not in LCORE): its nearest action, a conversation being for `responses`"),
     Operation("get_conversation", "get", "/v1/conversations/{conversation_id}",
-              "One conversation's `chat_history`, from the gateway's turn store", "conversations",
-              ok=ConversationResponse, errors=(400, 401, 403, 404, 500, 503), path_params=("conversation_id",),
+              "One conversation: OpenAI's `Conversation` and LCORE's `chat_history`, from the gateway's turn store",
+              "conversations", ok=ConversationAndHistory, errors=(400, 401, 403, 404, 500, 503), path_params=("conversation_id",),
               action=Action.GET_CONVERSATION, note="LCORE's; another user's needs `read_other_conversations`"),
     Operation("update_conversation", "put", "/v1/conversations/{conversation_id}",
               "Rename a conversation (its topic summary)", "conversations",
               ok=ConversationUpdateResponse, request=ConversationUpdateRequest,
               errors=(400, 401, 403, 404, 422, 500, 503), path_params=("conversation_id",),
               action=Action.UPDATE_CONVERSATION, note="LCORE's; another user's needs `query_other_conversations`"),
+    Operation("update_conversation_metadata", "post", "/v1/conversations/{conversation_id}",
+              "Replace a conversation's metadata (OpenAI's Conversations API)", "conversations",
+              ok=OpenAIConversation, request=OpenAIConversationUpdate,
+              errors=(400, 401, 403, 404, 422, 500), path_params=("conversation_id",),
+              action=Action.UPDATE_CONVERSATION, note="OpenAI's; as LCORE's rename (`PUT`)"),
+    Operation("list_conversation_items", "get", "/v1/conversations/{conversation_id}/items",
+              "A conversation's items, a cursor page (OpenAI's Conversations API)", "conversations",
+              ok=OpenAIConversationItemList, errors=(400, 401, 403, 404, 422, 500, 503),
+              path_params=("conversation_id",), action=Action.GET_CONVERSATION,
+              note="OpenAI's; as LCORE's `GET` of the conversation",
+              query=(("after", "An item id to list after"), ("limit", "How many items (1-100, default 20)"),
+                     ("order", "`asc` or `desc` (default)"), ("include[]", "Accepted; items carry everything"))),
+    Operation("create_conversation_items", "post", "/v1/conversations/{conversation_id}/items",
+              "Add up to 20 items to a conversation (its next turn's input)", "conversations",
+              ok=OpenAIConversationItemList, request=OpenAIItemsCreate,
+              errors=(400, 401, 403, 404, 422, 500, 503), path_params=("conversation_id",),
+              action=Action.UPDATE_CONVERSATION, note="OpenAI's; as LCORE's rename (`PUT`)"),
+    Operation("get_conversation_item", "get", "/v1/conversations/{conversation_id}/items/{item_id}",
+              "One item of a conversation (OpenAI's Conversations API)", "conversations",
+              errors=(400, 401, 403, 404, 500, 503), path_params=("conversation_id", "item_id"),
+              action=Action.GET_CONVERSATION, note="OpenAI's; as LCORE's `GET` of the conversation"),
+    Operation("delete_conversation_item", "delete", "/v1/conversations/{conversation_id}/items/{item_id}",
+              "Delete one item of a conversation; answers the conversation", "conversations",
+              ok=OpenAIConversation, errors=(400, 401, 403, 404, 500, 503),
+              path_params=("conversation_id", "item_id"), action=Action.UPDATE_CONVERSATION,
+              note="OpenAI's; changes the conversation, as LCORE's rename (`PUT`)"),
     Operation("delete_conversation", "delete", "/v1/conversations/{conversation_id}",
               "Delete a conversation, upstream and everything the gateway stored for it (always 200)",
-              "conversations", ok=ConversationDeleteResponse, errors=(400, 401, 403, 500),
+              "conversations", ok=ConversationDeletedBoth, errors=(400, 401, 403, 500),
               path_params=("conversation_id",), action=Action.DELETE_CONVERSATION,
               note="LCORE's; another user's needs `delete_other_conversations`"),
     Operation("list_conversations_v2", "get", "/v2/conversations",
@@ -279,12 +313,15 @@ def _schemas() -> dict[str, Any]:
               LivenessResponse, ReadinessResponse, AuthorizedResponse, ErrorBody, QuotasResponse, UsageReport,
               ConversationsListResponse, ConversationsListResponseV2, ConversationResponse,
               ConversationUpdateResponse, ConversationDeleteResponse, FeedbackResponse, FeedbackStatus,
-              FeedbackStatusUpdate}
+              FeedbackStatusUpdate, OpenAIConversation, OpenAIConversationItemList, ConversationAndHistory,
+              ConversationDeletedBoth}
     inputs = [(model.__name__, "serialization", TypeAdapter(model)) for model in models]
     inputs.append(("ResponsesRequest", "validation", TypeAdapter(ResponsesRequest)))
     inputs.append(("QuotaChange", "validation", TypeAdapter(QuotaChange)))
     inputs.append(("ConversationUpdateRequest", "validation", TypeAdapter(ConversationUpdateRequest)))
     inputs.append(("FeedbackRequest", "validation", TypeAdapter(FeedbackRequest)))
+    for request in (OpenAIConversationCreate, OpenAIConversationUpdate, OpenAIItemsCreate):
+        inputs.append((request.__name__, "validation", TypeAdapter(request)))
     inputs.append(("FeedbackStatusUpdateRequest", "validation", TypeAdapter(FeedbackStatusUpdateRequest)))
     inputs.append(("QueryRequest", "validation", TypeAdapter(_QUERY_REQUEST.load())))
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))

@@ -14,6 +14,7 @@ from gateway.conversations.forget import Forgetting
 from gateway.conversations.transcripts import Transcripts
 from gateway.identity import Authenticator
 from gateway.quota.service import QuotaService
+from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
 from gateway.storage.history import ConversationHistory
@@ -39,6 +40,7 @@ class Services:
     forgetting: Forgetting               # deleting a conversation and what is kept for it
     feedback: FeedbackWriter
     expiry: ExpirySweep                  # conversation expiry's sweep (idle only without a TTL)
+    items: ConversationItems             # OpenAI's Conversations API: metadata, the gateway's items
     transcripts: Transcripts | None = None   # `user_data_collection.transcripts_enabled`
     # Started without its upstream (`llama_stack.allow_degraded_mode`): readiness says
     # so with 200 until the upstream answers.

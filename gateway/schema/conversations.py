@@ -5,7 +5,7 @@ with, described in `/openapi.json` (the bodies themselves are assembled in
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,3 +73,62 @@ class ConversationUpdateResponse(BaseModel):
     conversation_id: str
     success: bool
     message: str
+
+
+# OpenAI's Conversations API on the same paths (issue 23). Its limits are OpenAI's: at
+# most 20 items per request, at most 16 metadata pairs, keys ≤ 64 and values ≤ 512
+# characters. Items are objects the turn sends as input (validated by whoever runs it).
+
+MAX_ITEMS = 20
+MAX_METADATA = 16
+Metadata = dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]]
+
+
+class OpenAIConversationCreate(BaseModel):
+    """`POST /v1/conversations`."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: list[dict[str, Any]] | None = Field(None, max_length=MAX_ITEMS)
+    metadata: Metadata | None = Field(None, max_length=MAX_METADATA)
+
+
+class OpenAIConversationUpdate(BaseModel):
+    """`POST /v1/conversations/{id}`: the metadata replaces the conversation's."""
+
+    model_config = ConfigDict(extra="forbid")
+    metadata: Metadata = Field(max_length=MAX_METADATA)
+
+
+class OpenAIItemsCreate(BaseModel):
+    """`POST /v1/conversations/{id}/items`."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_ITEMS)
+
+
+class OpenAIConversation(BaseModel):
+    """OpenAI's `Conversation` (the `openai` package's `types/conversations`)."""
+
+    id: str
+    object: Literal["conversation"]
+    created_at: int
+    metadata: dict[str, str] | None = None
+
+
+class OpenAIConversationItemList(BaseModel):
+    object: Literal["list"]
+    data: list[dict[str, Any]]
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool
+
+
+class ConversationAndHistory(OpenAIConversation, ConversationResponse):
+    """`GET /v1/conversations/{id}`: LCORE's and OpenAI's keys at once."""
+
+
+class ConversationDeletedBoth(ConversationDeleteResponse):
+    """`DELETE /v1/conversations/{id}`: LCORE's and OpenAI's keys at once."""
+
+    id: str
+    object: Literal["conversation.deleted"]

@@ -122,6 +122,12 @@ class ConversationRepository:
         conversation = await self.get(turn.conversation_id)
         return (turn, conversation) if conversation else None
 
+    async def content(self, response_id: str) -> str | None:
+        """A turn's stored content (`turns/content.py`), read only when asked for."""
+        row = await self._db.fetchone("SELECT content FROM gateway_turns WHERE response_id = :id AND deleted = 0",
+                                      {"id": response_id})
+        return row["content"] if row else None
+
     async def save(self, conversation: ConversationRecord, turn: TurnRecord | None) -> None:
         await self.save_many([(conversation, turn)])
 

@@ -141,6 +141,9 @@ class ConversationHistory:
             if await tx.execute(claim, params) == 0:
                 return None
             response_ids = tuple(turn["response_id"] for turn in turns)
+            # The items clients added through OpenAI's Conversations API (issue 23).
+            await tx.execute("DELETE FROM gateway_conversation_items WHERE conversation_id = :id",
+                             {"id": conversation_id})
             for response_id in response_ids:
                 await _delete_responses(tx, response_id)
             # Its upstream state is deleted after the commit; until confirmed, it is pending.

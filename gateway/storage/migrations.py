@@ -169,6 +169,22 @@ _DELETED_CONVERSATIONS = """CREATE TABLE gateway_deleted_conversations (
     deleted_at TEXT NOT NULL
 )"""
 
+# OpenAI's Conversations API (issue 23): a conversation's `metadata` as the client set
+# it (JSON text; NULL for one a turn created: such a one was never created through the
+# API), and the items a client added to a conversation the gateway keeps (not the
+# upstream's): `pending` until the conversation's next turn sent them as its input.
+# Looked up by conversation (the primary key's first column), ordered by `position`.
+_CONVERSATION_METADATA = "ALTER TABLE gateway_conversations ADD COLUMN metadata TEXT"
+_CONVERSATION_ITEMS = """CREATE TABLE gateway_conversation_items (
+    conversation_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    position BIGINT NOT NULL,
+    item TEXT NOT NULL,
+    pending INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, id)
+)"""
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
         f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
@@ -196,6 +212,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (7, _TURN_CONTENT),
     (8, _FEEDBACK_TABLES),
     (9, [_DELETED_CONVERSATIONS]),
+    (10, [_CONVERSATION_METADATA, _CONVERSATION_ITEMS]),
 ]
 
 BASELINE: list[str] = [
@@ -212,4 +229,6 @@ BASELINE: list[str] = [
     *_QUOTA_TABLES,
     *_FEEDBACK_TABLES,
     _DELETED_CONVERSATIONS,
+    _CONVERSATION_METADATA,
+    _CONVERSATION_ITEMS,
 ]

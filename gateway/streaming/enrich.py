@@ -53,7 +53,11 @@ def scrub_tool_echo(response: dict[str, Any], configured_labels: frozenset[str])
 
 @dataclass
 class Enricher:
-    conversation: str | None            # `conv_<48 hex>` as spec 001 returns it; None: null
+    # `conv_<48 hex>` as spec 001 returns it, or OpenAI's `{"id": "conv_…"}` (the form the
+    # client sent, or the operator's: `service.conversation_form`); None: null. Only
+    # response objects carry it (lifecycle events, JSON bodies): the fast path's
+    # pass-through events never do, so the form costs them nothing.
+    conversation: str | dict[str, str] | None
     previous_response_id: str | None    # echoed even when the upstream drops it
     model: str | None = None            # shown instead of the upstream's when the gateway chose it
     configured_labels: frozenset[str] = frozenset()
@@ -87,7 +91,10 @@ class Enricher:
         return response
 
     def annotate(self, response: dict[str, Any]) -> None:
-        response["conversation"] = self.conversation
+        conversation = self.conversation
+        # A copy per response object: events are encoded later, and the same dict in two
+        # places is safe only while nobody changes it.
+        response["conversation"] = conversation if conversation.__class__ is not dict else dict(conversation)
         if self.background:
             response["background"] = True
         if self.previous_response_id and not response.get("previous_response_id"):

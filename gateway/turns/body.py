@@ -74,6 +74,15 @@ def input_items(input_: Any) -> list[dict[str, Any]]:
     return [item if "type" in item else {"type": "message", **item} for item in input_ if isinstance(item, dict)]
 
 
+def as_input(item: dict[str, Any]) -> dict[str, Any]:
+    """An item a client added to a conversation (`conversations/openai.py`), as a
+    turn's input item (what the Responses API accepts as input: a
+    message without its listing-only `id`/`status`)."""
+    if item.get("type") != "message":
+        return item
+    return {key: value for key, value in item.items() if key not in ("id", "status")}
+
+
 def question_text(input_: Any) -> str:
     """The text of the request's user messages (a string input is one), what a topic
     summary is made of (LCORE's `extract_text_from_input`)."""

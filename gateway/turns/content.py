@@ -19,14 +19,19 @@ import orjson
 _NOT_TOOLS = ("message", "reasoning")
 # Keys of the stored JSON (short: they are repeated in every row).
 QUESTION, ANSWER, ITEMS = "q", "a", "i"
+# Present (1) when the turn showed `conversation` as OpenAI's `{"id": ...}` (issue 23), so
+# `GET /v1/responses/{id}` shows it so again; absent for the default string form.
+OBJECT_FORM = "f"
 
 
-def turn_content(question: str, response: dict[str, Any]) -> str:
+def turn_content(question: str, response: dict[str, Any], object_form: bool = False) -> str:
     """The stored content of a turn whose terminal response object is `response`."""
     answer, items = answer_and_tools(response)
     content: dict[str, Any] = {QUESTION: question, ANSWER: answer}
     if items:
         content[ITEMS] = items
+    if object_form:
+        content[OBJECT_FORM] = 1
     return orjson.dumps(content).decode()
 
 
@@ -66,3 +71,14 @@ def read_content(text: str | None) -> tuple[str, str, list[dict[str, Any]]]:
     items = content.get(ITEMS)
     return (str(content.get(QUESTION) or ""), str(content.get(ANSWER) or ""),
             [item for item in items if isinstance(item, dict)] if isinstance(items, list) else [])
+
+
+def object_form(text: str | None) -> bool:
+    """Whether a stored content says its turn showed `conversation` as an object."""
+    if not text:
+        return False
+    try:
+        content = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(content, dict) and content.get(OBJECT_FORM) == 1

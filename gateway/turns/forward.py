@@ -13,6 +13,7 @@ from gateway.schema.errors import ApiError
 from gateway.schema.ids import openai_conversation_id
 from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRepository, TurnRecord
+from gateway.turns.content import object_form
 from gateway.streaming.enrich import Enricher, output_text
 from gateway.streaming.repair import repair_input_items, repair_response
 from gateway.streaming.rewriter import StreamRewriter
@@ -93,7 +94,10 @@ class ForwardBackend:
         if turn is None:
             return None
         response = repair_response(await self._upstream.retrieve(turn.response_id))
-        Enricher(openai_conversation_id(turn.conversation_id), turn.previous_response_id,
+        conversation: str | dict[str, str] = openai_conversation_id(turn.conversation_id)
+        if object_form(await self._conversations.content(turn.response_id)):
+            conversation = {"id": conversation}   # as the turn showed it (issue 23)
+        Enricher(conversation, turn.previous_response_id,
                  configured_labels=self._tools.labels, redactor=self._tools.redactor).annotate(response)
         return response
 

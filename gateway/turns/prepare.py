@@ -26,11 +26,12 @@ from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
+from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
 from gateway.storage.history import expired
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
-from gateway.turns.body import answers_approval, has_item_reference, question_text
+from gateway.turns.body import answers_approval, as_input, has_item_reference, input_items, question_text
 from gateway.turns.in_progress import InProgress
 from gateway.turns.model import ModelSelector
 from gateway.turns.prompts import SystemPrompts
@@ -65,8 +66,9 @@ class BackendSelector:
 class Preparer:
     def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
                  catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools, settler: Settler,
-                 backend: BackendSelector):
+                 backend: BackendSelector, items: ConversationItems | None = None):
         self._conversations = conversations
+        self._items = items   # what clients added to conversations the gateway keeps (issue 23)
         self._writer = writer
         self._models = ModelSelector(catalog, config.inference)
         self._quota = quota
@@ -77,6 +79,7 @@ class Preparer:
         self.backend = backend
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
+        self._conversation_object = config.service.conversation_form == "object"
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions") -> Turn:
@@ -136,6 +139,8 @@ class Preparer:
                     reservation=reservation, background=bool(request.background), server_prompt=server_prompt)
         if reservation is not None:
             turn.extend = partial(self._quota.extend, reservation)   # the engine's later rounds
+        sent = raw.get("conversation")   # the form the client named it in, else the operator's
+        turn.conversation_object = isinstance(sent, dict) if sent is not None else self._conversation_object
         if request.store:
             turn.question = question_text(raw["input"])   # the turn store's (`turns/content.py`)
         if request.store and upstream_id is not None and turn.existing is not None \
@@ -145,6 +150,13 @@ class Preparer:
             # then append it to the conversation.
             turn.append_to_upstream = True
             turn.appended_input = raw["input"]
+        if request.store and upstream_id is None and turn.existing is not None and self._items is not None:
+            # Items added through the Conversations API since the last turn: this turn's
+            # input, before the client's (an upstream conversation has them already).
+            added = await self._items.take_pending(turn.existing.id)
+            if added:
+                raw = {**raw, "input": [as_input(item) for item in added] + input_items(raw["input"])}
+                turn.added_items = tuple(item["id"] for item in added)
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])

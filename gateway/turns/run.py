@@ -89,7 +89,7 @@ class Runner:
 
     def enricher(self, turn: Turn) -> Enricher:
         """What every response object of this turn gets (JSON body or stream events)."""
-        return Enricher(turn.conversation, turn.previous_response_id, turn.display_model, self._labels,
+        return Enricher(turn.shown_conversation, turn.previous_response_id, turn.display_model, self._labels,
                         turn.background, self._redactor, turn.server_prompt)
 
     def rewriter(self, turn: Turn) -> StreamRewriter:

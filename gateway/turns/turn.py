@@ -64,6 +64,8 @@ class Turn:
     stopped_reason: str | None = None
     observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
     server_prompt: bool = False          # the instructions are the operator's: shown as LCORE's placeholder
+    conversation_object: bool = False    # responses show `conversation` as `{"id": ...}` (issue 23)
+    added_items: tuple[str, ...] = ()    # items clients added that this turn sends (pending again if it fails)
     summary: asyncio.Future | None = None  # the topic summary being made (`turns/summary.py`), its text
     question: str = ""                   # a stored turn's user text (`body.question_text`), for its content
     observed: Any = None                 # what observers of its hooks keep about it (metrics)
@@ -73,6 +75,13 @@ class Turn:
     def conversation(self) -> str | None:
         """The id returned to clients (`conv_<48 hex>`, spec 001)."""
         return openai_conversation_id(self.conversation_id) if self.conversation_id else None
+
+    @property
+    def shown_conversation(self) -> str | dict[str, str] | None:
+        """`conversation` as this turn's response objects show it: the id, or OpenAI's
+        `{"id": ...}` when the client sent that form (or the operator chose it)."""
+        shown = self.conversation
+        return {"id": shown} if shown is not None and self.conversation_object else shown
 
     # What the engine calls as its rounds go (`engine/turn.py` EngineTurn): it knows
     # nothing of quotas, the turn does.

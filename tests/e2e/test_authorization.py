@@ -73,6 +73,13 @@ ROUTES = {
     ("get", "/v1/conversations/{conversation_id}"): (None, 404),
     ("put", "/v1/conversations/{conversation_id}"): ({"topic_summary": "renamed"}, 404),
     ("delete", "/v1/conversations/{conversation_id}"): (None, 200),   # always: `deleted: false`
+    # OpenAI's Conversations API on the same paths (issue 23).
+    ("post", "/v1/conversations"): ({"metadata": {"k": "v"}}, 200),
+    ("post", "/v1/conversations/{conversation_id}"): ({"metadata": {"k": "v"}}, 404),
+    ("get", "/v1/conversations/{conversation_id}/items"): (None, 404),
+    ("post", "/v1/conversations/{conversation_id}/items"): ({"items": [{"role": "user", "content": "x"}]}, 404),
+    ("get", "/v1/conversations/{conversation_id}/items/{item_id}"): (None, 404),
+    ("delete", "/v1/conversations/{conversation_id}/items/{item_id}"): (None, 404),
     # No `conversation_cache` on this gateway: LCORE's 500.
     ("get", "/v2/conversations"): (None, 500),
     ("get", "/v2/conversations/{conversation_id}"): (None, 500),
@@ -113,7 +120,7 @@ def test_rbac_matrix(rbac, upstream, user, route):
     operation = next(op for op in OPERATIONS if (op.method, op.path) == route)
     body, allowed_status = ROUTES[route]
     path = route[1].replace("{response_id}", "resp_unknown").replace("{user_id}", "alice") \
-        .replace("{conversation_id}", UNKNOWN_CONVERSATION)
+        .replace("{conversation_id}", UNKNOWN_CONVERSATION).replace("{item_id}", "msg_unknown")
     upstream.clear()
     reply = rbac.request(route[0].upper(), path, body, headers=auth(user))
     allowed = operation.public or operation.action == AUTHENTICATED_ONLY or operation.action in ALLOWED[user]

@@ -210,3 +210,23 @@ def test_engine_mode_on_two_replicas(gateway_factory, upstream_with, postgres):
     assert one.get(f"/v1/responses/{first['id']}?user_id=mallory").status == 404
     stored = rows(postgres, keys, "SELECT id FROM gateway_responses ORDER BY seq")
     assert stored == [[first["id"]], [second["id"]]]
+
+
+def test_conversation_items_on_two_replicas(pg_gateway, upstream, postgres):
+    """OpenAI's Conversations API on PostgreSQL (issue 23): items added on one replica of
+    a conversation the gateway keeps are the next turn's input on the other, once."""
+    llama_stack = {"llama_stack": {"url": upstream.url, "max_retries": 0, "conversations": "gateway"}}
+    first_replica = pg_gateway(**llama_stack)
+    second_replica = pg_gateway(database=first_replica.pg, **llama_stack)
+    conversation = first_replica.client().conversations.create(
+        items=[{"role": "user", "content": "remember the word pineapple"}], metadata={"k": "v"})
+    assert second_replica.client().conversations.retrieve(conversation.id).metadata == {"k": "v"}
+    upstream.clear()
+    second_replica.client().responses.create(input="which word?", conversation=conversation.id)
+    assert "pineapple" in str(upstream.last()["body"]["input"])
+    upstream.clear()
+    first_replica.client().responses.create(input="again", conversation=conversation.id)
+    assert upstream.last()["body"]["input"] == "again"
+    assert len(first_replica.client().conversations.items.list(conversation.id).data) == 1
+    assert second_replica.client().conversations.delete(conversation.id).deleted is True
+    assert rows(postgres, first_replica.pg, "SELECT COUNT(*) FROM gateway_conversation_items") == [[0]]

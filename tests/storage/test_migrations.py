@@ -75,7 +75,8 @@ async def test_tables_live_in_the_quoted_namespace_beside_lcores(postgres):
     tables = postgres.admin("SELECT table_name FROM information_schema.tables WHERE table_schema = 'lightspeed-stack' "
                             "ORDER BY table_name", db=keys["db"])
     assert [row[0] for row in tables] == ["conversations", "gateway_background", "gateway_background_events",
-                                          "gateway_conversations", "gateway_deleted_conversations",
+                                          "gateway_conversation_items", "gateway_conversations",
+                                          "gateway_deleted_conversations",
                                           "gateway_feedback", "gateway_migrations", "gateway_quota_balances",
                                           "gateway_quota_increments", "gateway_quota_reservations",
                                           "gateway_responses", "gateway_settings",

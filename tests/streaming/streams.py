@@ -16,9 +16,10 @@ CONVERSATION = "conv_" + "ab" * 24
 QUOTAS = {"UserQuotaLimiter": 7}
 
 
-def rewrite_reads(reads: list[bytes], *, fast: bool = True, previous_response_id: str | None = None) -> bytes:
+def rewrite_reads(reads: list[bytes], *, fast: bool = True, previous_response_id: str | None = None,
+                  conversation: str | dict | None = CONVERSATION) -> bytes:
     """What the client gets when the upstream's body arrives in these reads."""
-    rewriter = StreamRewriter(Enricher(CONVERSATION, previous_response_id), fast=fast)
+    rewriter = StreamRewriter(Enricher(conversation, previous_response_id), fast=fast)
     out = []
     for read in reads:
         frames, terminal = rewriter.feed(read)

@@ -51,3 +51,12 @@ def test_tool_echo_loses_what_the_gateway_attached():
     assert response["tools"] == [{"type": "mcp", "server_label": "calc", "require_approval": "never"},
                                  {"type": "mcp", "server_label": "own", "server_url": "http://own"},
                                  {"type": "function", "name": "f"}]
+
+
+def test_the_object_form_is_a_fresh_object_in_each_response():
+    enricher = Enricher({"id": "conv_x"}, None)
+    first, second = {}, {}
+    enricher.annotate(first)
+    enricher.annotate(second)
+    assert first["conversation"] == second["conversation"] == {"id": "conv_x"}
+    assert first["conversation"] is not second["conversation"] is not enricher.conversation

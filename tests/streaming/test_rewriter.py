@@ -173,3 +173,29 @@ def test_generated_streams_fast_equals_full_path(raw, cuts):
     reads = [raw[start:stop] for start, stop in zip([0] + points, points + [len(raw)])]
     assert rewrite_reads(reads) == rewrite_reads(reads, fast=False)
     assert rewrite_reads(per_event(raw)) == rewrite_reads(per_event(raw), fast=False)
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURED))
+def test_the_object_form_of_conversation_keeps_the_fast_paths(name):
+    """OpenAI's `{"id": ...}` (issue 23) is only in response objects: the same bytes as
+    the full path, every response object carrying it, and the deltas still one run."""
+    raw = CAPTURED[name]
+    shown = {"id": CONVERSATION}
+    fast = rewrite_reads([raw], conversation=shown)
+    assert fast == rewrite_reads([raw], conversation=shown, fast=False)
+    assert fast == rewrite_reads(per_event(raw), conversation=shown)
+    for block in fast.split(b"\n\n"):
+        if block.startswith(b"event: ") and b'"response":{' in block:
+            assert orjson.loads(block.split(b"data: ", 1)[1])["response"]["conversation"] == shown
+    assert b'"conversation":"' not in fast
+
+
+def test_object_form_deltas_take_the_same_paths():
+    class ObjectForm(Counting):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enricher = Enricher({"id": CONVERSATION}, None)
+
+    bulk = ObjectForm()
+    bulk.feed(CAPTURED["text-64-llama-stack.sse"])
+    assert bulk.runs == [1, 64] and bulk.single == 0

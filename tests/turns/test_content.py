@@ -29,3 +29,10 @@ def test_odd_output_and_old_rows_read_as_empty():
     assert read_content(None) == ("", "", [])
     assert read_content("not json") == ("", "", [])
     assert read_content('["a list"]') == ("", "", [])
+
+
+def test_the_object_form_is_kept_only_when_used():
+    from gateway.turns.content import object_form, turn_content
+    assert object_form(turn_content("q", {"output": []}, True))
+    assert '"f"' not in turn_content("q", {"output": []}) and not object_form(turn_content("q", {"output": []}))
+    assert not object_form(None) and not object_form("not json") and not object_form("[1]")
