@@ -32,6 +32,7 @@ from gateway.config.database import DatabaseConfig, PostgresConfig, SQLiteConfig
 from gateway.config.inference import InferenceConfig
 from gateway.config.llama_stack import LlamaStackConfig
 from gateway.config.quota import QuotaHandlersConfig
+from gateway.config.rlsapi import RlsapiV1Config
 from gateway.config.service import CorsConfig, ServiceConfig
 from gateway.config.user_data import ConversationCacheConfig, ConversationExpiryConfig, UserDataCollectionConfig
 from gateway.config.tools import (ApprovalFilter, ByokRagConfig, ClientToolsConfig, GuardrailsConfig,
@@ -42,7 +43,7 @@ __all__ = [
     "DEFAULT_USER_ID", "DEFAULT_USERNAME", "LCORE_AUTH_MODULES", "SUPPORTED_AUTH_MODULES",
     "ApprovalFilter", "AuthenticationConfig", "ByokRagConfig", "ClientToolsConfig", "ConfigError", "Configuration",
     "ConversationCacheConfig", "ConversationExpiryConfig", "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
-    "McpServerConfig", "PostgresConfig", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
+    "McpServerConfig", "PostgresConfig", "RlsapiV1Config", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
     "substitute_env",
 ]
 
@@ -72,7 +73,7 @@ class Configuration(Strict):
     a2a_state: Any = not_built()
     quota_handlers: QuotaHandlersConfig | None = None
     azure_entra_id: Any = not_built()
-    rlsapi_v1: Any = not_built()
+    rlsapi_v1: RlsapiV1Config = RlsapiV1Config()
     splunk: Any = not_built()
     observability: Any = not_built()
     deployment_environment: Any = not_built()
@@ -85,7 +86,7 @@ class Configuration(Strict):
 
     _role_rules: list[RoleRule] = PrivateAttr(default_factory=list)
 
-    @field_validator("customization", "conversation_cache", "user_data_collection", mode="before")
+    @field_validator("customization", "conversation_cache", "user_data_collection", "rlsapi_v1", mode="before")
     @classmethod
     def _empty_section(cls, value: Any) -> Any:
         return {} if value is None else value  # LCORE's `customization:` with nothing under it

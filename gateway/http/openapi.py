@@ -48,6 +48,7 @@ class _Later:
 GatewayResponse = _Later("gateway.schema.api_response", "GatewayResponse")
 _STREAM_EVENT = _Later("openai.types.responses", "ResponseStreamEvent")
 _QUERY_REQUEST = _Later("gateway.legacy.request", "QueryRequest")
+_INFER_REQUEST = _Later("gateway.legacy.infer", "InferRequest")
 
 _PAGE = (("limit", "How many conversations (1-1000; default all)"),
          ("after", "A conversation id: only those listed after it"))
@@ -124,6 +125,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("interrupt_streaming_query", "post", "/v1/streaming_query/interrupt",
               "Stop one of the caller's running streaming queries", "query",
               errors=(401, 403, 404, 422, 500), action=Action.STREAMING_QUERY, note="LCORE's"),
+    Operation("infer", "post", "/v1/infer",
+              "LCORE's rlsapi v1 stateless question of the RHEL command-line assistant (`{\"data\": {\"text\", "
+              "\"request_id\"}}`)", "query", request=_INFER_REQUEST,
+              errors=(401, 403, 404, 413, 422, 429, 500, 503), action=Action.RLSAPI_V1_INFER, note="LCORE's"),
     Operation("list_conversations", "get", "/v1/conversations",
               "The caller's conversations, newest first (LCORE's `{\"conversations\": [...]}`)", "conversations",
               ok=ConversationsListResponse, errors=(401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,
@@ -287,6 +292,7 @@ def _schemas() -> dict[str, Any]:
     inputs.append(("FeedbackRequest", "validation", TypeAdapter(FeedbackRequest)))
     inputs.append(("FeedbackStatusUpdateRequest", "validation", TypeAdapter(FeedbackStatusUpdateRequest)))
     inputs.append(("QueryRequest", "validation", TypeAdapter(_QUERY_REQUEST.load())))
+    inputs.append(("InferRequest", "validation", TypeAdapter(_INFER_REQUEST.load())))
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))
     refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)
     definitions["$defs"]["ResponseStreamEvent"] = refs[("ResponseStreamEvent", "serialization")]

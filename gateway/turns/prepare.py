@@ -14,6 +14,7 @@ waits for it) and every turn and stored-response read after that holds the chose
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from functools import partial
 from typing import Any, Mapping
 
@@ -62,6 +63,13 @@ class BackendSelector:
         return self._chosen
 
 
+class _Caller:
+    """The default quota subject: the caller's own user id."""
+
+
+CALLER: Any = _Caller()
+
+
 class Preparer:
     def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
                  catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools, settler: Settler,
@@ -79,10 +87,14 @@ class Preparer:
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
-                      prompt_field: str = "instructions") -> Turn:
+                      prompt_field: str = "instructions", *, quota_subject: Any = CALLER,
+                      server_prompt: str | None = None) -> Turn:
         """`prompt_field`: what the client's request called its system prompt (the
         legacy endpoints' `system_prompt` arrives as `instructions`), named by LCORE's
-        422 where the operator disabled them."""
+        422 where the operator disabled them. `quota_subject`: whose balance admits and
+        pays for the turn (the caller by default; None: no quota check, `/v1/infer`
+        without `rlsapi_v1.quota_subject`). `server_prompt`: the system prompt the
+        adapter made from the operator's (`/v1/infer`'s template), not the client's."""
         request = await self._parse(raw)
         if request.background and not request.store:
             # OpenAI's rule: a background response is only ever read back, so it is stored.
@@ -97,9 +109,10 @@ class Preparer:
             tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
             await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
             # LCORE's 429 before anything else is looked up; the context's share after.
-            reservation = await self._quota.reserve(identity, raw)
+            reservation = None if quota_subject is None else await self._quota.reserve(
+                identity if quota_subject is CALLER else replace(identity, user_id=quota_subject), raw)
             try:
-                turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field)
+                turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field, server_prompt)
             except BaseException:
                 if reservation is not None:
                     await asyncio.shield(self._quota.release(reservation))
@@ -111,8 +124,11 @@ class Preparer:
         return turn
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
-                       reservation: Reservation | None, prompt_field: str) -> Turn:
-        server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
+                       reservation: Reservation | None, prompt_field: str, operator_prompt: str | None) -> Turn:
+        if operator_prompt is None:
+            server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
+        else:
+            request.instructions, server_prompt = operator_prompt or None, bool(operator_prompt)
         existing, forked_from = await self._resolve_conversation(identity, request)
         model = await self._models.select(identity, request.model, existing)
         backend = await self.backend()

@@ -105,6 +105,13 @@ class ConfiguredTools:
             if missing:
                 await _probe(server)
 
+    def usable_servers(self, identity: Identity, headers: Mapping[str, str]) -> dict[str, str]:
+        """The configured MCP servers whose headers resolve for this request (label →
+        URL): what LCORE's `get_mcp_tools` gives a turn that names its tools itself
+        (`/v1/infer`); a server skipped here is logged by `_headers`."""
+        return {server.name: server.url for server in self._servers.values()
+                if self._headers(server, identity, headers) is not None}
+
     def defaults(self, identity: Identity, headers: Mapping[str, str]) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
         if self._stores:
