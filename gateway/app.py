@@ -24,7 +24,7 @@ from gateway.conversations.expiry import ExpirySweep
 from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
 from gateway.conversations.transcripts import Transcripts
-from gateway.http import authorized, feedback, health, infer, query, quotas, responses, root
+from gateway.http import authorized, feedback, health, infer, query, quotas, responses, root, tools
 from gateway.http import conversations as conversation_routes
 from gateway.http import metrics as metrics_routes
 from gateway.http.middleware import gateway_middleware
@@ -168,6 +168,7 @@ def create_app(config: Configuration) -> web.Application:
         quotas.add_routes(app, prefix)
         query.add_routes(app, prefix)
         infer.add_routes(app, prefix, config)
+        tools.add_routes(app, prefix)
         conversation_routes.add_routes(app, prefix)
         feedback.add_routes(app, prefix)
         if metrics is not None:

@@ -129,6 +129,13 @@ OPERATIONS: tuple[Operation, ...] = (
               "LCORE's rlsapi v1 stateless question of the RHEL command-line assistant (`{\"data\": {\"text\", "
               "\"request_id\"}}`)", "query", request=_INFER_REQUEST,
               errors=(401, 403, 404, 413, 422, 429, 500, 503), action=Action.RLSAPI_V1_INFER, note="LCORE's"),
+    Operation("list_tools", "get", "/v1/tools",
+              "LCORE's tool catalogue: the built-in file-search tools and the configured MCP servers' tools",
+              "tools", errors=(401, 403, 422, 500), action=Action.GET_TOOLS,
+              note="LCORE's; a configured MCP server that needs OAuth is a 401 with its challenge"),
+    Operation("mcp_client_auth_options", "get", "/v1/mcp-auth/client-options",
+              "Which configured MCP servers take headers from the client (`MCP-HEADERS`)", "tools",
+              errors=(401, 403, 500), action=Action.GET_TOOLS, note="LCORE's"),
     Operation("list_conversations", "get", "/v1/conversations",
               "The caller's conversations, newest first (LCORE's `{\"conversations\": [...]}`)", "conversations",
               ok=ConversationsListResponse, errors=(401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,

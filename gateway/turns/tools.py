@@ -207,6 +207,15 @@ class ConfiguredTools:
     def _headers(self, server: McpServerConfig, identity: Identity,
                  headers: Mapping[str, str]) -> dict[str, str] | None:
         """The headers for one server, or None when a required one cannot be resolved."""
+        resolved, missing = self.server_headers(server, identity, headers)
+        if missing is not None:
+            log.warning("MCP server %s skipped: %s", server.name, missing)
+        return resolved
+
+    def server_headers(self, server: McpServerConfig, identity: Identity,
+                       headers: Mapping[str, str]) -> tuple[dict[str, str] | None, str | None]:
+        """The headers for one server, or None and why (a required header that cannot be
+        resolved: the server is skipped for this request; `/v1/tools` reports it)."""
         resolved = {name: headers[name] for name in server.headers if name in headers}
         caller_headers = _mcp_headers(headers).get(server.name) or _mcp_headers(headers).get(server.url) or {}
         for name, source in server.authorization_headers.items():
@@ -217,11 +226,15 @@ class ConfiguredTools:
             else:
                 value = self._secrets[server.name].get(name)
             if not value:
-                log.warning("MCP server %s skipped: header %s (from %s) could not be resolved",
-                            server.name, name, source)
-                return None
+                kind = source if source in ("kubernetes", *_FROM_CALLER) else "file"
+                return None, f"header {name} (from {kind}) could not be resolved"
             resolved[name] = value
-        return resolved
+        return resolved, None
+
+    @property
+    def servers(self) -> list[McpServerConfig]:
+        """The configured MCP servers, in configuration order."""
+        return list(self._servers.values())
 
 
 async def _probe(server: McpServerConfig) -> None:

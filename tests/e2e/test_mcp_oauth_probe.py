@@ -100,3 +100,13 @@ def test_lcores_query_endpoints_probe_too(gateway, protected):
         _Protected.seen.clear()
         assert gw.post(path, {"query": "hello", "no_tools": True}).status == 200
         assert _Protected.seen == []
+
+
+def test_the_tool_list_probes_too(gateway, protected):
+    """LCORE's mcp.feature: `GET /v1/tools` without the OAuth token is the same 401."""
+    gw, _ = gateway
+    _Protected.seen.clear()
+    reply = gw.get("/v1/tools")
+    assert reply.status == 401 and reply.headers["www-authenticate"] == CHALLENGE, reply.body
+    assert reply.json()["detail"]["cause"] == f"MCP server at {protected} requires OAuth"
+    assert len(_Protected.seen) == 1
