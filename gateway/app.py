@@ -24,7 +24,7 @@ from gateway.conversations.expiry import ExpirySweep
 from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
 from gateway.conversations.transcripts import Transcripts
-from gateway.http import authorized, feedback, health, infer, query, quotas, responses, root, tools
+from gateway.http import authorized, feedback, health, infer, query, quotas, responses, root, shields, tools
 from gateway.http import conversations as conversation_routes
 from gateway.http import metrics as metrics_routes
 from gateway.http.middleware import gateway_middleware
@@ -169,6 +169,7 @@ def create_app(config: Configuration) -> web.Application:
         query.add_routes(app, prefix)
         infer.add_routes(app, prefix, config)
         tools.add_routes(app, prefix)
+        shields.add_routes(app, prefix)
         conversation_routes.add_routes(app, prefix)
         feedback.add_routes(app, prefix)
         if metrics is not None:

@@ -33,6 +33,7 @@ from gateway.config.inference import InferenceConfig
 from gateway.config.llama_stack import LlamaStackConfig
 from gateway.config.quota import QuotaHandlersConfig
 from gateway.config.rlsapi import RlsapiV1Config
+from gateway.config.shields import QuestionValidityShield, RedactionShield, ShieldConfig
 from gateway.config.service import CorsConfig, ServiceConfig
 from gateway.config.user_data import ConversationCacheConfig, ConversationExpiryConfig, UserDataCollectionConfig
 from gateway.config.tools import (ApprovalFilter, ByokRagConfig, ClientToolsConfig, GuardrailsConfig,
@@ -43,7 +44,7 @@ __all__ = [
     "DEFAULT_USER_ID", "DEFAULT_USERNAME", "LCORE_AUTH_MODULES", "SUPPORTED_AUTH_MODULES",
     "ApprovalFilter", "AuthenticationConfig", "ByokRagConfig", "ClientToolsConfig", "ConfigError", "Configuration",
     "ConversationCacheConfig", "ConversationExpiryConfig", "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
-    "McpServerConfig", "PostgresConfig", "RlsapiV1Config", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
+    "McpServerConfig", "PostgresConfig", "QuestionValidityShield", "RedactionShield", "RlsapiV1Config", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
     "substitute_env",
 ]
 
@@ -80,7 +81,7 @@ class Configuration(Strict):
     rag: Any = not_built()
     skills: Any = not_built()
     saved_prompts: Any = not_built()
-    shields: Any = not_built()
+    shields: list[ShieldConfig] = []
     okp: Any = not_built()
     reranker: Any = not_built()
 
@@ -96,6 +97,9 @@ class Configuration(Strict):
         names = [server.name for server in self.mcp_servers]
         if len(names) != len(set(names)):
             raise ValueError("mcp_servers names must be unique")
+        shields = [shield.name for shield in self.shields]
+        if len(shields) != len(set(shields)):
+            raise ValueError("shields names must be unique")
         rag_ids = [store.rag_id for store in self.byok_rag]
         if len(rag_ids) != len(set(rag_ids)):
             raise ValueError("byok_rag rag_id values must be unique")
@@ -134,6 +138,8 @@ class Configuration(Strict):
                 found.append(_unbuilt(f"{section}.{key}"))
         if self.quota_handlers is not None:
             found += self.quota_handlers.warnings()
+        found += [_unbuilt(f"shields[{shield.name}] (question_validity): its check")
+                  for shield in self.shields if shield.provider_id == "question_validity"]
         return found
 
 

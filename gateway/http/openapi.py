@@ -136,6 +136,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("mcp_client_auth_options", "get", "/v1/mcp-auth/client-options",
               "Which configured MCP servers take headers from the client (`MCP-HEADERS`)", "tools",
               errors=(401, 403, 500), action=Action.GET_TOOLS, note="LCORE's"),
+    Operation("list_shields", "get", "/v1/shields", "LCORE's configured shields (`question_validity`, `redaction`)",
+              "tools", errors=(401, 403, 500), action=Action.GET_SHIELDS, note="LCORE's"),
     Operation("list_conversations", "get", "/v1/conversations",
               "The caller's conversations, newest first (LCORE's `{\"conversations\": [...]}`)", "conversations",
               ok=ConversationsListResponse, errors=(401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,

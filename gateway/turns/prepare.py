@@ -24,7 +24,7 @@ from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
 from gateway.quota.reservation import Reservation, context_estimate
 from gateway.quota.service import QuotaService
-from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
+from gateway.schema.errors import ApiError, conversation_forbidden, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
@@ -36,6 +36,7 @@ from gateway.turns.in_progress import InProgress
 from gateway.turns.model import ModelSelector
 from gateway.turns.prompts import SystemPrompts
 from gateway.turns.settle import Settler
+from gateway.turns.shields import Shields
 from gateway.turns.summary import TopicSummaries
 from gateway.turns.turn import Backend, Turn
 from gateway.upstream.capabilities import Capabilities
@@ -82,6 +83,7 @@ class Preparer:
         self._settler = settler
         self._prompts = SystemPrompts(config.customization)
         self._summaries = TopicSummaries(config.customization)
+        self._shields = Shields(config)
         self.backend = backend
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
@@ -100,9 +102,9 @@ class Preparer:
             # OpenAI's rule: a background response is only ever read back, so it is stored.
             raise ApiError(400, "Invalid attribute value", "background: true requires store: true (a background "
                            "response is read back later)", code="invalid_value", param="background")
-        if request.shield_ids:
-            raise invalid_attribute(f"Unknown shield IDs: {', '.join(request.shield_ids)} (this gateway has no "
-                                    "shields configured)", param="shield_ids", code="shield_not_found")
+        # LCORE's shield checks, then the redaction shields' rewriting of the input,
+        # before anything else reads it (`turns/shields.py`).
+        self._shields.redact(raw, self._shields.select(request.shield_ids))
         self.in_progress.enter(identity.user_id)   # 429 past the operator's limit; left by the runner
         try:
             await self._writer.admit()
