@@ -138,8 +138,6 @@ class Configuration(Strict):
                 found.append(_unbuilt(f"{section}.{key}"))
         if self.quota_handlers is not None:
             found += self.quota_handlers.warnings()
-        found += [_unbuilt(f"shields[{shield.name}] (question_validity): its check")
-                  for shield in self.shields if shield.provider_id == "question_validity"]
         return found
 
 

@@ -20,6 +20,7 @@ from gateway.legacy.infer import InferRequest, infer_response, input_source, par
 from gateway.legacy.infer_prompt import InferPrompt
 from gateway.legacy.stream import failure
 from gateway.schema.errors import ApiError
+from gateway.turns.blocked import is_blocked
 from gateway.turns.run import BodySink
 
 PROMPT: web.AppKey[InferPrompt] = web.AppKey("infer_prompt", InferPrompt)
@@ -80,7 +81,8 @@ async def infer(request: web.Request) -> web.Response:
     error = failure(str(sink.response.get("status")), sink.response, turn.model.id)
     if error is not None:
         raise error
-    verbose = config.rlsapi_v1.allow_verbose_infer and infer_request.include_metadata
+    # A blocked question is LCORE's minimal answer, whatever was asked.
+    verbose = config.rlsapi_v1.allow_verbose_infer and infer_request.include_metadata and not is_blocked(turn)
     return json_response(infer_response(str(uuid.uuid4()), sink.response, verbose))
 
 

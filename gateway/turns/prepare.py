@@ -37,6 +37,7 @@ from gateway.turns.model import ModelSelector
 from gateway.turns.prompts import SystemPrompts
 from gateway.turns.settle import Settler
 from gateway.turns.shields import Shields
+from gateway.turns.blocked import BlockedBackend
 from gateway.turns.summary import TopicSummaries
 from gateway.turns.turn import Backend, Turn
 from gateway.upstream.capabilities import Capabilities
@@ -104,7 +105,8 @@ class Preparer:
                            "response is read back later)", code="invalid_value", param="background")
         # LCORE's shield checks, then the redaction shields' rewriting of the input,
         # before anything else reads it (`turns/shields.py`).
-        self._shields.redact(raw, self._shields.select(request.shield_ids))
+        shields = self._shields.select(request.shield_ids)
+        self._shields.redact(raw, shields)
         self.in_progress.enter(identity.user_id)   # 429 past the operator's limit; left by the runner
         try:
             await self._writer.admit()
@@ -114,7 +116,8 @@ class Preparer:
             reservation = None if quota_subject is None else await self._quota.reserve(
                 identity if quota_subject is CALLER else replace(identity, user_id=quota_subject), raw)
             try:
-                turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field, server_prompt)
+                turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field, server_prompt,
+                                           shields)
             except BaseException:
                 if reservation is not None:
                     await asyncio.shield(self._quota.release(reservation))
@@ -126,7 +129,8 @@ class Preparer:
         return turn
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
-                       reservation: Reservation | None, prompt_field: str, operator_prompt: str | None) -> Turn:
+                       reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,
+                       shields: list[str]) -> Turn:
         if operator_prompt is None:
             server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
         else:
@@ -135,6 +139,9 @@ class Preparer:
         model = await self._models.select(identity, request.model, existing)
         backend = await self.backend()
         await backend.check(raw, tools)
+        # LCORE's question-validity shields, on the gateway's account (never charged).
+        blocked = await self._shields.judge(shields, question_text(raw["input"]), model.id,
+                                            backend.summarize) if shields else None
         if reservation is not None:
             # The context the turn sends beyond its input, once known: reserved (or 429)
             # before anything is created.
@@ -146,7 +153,8 @@ class Preparer:
         conversation_id, upstream_id = await self._conversation_for(backend, request, existing, forked_from)
         # The turn keeps what it needs from the request, not the validated model: it lives
         # as long as the stream, and memory per open stream is a budget.
-        turn = Turn(identity=identity, backend=backend, stream=request.stream,
+        turn = Turn(identity=identity, backend=backend if blocked is None else BlockedBackend(backend, blocked),
+                    stream=request.stream,
                     previous_response_id=request.previous_id, generate_topic_summary=request.generate_topic_summary,
                     body={}, headers={}, model=model, display_model=request.model or model.display_id,
                     conversation_id=conversation_id, upstream_conversation_id=upstream_id,
@@ -166,8 +174,25 @@ class Preparer:
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
+        if blocked is not None:
+            self._blocked(turn, raw["input"])
+            return turn
         self._summaries.start(turn, raw["input"])   # beside the turn, once its conversation exists
         return turn
+
+    @staticmethod
+    def _blocked(turn: Turn, input_: Any) -> None:
+        """A blocked turn is recorded like any (LCORE 0.6): where the upstream keeps the
+        conversation, the question and the shield's answer are appended to it. The
+        engine's conversations continue from their last stored response, which a
+        blocked turn has none of: there it is answered and not recorded."""
+        if not turn.store:
+            return
+        if turn.upstream_conversation_id is not None:
+            turn.append_to_upstream = True
+            turn.appended_input = input_
+        elif turn.existing is not None:
+            turn.store = False
 
     async def _previous_tokens(self, existing: ConversationRecord | None, forked_from: str | None) -> int:
         """The reported input + output tokens of the turn this one continues (its

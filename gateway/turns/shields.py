@@ -6,17 +6,23 @@ unknown name is a 404, and naming any where the operator set
 `customization.disable_shield_ids_override` is LCORE's 422. Redaction runs in
 `prepare()` right after the request is validated, before anything else reads the
 input: the upstream, the turn store, transcripts and topic summaries see only the
-rewritten text. `question_validity` shields are accepted and listed; their check is not
-built yet (start-up warns, docs/shields.md).
+rewritten text. `question_validity` shields judge the (redacted) question with one
+model call each, on the gateway's account (the backend's `summarize`, charged to no
+one): an answer other than `ALLOWED` blocks the turn (`turns/blocked.py`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from string import Template
+from typing import Any, Awaitable, Callable, Sequence
 
 from gateway.config import Configuration, QuestionValidityShield, RedactionShield
 from gateway.schema.errors import ApiError
+
+ALLOWED, REJECTED = "ALLOWED", "REJECTED"
+# One call: (model, instructions, text) -> the model's answer (`Backend.summarize`).
+Ask = Callable[[str, str, str], Awaitable[str]]
 
 
 def shield_ids_disabled() -> ApiError:
@@ -77,8 +83,19 @@ class Shields:
         return {"shields": [{"name": shield.name, "provider_id": shield.provider_id, "type": "shield",
                              "config": shield.config.model_dump()} for shield in self._shields.values()]}
 
-    def validity_shields(self) -> list[QuestionValidityShield]:
-        return [shield for shield in self._shields.values() if isinstance(shield, QuestionValidityShield)]
+    async def judge(self, names: Sequence[str], question: str, model: str, ask: Ask) -> str | None:
+        """The selected `question_validity` shields in order: the first one whose model
+        does not answer `ALLOWED` blocks, and its message is returned (None: allowed)."""
+        for name in names:
+            shield = self._shields[name]
+            if not isinstance(shield, QuestionValidityShield):
+                continue
+            prompt = Template(shield.config.model_prompt).safe_substitute(allowed=ALLOWED, rejected=REJECTED,
+                                                                         message=question)
+            answer = await ask(shield.config.model_id or model, "", prompt)
+            if answer.strip() != ALLOWED:
+                return shield.config.invalid_question_response
+        return None
 
 
 def _rewrite(value: Any, redactors: Sequence[_Redactor]) -> Any:

@@ -5,6 +5,8 @@ the redaction shields rewriting the input on `/v1/responses`, `/v1/query`,
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.support.gateway_db import GatewayDb
@@ -96,3 +98,91 @@ def test_overriding_where_disabled_is_lcores_422(gateway_factory, upstream):
     # Without shield_ids every shield runs.
     locked.post("/v1/responses", {"input": TEXT}).ok()
     assert upstream.last()["body"]["input"] == REDACTED
+
+
+# The scripted upstream answers exactly what follows `scripted-answer:`, so each shield's
+# prompt scripts its verdict: `strict` rejects every question, `lenient` allows it.
+VALIDITY = [
+    {"name": "strict", "provider_id": "question_validity",
+     "config": {"model_prompt": "Judge: ${message}\nscripted-answer: ${rejected}",
+                "invalid_question_response": "Off topic."}},
+    {"name": "lenient", "provider_id": "question_validity",
+     "config": {"model_prompt": "Judge: ${message}\nscripted-answer: ${allowed}"}},
+    {"name": "plain", "provider_id": "question_validity"},   # LCORE's prompt: the echo is no ALLOWED
+]
+DAILY = {"name": "daily", "type": "user_limiter", "initial_quota": 100000, "quota_increase": 0, "period": "1 day"}
+
+
+@pytest.fixture(scope="module")
+def judged(gateway_factory, upstream, tmp_path_factory):
+    db = {"sqlite": {"db_path": str(tmp_path_factory.mktemp("judged") / "gateway.db")}}
+    return gateway_factory(upstream.url, database=db, shields=VALIDITY,
+                           quota_handlers={**db, "limiters": [DAILY]})
+
+
+def _calls(upstream) -> list[dict]:
+    return [r for r in upstream.requests() if r["method"] == "POST" and r["path"] == "/v1/responses"]
+
+
+def _balance(gateway, user: str) -> int:
+    return gateway.get(f"/v1/quotas?user_id={user}").ok()["available_quotas"]["daily"]
+
+
+def test_a_blocked_response_is_a_200_with_the_shields_message(judged, upstream):
+    upstream.clear()
+    before = _balance(judged, "blocked-1")
+    body = judged.post("/v1/responses?user_id=blocked-1", {"input": "Why is the sky blue?",
+                                                           "shield_ids": ["strict"]}).ok()
+    assert body["id"].startswith("modr-") and body["status"] == "completed"
+    assert body["output_text"] == "Off topic." and body["usage"]["input_tokens"] == 0
+    assert body["conversation"].startswith("conv_")
+    # One upstream call: the check (never stored); the question never reached the model.
+    calls = _calls(upstream)
+    assert len(calls) == 1 and calls[0]["body"]["store"] is False
+    assert calls[0]["body"]["input"] == "Judge: Why is the sky blue?\nscripted-answer: REJECTED"
+    # Nothing charged; the turn recorded, and appended to the upstream conversation.
+    assert _balance(judged, "blocked-1") == before
+    rows = GatewayDb.of(judged)._query("SELECT response_id FROM gateway_turns WHERE response_id = ?", (body["id"],))
+    assert len(rows) == 1
+    appended = [r for r in upstream.requests() if r["path"].endswith("/items") and r["method"] == "POST"]
+    assert appended and "Why is the sky blue?" in json.dumps(appended[-1]["body"])
+    # The conversation goes on.
+    later = judged.post("/v1/responses?user_id=blocked-1", {"input": "Next?", "conversation": body["conversation"],
+                                                            "shield_ids": ["lenient"]}).ok()
+    assert later["output_text"].startswith("Scripted reply")
+
+
+def test_a_blocked_response_stream(judged, upstream):
+    status, frames = judged.stream({"input": "hi", "shield_ids": ["plain"]})
+    assert status == 200
+    kinds = [event for event, _ in frames]
+    assert kinds == ["response.created", "response.output_item.added", "response.output_item.done",
+                     "response.completed", None]
+    completed = frames[3][1]["response"]
+    assert completed["id"].startswith("modr-") and completed["output_text"] == \
+        "I cannot process this request due to policy restrictions."
+
+
+def test_an_allowed_question_runs(judged, upstream):
+    upstream.clear()
+    body = judged.post("/v1/responses", {"input": "What is a pod?", "shield_ids": ["lenient"]}).ok()
+    assert body["output_text"].startswith("Scripted reply") and not body["id"].startswith("modr-")
+    assert len(_calls(upstream)) == 2   # the check, then the turn
+
+
+def test_blocked_on_the_query_api_and_infer(judged, upstream):
+    reply = judged.post("/v1/query?user_id=blocked-2", {"query": "hi", "shield_ids": ["strict"]}).ok()
+    assert reply["response"] == "Off topic." and reply["input_tokens"] == 0
+    history = judged.get(f"/v1/conversations/{reply['conversation_id']}?user_id=blocked-2").ok()
+    assert history["chat_history"][0]["messages"][-1]["content"] == "Off topic."
+    stream = judged.post("/v1/streaming_query?user_id=blocked-2", {"query": "hi", "shield_ids": ["strict"]})
+    assert stream.status == 200
+    events = [json.loads(line[6:]) for line in stream.body.decode().split("\n\n") if line.startswith("data: ")]
+    assert [event["event"] for event in events] == ["start", "token", "end"]
+    assert events[1]["data"] == {"id": 0, "token": "Off topic."}
+    assert events[2]["available_quotas"] == {"daily": 100000}
+    plain = judged.post("/v1/streaming_query", {"query": "hi", "shield_ids": ["strict"], "media_type": "text/plain"})
+    assert plain.body == b"Off topic."
+    # /v1/infer has no shield_ids: every shield runs, `strict` first.
+    data = judged.post("/v1/infer", {"question": "hi"}).ok()["data"]
+    assert data["text"] == "Off topic." and set(data) == {"text", "request_id"}

@@ -64,6 +64,18 @@ def test_bad_shields_fail_start_up(shields, reason):
     assert reason in str(refused.value)
 
 
-def test_question_validity_is_accepted_with_a_warning():
-    warnings = config([VALID]).warnings()
-    assert any("shields[topic]" in warning for warning in warnings)
+async def test_question_validity_asks_each_selected_shield_in_order():
+    strict = {"name": "strict", "provider_id": "question_validity",
+              "config": {"model_id": "judge", "model_prompt": "${message}|${allowed}|${rejected}",
+                         "invalid_question_response": "No."}}
+    shields = Shields(config([PII, VALID, strict]))
+    asked = []
+
+    async def ask(model, instructions, text):
+        asked.append((model, text))
+        return " ALLOWED\n" if model == "turn-model" else "REJECTED"
+
+    assert await shields.judge(["pii", "topic"], "q?", "turn-model", ask) is None
+    assert "Question:\nq?\nResponse:" in asked[0][1]
+    assert await shields.judge(["topic", "strict"], "q?", "turn-model", ask) == "No."
+    assert asked[-1] == ("judge", "q?|ALLOWED|REJECTED")
