@@ -111,7 +111,8 @@ class Preparer:
         try:
             await self._writer.admit()
             tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
-            await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
+            await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), identity,
+                                          headers)  # LCORE: before quota
             # LCORE's 429 before anything else is looked up; the context's share after.
             reservation = None if quota_subject is None else await self._quota.reserve(
                 identity if quota_subject is CALLER else replace(identity, user_id=quota_subject), raw)

@@ -81,7 +81,7 @@ class ToolCatalog:
         self._tools = tools
 
     async def list(self, identity: Identity, headers: Mapping[str, str]) -> dict[str, Any]:
-        await self._tools.probe_oauth(None, None, headers)   # LCORE: 401 + WWW-Authenticate first
+        await self._tools.probe_oauth(None, None, identity, headers)   # LCORE: 401 + WWW-Authenticate first
         catalog = builtin_tools()
         unavailable: list[dict[str, str]] = []
         servers = self._tools.servers
