@@ -128,8 +128,8 @@ def test_503_when_the_upstream_is_unreachable(gateway_factory):
                                       "cause": "Unable to connect to the inference backend"}
 
 
-def _quota_gateway(gateway_factory, upstream, tmp_path, subject: str | None, initial: int):
-    db = {"sqlite": {"db_path": str(tmp_path / "gateway.db")}}
+def _quota_gateway(gateway_factory, upstream, tmp_path, subject: str | None, initial: int, db=None):
+    db = db or {"sqlite": {"db_path": str(tmp_path / "gateway.db")}}
     return gateway_factory(upstream.url, database=db, authentication={"module": "rh-identity"},
                            rlsapi_v1={"quota_subject": subject} if subject else {},
                            quota_handlers={**db, "limiters": [{"name": "daily", "type": "user_limiter",
@@ -137,23 +137,42 @@ def _quota_gateway(gateway_factory, upstream, tmp_path, subject: str | None, ini
                                                                "period": "1 day"}]})
 
 
-@pytest.mark.parametrize("subject, identity, charged", [
-    ("user_id", USER, "u-42"), ("org_id", USER, "321"), ("system_id", SYSTEM, "c87dcb4c-system"),
-    ("system_id", USER, "u-42"),   # a User has no system: the user id
+@pytest.mark.parametrize("subject, identity, charged, engine", [
+    ("user_id", USER, "u-42", "sqlite"), ("org_id", USER, "321", "sqlite"),
+    ("system_id", SYSTEM, "c87dcb4c-system", "sqlite"),
+    ("system_id", USER, "u-42", "sqlite"),   # a User has no system: the user id
+    ("system_id", SYSTEM, "c87dcb4c-system", "postgres"),
 ])
-def test_each_quota_subject(gateway_factory, upstream, tmp_path, subject, identity, charged):
-    empty = _quota_gateway(gateway_factory, upstream, tmp_path / "empty", subject, 0)
+def test_each_quota_subject(gateway_factory, upstream, tmp_path, request, subject, identity, charged, engine):
+    db = {"postgres": request.getfixturevalue("postgres").new_database()} if engine == "postgres" else None
+    empty = _quota_gateway(gateway_factory, upstream, tmp_path / "empty", subject, 0, db)
     reply = empty.post("/v1/infer", {"question": "hi"}, headers=rh_header(identity))
     assert reply.status == 429, reply.body
     assert reply.json()["detail"] == {"response": "The quota has been exceeded",
                                       "cause": f"User {charged} has no available tokens"}
 
 
-def test_the_subject_is_charged_and_without_one_nothing_is_checked(gateway_factory, upstream, tmp_path):
-    charged = _quota_gateway(gateway_factory, upstream, tmp_path / "charged", "org_id", 100000)
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_the_subject_is_charged_and_without_one_nothing_is_checked(gateway_factory, upstream, tmp_path, request,
+                                                                   engine):
+    db = None
+    if engine == "postgres":
+        postgres = request.getfixturevalue("postgres")
+        db = {"postgres": postgres.new_database()}
+    charged = _quota_gateway(gateway_factory, upstream, tmp_path / "charged", "org_id", 100000, db)
     data = charged.post("/v1/infer", {"question": "hi"}, headers=rh_header(USER)).ok()["data"]
     assert set(data) == {"text", "request_id"}
-    rows = GatewayDb.of(charged)._query("SELECT subject, available FROM gateway_quota_balances")
-    assert [(row["subject"], row["available"] < 100000) for row in rows] == [("321", True)]
-    unchecked = _quota_gateway(gateway_factory, upstream, tmp_path / "unchecked", None, 0)
+    statement = "SELECT subject, available, reserved FROM gateway_quota_balances"
+    if engine == "sqlite":
+        rows = [(row["subject"], row["available"], row["reserved"])
+                for row in GatewayDb.of(charged)._query(statement)]
+    else:
+        keys = db["postgres"]
+        namespace = keys["namespace"]
+        rows = [tuple(row) for row in postgres.admin(f'SET search_path TO "{namespace}"', statement, db=keys["db"])]
+        rows = [(subject, int(available), int(reserved)) for subject, available, reserved in rows]
+    assert [subject for subject, _, _ in rows] == ["321"]
+    assert rows[0][1] + rows[0][2] < 100000     # charged (PostgreSQL: this replica may still hold a spare)
+    unchecked = _quota_gateway(gateway_factory, upstream, tmp_path / "unchecked", None, 0, db and {
+        "postgres": request.getfixturevalue("postgres").new_database()})
     assert unchecked.post("/v1/infer", {"question": "hi"}, headers=rh_header(USER)).status == 200
