@@ -21,6 +21,10 @@ from gateway.streaming.rewriter import StreamRewriter
 from gateway.turns.turn import Backend, Feed, Turn
 
 
+# The id prefix of a blocked turn's response (LCORE's moderation ids): no backend has it.
+BLOCKED_PREFIX = "modr-"
+
+
 def blocked_response(turn: Turn, message: str, response_id: str) -> dict[str, Any]:
     """The completed response a blocked turn answers with."""
     item = {"type": "message", "id": f"msg_{uuid.uuid4().hex}", "role": "assistant", "status": "completed",
@@ -51,7 +55,7 @@ class BlockedBackend:
     def __init__(self, backend: Backend, message: str):
         self._backend = backend
         self.message = message
-        self._id = f"modr-{uuid.uuid4()}"
+        self._id = f"{BLOCKED_PREFIX}{uuid.uuid4()}"
 
     def __getattr__(self, name: str) -> Any:
         # Whatever is not running the turn is the wrapped backend's (appending the turn

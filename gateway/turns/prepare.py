@@ -37,7 +37,7 @@ from gateway.turns.model import ModelSelector
 from gateway.turns.prompts import SystemPrompts
 from gateway.turns.settle import Settler
 from gateway.turns.shields import Shields
-from gateway.turns.blocked import BlockedBackend
+from gateway.turns.blocked import BLOCKED_PREFIX, BlockedBackend
 from gateway.turns.summary import TopicSummaries
 from gateway.turns.turn import Backend, Turn
 from gateway.upstream.capabilities import Capabilities
@@ -63,6 +63,10 @@ class BackendSelector:
         if self._chosen is None:
             self._chosen = self._engine if await self._capabilities.uses_engine() else self._forward
         return self._chosen
+
+
+# How many blocked turns in a row a chain walks back over (`Preparer._past_blocked`).
+_MAX_BLOCKED_WALK = 50
 
 
 class _Caller:
@@ -137,6 +141,7 @@ class Preparer:
         else:
             request.instructions, server_prompt = operator_prompt or None, bool(operator_prompt)
         existing, forked_from = await self._resolve_conversation(identity, request)
+        existing = await self._past_blocked(existing)
         model = await self._models.select(identity, request.model, existing)
         backend = await self.backend()
         await backend.check(raw, tools)
@@ -184,16 +189,28 @@ class Preparer:
     @staticmethod
     def _blocked(turn: Turn, input_: Any) -> None:
         """A blocked turn is recorded like any (LCORE 0.6): where the upstream keeps the
-        conversation, the question and the shield's answer are appended to it. The
-        engine's conversations continue from their last stored response, which a
-        blocked turn has none of: there it is answered and not recorded."""
-        if not turn.store:
-            return
-        if turn.upstream_conversation_id is not None:
+        conversation, the question and the shield's answer are appended to it."""
+        if turn.store and turn.upstream_conversation_id is not None:
             turn.append_to_upstream = True
             turn.appended_input = input_
-        elif turn.existing is not None:
-            turn.store = False
+
+    async def _past_blocked(self, existing: ConversationRecord | None) -> ConversationRecord | None:
+        """A blocked turn's `modr-` response exists in no backend: a turn that would chain
+        from one (`previous_response_id`: the engine, `store: false`) chains from the
+        nearest turn before it that ran, or from nothing. The records keep their order
+        (`prior_response_id` is the database's), so the history still shows it. (A
+        client naming a `modr-` id itself is LCORE's 422, in the request model.)"""
+        response_id = existing.last_response_id if existing is not None else None
+        if existing is None or not response_id or not response_id.startswith(BLOCKED_PREFIX):
+            return existing
+        for _ in range(_MAX_BLOCKED_WALK):
+            found = await self._conversations.find_turn(response_id)
+            response_id = found[0].prior_response_id if found is not None else None
+            if response_id is None or not response_id.startswith(BLOCKED_PREFIX):
+                break
+        else:
+            response_id = None
+        return replace(existing, last_response_id=response_id)
 
     async def _previous_tokens(self, existing: ConversationRecord | None, forked_from: str | None) -> int:
         """The reported input + output tokens of the turn this one continues (its

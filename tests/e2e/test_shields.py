@@ -186,3 +186,29 @@ def test_blocked_on_the_query_api_and_infer(judged, upstream):
     # /v1/infer has no shield_ids: every shield runs, `strict` first.
     data = judged.post("/v1/infer", {"question": "hi"}).ok()["data"]
     assert data["text"] == "Off topic." and set(data) == {"text", "request_id"}
+
+
+def test_blocked_turns_in_engine_mode_and_chains_past_them(gateway_factory, chat_upstream):
+    """The engine continues a conversation from its last stored response, which a blocked
+    turn (`modr-`, in no backend) is not: the next turn chains from the last turn that
+    ran, or from nothing; the history keeps every turn."""
+    engine = gateway_factory(chat_upstream.url, shields=VALIDITY,
+                             llama_stack={"url": chat_upstream.url, "max_retries": 0, "api": "chat_completions"})
+    blocked = engine.post("/v1/query?user_id=eng", {"query": "first", "shield_ids": ["strict"]}).ok()
+    assert blocked["response"] == "Off topic."
+    conversation = blocked["conversation_id"]
+    allowed = engine.post("/v1/query?user_id=eng", {"query": "second", "conversation_id": conversation,
+                                                    "shield_ids": ["lenient"]}).ok()
+    assert allowed["response"] == "Scripted reply (turn 1, 1 messages): second"
+    again = engine.post("/v1/query?user_id=eng", {"query": "third", "conversation_id": conversation,
+                                                  "shield_ids": ["strict"]}).ok()
+    assert again["response"] == "Off topic."
+    last = engine.post("/v1/query?user_id=eng", {"query": "fourth", "conversation_id": conversation,
+                                                 "shield_ids": ["lenient"]}).ok()
+    assert last["response"] == "Scripted reply (turn 2, 3 messages): fourth"   # chained past the blocked one
+    history = engine.get(f"/v1/conversations/{conversation}?user_id=eng").ok()["chat_history"]
+    assert len(history) == 4
+    # Naming a blocked response as previous_response_id is LCORE's 422.
+    modr = engine.post("/v1/responses?user_id=eng2", {"input": "two", "shield_ids": ["strict"]}).ok()
+    reply = engine.post("/v1/responses?user_id=eng2", {"input": "three", "previous_response_id": modr["id"]})
+    assert reply.status == 422 and "moderation response" in reply.json()["detail"][0]["msg"]
