@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.support.auth_peers import FakeKubeApi, TestCa
+
 CHALLENGE = 'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"'
 
 
@@ -158,3 +160,30 @@ def test_an_accepted_header_goes_on_and_the_tool_list_probes(credentialed):
     assert _Protected.seen[0]["authorization"] == "Bearer file-token-ok"
     reply = credentialed["bad"].get("/v1/tools")
     assert reply.status == 401 and reply.headers["www-authenticate"] == CHALLENGE
+
+
+@pytest.fixture(scope="module")
+def kube_gateway(gateway_factory, upstream, protected, tmp_path_factory):
+    api = FakeKubeApi(TestCa(tmp_path_factory.mktemp("ca")), users={
+        "good-user-token": {"username": "good", "uid": "uid-good", "groups": ["system:authenticated"]},
+        "invalid-user-token": {"username": "bad", "uid": "uid-bad", "groups": ["system:authenticated"]},
+    }, allowed={"good", "bad"})
+    token = tmp_path_factory.mktemp("sa") / "token"
+    token.write_text("gateway-sa-token-2\n")
+    gateway = gateway_factory(upstream.url, authentication={
+        "module": "k8s", "k8s_cluster_api": api.url, "k8s_ca_cert_path": str(api.ca.ca_path),
+        "k8s_token_path": str(token)},
+        mcp_servers=[{"name": "kube", "url": protected, "authorization_headers": {"Authorization": "kubernetes"}}])
+    yield gateway
+    api.close()
+
+
+def test_the_callers_kubernetes_token_refused_is_the_401(kube_gateway, protected):
+    """LCORE's mcp.feature `kubernetes` mode: the caller's own token, passed on, refused."""
+    _Protected.seen.clear()
+    reply = kube_gateway.post("/v1/query", {"query": "hello"}, headers={"Authorization": "Bearer invalid-user-token"})
+    assert reply.status == 401 and reply.headers["www-authenticate"] == CHALLENGE, reply.body
+    assert reply.json()["detail"]["cause"] == f"MCP server at {protected} requires OAuth"
+    assert _Protected.seen[0]["authorization"] == "Bearer invalid-user-token"
+    ok = kube_gateway.post("/v1/query", {"query": "hello"}, headers={"Authorization": "Bearer good-user-token"})
+    assert ok.status == 200, ok.body
