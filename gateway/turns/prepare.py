@@ -145,9 +145,10 @@ class Preparer:
         model = await self._models.select(identity, request.model, existing)
         backend = await self.backend()
         await backend.check(raw, tools)
-        # LCORE's question-validity shields, on the gateway's account (never charged).
-        blocked = await self._shields.judge(shields, question_text(raw["input"]), model.id,
-                                            backend.summarize) if shields else None
+        # LCORE's question-validity shields, on the gateway's account (never charged). A
+        # turn with no user text (tool outputs, approval answers) asks no question.
+        question = question_text(raw["input"]) if shields else ""
+        blocked = await self._shields.judge(shields, question, model.id, backend.summarize) if question else None
         if reservation is not None:
             # The context the turn sends beyond its input, once known: reserved (or 429)
             # before anything is created.

@@ -212,3 +212,12 @@ def test_blocked_turns_in_engine_mode_and_chains_past_them(gateway_factory, chat
     modr = engine.post("/v1/responses?user_id=eng2", {"input": "two", "shield_ids": ["strict"]}).ok()
     reply = engine.post("/v1/responses?user_id=eng2", {"input": "three", "previous_response_id": modr["id"]})
     assert reply.status == 422 and "moderation response" in reply.json()["detail"][0]["msg"]
+
+
+def test_a_turn_without_user_text_asks_no_question(judged, upstream):
+    """A function tool's output sent back is no question: not judged, not blocked."""
+    upstream.clear()
+    body = judged.post("/v1/responses", {"input": [{"type": "function_call_output", "call_id": "call_1",
+                                                    "output": "42"}], "shield_ids": ["strict"]})
+    assert body.status != 200 or not body.json()["id"].startswith("modr-")
+    assert not any("scripted-answer" in json.dumps(r["body"]) for r in _calls(upstream))
