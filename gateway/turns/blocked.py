@@ -54,6 +54,7 @@ def blocked_events(response: dict[str, Any]) -> list[Event]:
 class BlockedBackend:
     def __init__(self, backend: Backend, message: str):
         self._backend = backend
+        self.wrapped = backend      # what observers label the turn with (forward / engine)
         self.message = message
         self._id = f"{BLOCKED_PREFIX}{uuid.uuid4()}"
 
