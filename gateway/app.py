@@ -25,7 +25,7 @@ from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
 from gateway.conversations.pending_items import PendingItems
 from gateway.conversations.transcripts import Transcripts
-from gateway.http import authorized, feedback, health, query, quotas, responses, root
+from gateway.http import authorized, feedback, health, infer, query, quotas, responses, root, shields, tools
 from gateway.http import conversations as conversation_routes
 from gateway.http import openai_conversations
 from gateway.http import metrics as metrics_routes
@@ -97,7 +97,7 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
-                    writer=writer, turns=turns, quota=quota, items=items,
+                    writer=writer, turns=turns, quota=quota, items=items, tools=tools,
                     authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
                     background=runs, **_conversation_services(config, db, conversations, turns))
 
@@ -174,6 +174,9 @@ def create_app(config: Configuration) -> web.Application:
         authorized.add_routes(app, prefix)
         quotas.add_routes(app, prefix)
         query.add_routes(app, prefix)
+        infer.add_routes(app, prefix, config)
+        tools.add_routes(app, prefix)
+        shields.add_routes(app, prefix)
         conversation_routes.add_routes(app, prefix)
         openai_conversations.add_routes(app, prefix)
         feedback.add_routes(app, prefix)

@@ -32,6 +32,8 @@ from gateway.config.database import DatabaseConfig, PostgresConfig, SQLiteConfig
 from gateway.config.inference import InferenceConfig
 from gateway.config.llama_stack import LlamaStackConfig
 from gateway.config.quota import QuotaHandlersConfig
+from gateway.config.rlsapi import RlsapiV1Config
+from gateway.config.shields import QuestionValidityShield, RedactionShield, ShieldConfig
 from gateway.config.service import CorsConfig, ServiceConfig
 from gateway.config.user_data import ConversationCacheConfig, ConversationExpiryConfig, UserDataCollectionConfig
 from gateway.config.tools import (ApprovalFilter, ByokRagConfig, ClientToolsConfig, GuardrailsConfig,
@@ -42,7 +44,7 @@ __all__ = [
     "DEFAULT_USER_ID", "DEFAULT_USERNAME", "LCORE_AUTH_MODULES", "SUPPORTED_AUTH_MODULES",
     "ApprovalFilter", "AuthenticationConfig", "ByokRagConfig", "ClientToolsConfig", "ConfigError", "Configuration",
     "ConversationCacheConfig", "ConversationExpiryConfig", "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
-    "McpServerConfig", "PostgresConfig", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
+    "McpServerConfig", "PostgresConfig", "QuestionValidityShield", "RedactionShield", "RlsapiV1Config", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
     "substitute_env",
 ]
 
@@ -72,20 +74,20 @@ class Configuration(Strict):
     a2a_state: Any = not_built()
     quota_handlers: QuotaHandlersConfig | None = None
     azure_entra_id: Any = not_built()
-    rlsapi_v1: Any = not_built()
+    rlsapi_v1: RlsapiV1Config = RlsapiV1Config()
     splunk: Any = not_built()
     observability: Any = not_built()
     deployment_environment: Any = not_built()
     rag: Any = not_built()
     skills: Any = not_built()
     saved_prompts: Any = not_built()
-    shields: Any = not_built()
+    shields: list[ShieldConfig] = []
     okp: Any = not_built()
     reranker: Any = not_built()
 
     _role_rules: list[RoleRule] = PrivateAttr(default_factory=list)
 
-    @field_validator("customization", "conversation_cache", "user_data_collection", mode="before")
+    @field_validator("customization", "conversation_cache", "user_data_collection", "rlsapi_v1", mode="before")
     @classmethod
     def _empty_section(cls, value: Any) -> Any:
         return {} if value is None else value  # LCORE's `customization:` with nothing under it
@@ -95,6 +97,9 @@ class Configuration(Strict):
         names = [server.name for server in self.mcp_servers]
         if len(names) != len(set(names)):
             raise ValueError("mcp_servers names must be unique")
+        shields = [shield.name for shield in self.shields]
+        if len(shields) != len(set(shields)):
+            raise ValueError("shields names must be unique")
         rag_ids = [store.rag_id for store in self.byok_rag]
         if len(rag_ids) != len(set(rag_ids)):
             raise ValueError("byok_rag rag_id values must be unique")

@@ -94,7 +94,7 @@ class CustomizationConfig(Strict):
     # Ours. The instructions of the topic-summary call (LCORE's, by default).
     topic_summary_prompt: str = DEFAULT_TOPIC_SUMMARY_PROMPT
     profile_path: str | None = not_built()
-    disable_shield_ids_override: bool = not_built(False)
+    disable_shield_ids_override: bool = False   # a request's `shield_ids` is a 422
     agent_card_path: str | None = not_built()
     agent_card_config: dict[str, Any] | None = not_built()
 

@@ -11,7 +11,9 @@ Rules, in order (reference §2 "Scripted upstream"):
    (tool, call, use, search, weather, add) -> a tool call: the tool whose name appears
    in the text, else the first tool, with arguments made up from its JSON schema;
 2. last message is ``tool`` -> ``Tool said: <content>`` (content cut to 200 chars);
-3. otherwise ``Scripted reply (turn N, M messages): <last user text>``.
+3. the last user text has ``scripted-answer: X`` -> exactly ``X`` (the rest of that
+   line), so a test can script a verdict (a question-validity shield's ``ALLOWED``);
+4. otherwise ``Scripted reply (turn N, M messages): <last user text>``.
 
 Token usage is a word count: prompt = words of every message content, completion =
 words of the answer (or of the tool-call arguments).
@@ -147,7 +149,13 @@ def _is_system(role: Any) -> bool:
     return role in ("system", "developer")
 
 
+SCRIPTED_ANSWER = "scripted-answer:"
+
+
 def scripted_text(messages: list[dict[str, Any]]) -> str:
+    text = last_user_text(messages)
+    if SCRIPTED_ANSWER in text:
+        return text.rsplit(SCRIPTED_ANSWER, 1)[1].split("\n", 1)[0].strip()
     turn = 0
     counted = 0
     for msg in messages:
@@ -156,7 +164,7 @@ def scripted_text(messages: list[dict[str, Any]]) -> str:
             turn += 1
         if not _is_system(role):
             counted += 1
-    return f"Scripted reply (turn {turn}, {counted} messages): {last_user_text(messages)}"
+    return f"Scripted reply (turn {turn}, {counted} messages): {text}"
 
 
 def _pick_tool(text: str, tools: list[ToolSpec]) -> ToolSpec:

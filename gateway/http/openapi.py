@@ -51,6 +51,7 @@ class _Later:
 GatewayResponse = _Later("gateway.schema.api_response", "GatewayResponse")
 _STREAM_EVENT = _Later("openai.types.responses", "ResponseStreamEvent")
 _QUERY_REQUEST = _Later("gateway.legacy.request", "QueryRequest")
+_INFER_REQUEST = _Later("gateway.legacy.infer", "InferRequest")
 
 _PAGE = (("limit", "How many conversations (1-1000; default all)"),
          ("after", "A conversation id: only those listed after it"))
@@ -127,6 +128,19 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("interrupt_streaming_query", "post", "/v1/streaming_query/interrupt",
               "Stop one of the caller's running streaming queries", "query",
               errors=(401, 403, 404, 422, 500), action=Action.STREAMING_QUERY, note="LCORE's"),
+    Operation("infer", "post", "/v1/infer",
+              "LCORE's rlsapi v1 stateless question of the RHEL command-line assistant (`{\"data\": {\"text\", "
+              "\"request_id\"}}`)", "query", request=_INFER_REQUEST,
+              errors=(401, 403, 404, 413, 422, 429, 500, 503), action=Action.RLSAPI_V1_INFER, note="LCORE's"),
+    Operation("list_tools", "get", "/v1/tools",
+              "LCORE's tool catalogue: the built-in file-search tools and the configured MCP servers' tools",
+              "tools", errors=(401, 403, 422, 500), action=Action.GET_TOOLS,
+              note="LCORE's; a configured MCP server that needs OAuth is a 401 with its challenge"),
+    Operation("mcp_client_auth_options", "get", "/v1/mcp-auth/client-options",
+              "Which configured MCP servers take headers from the client (`MCP-HEADERS`)", "tools",
+              errors=(401, 403, 500), action=Action.GET_TOOLS, note="LCORE's"),
+    Operation("list_shields", "get", "/v1/shields", "LCORE's configured shields (`question_validity`, `redaction`)",
+              "tools", errors=(401, 403, 500), action=Action.GET_SHIELDS, note="LCORE's"),
     Operation("list_conversations", "get", "/v1/conversations",
               "The caller's conversations, newest first (LCORE's `{\"conversations\": [...]}`)", "conversations",
               ok=ConversationsListResponse, errors=(401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,
@@ -324,6 +338,7 @@ def _schemas() -> dict[str, Any]:
         inputs.append((request.__name__, "validation", TypeAdapter(request)))
     inputs.append(("FeedbackStatusUpdateRequest", "validation", TypeAdapter(FeedbackStatusUpdateRequest)))
     inputs.append(("QueryRequest", "validation", TypeAdapter(_QUERY_REQUEST.load())))
+    inputs.append(("InferRequest", "validation", TypeAdapter(_INFER_REQUEST.load())))
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))
     refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)
     definitions["$defs"]["ResponseStreamEvent"] = refs[("ResponseStreamEvent", "serialization")]

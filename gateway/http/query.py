@@ -16,6 +16,7 @@ from aiohttp import web
 from gateway.config.access import Action
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
+from gateway.legacy.blocked import blocked_stream
 from gateway.legacy.interrupts import (ALREADY_FINISHED, INTERRUPTED, StreamRegistry, check_request_id,
                                        interrupt_forbidden)
 from gateway.legacy.remote import RemoteInterrupts
@@ -26,6 +27,7 @@ from gateway.legacy.stream import INTERRUPTED_REASON, LegacyStream, failure, int
 from gateway.schema.errors import ApiError, conversation_forbidden, model_override_forbidden
 from gateway.schema.validation import request_validation_error
 from gateway.turns.run import BodySink, FrameSink
+from gateway.turns.blocked import is_blocked
 from gateway.turns.service import TurnService
 from gateway.turns.turn import Turn
 
@@ -141,6 +143,9 @@ async def streaming_query(request: web.Request) -> web.StreamResponse:
     turns = request.app[SERVICES].turns
     request_id = str(uuid.uuid4())
     legacy = LegacyStream(turn.conversation_id, request_id, turn.model.id, text=query.media_type == "text/plain")
+    message = is_blocked(turn)
+    if message is not None:
+        return await _blocked(request, turn, legacy, message)
     sink = _LegacySocket(turns, turn, request, legacy, query)
     streams = request.app[STREAMS]
     running = asyncio.ensure_future(turns.run(turn, sink))
@@ -159,6 +164,18 @@ async def streaming_query(request: web.Request) -> web.StreamResponse:
     finally:
         streams.finished(request_id)
     return sink.response
+
+
+async def _blocked(request: web.Request, turn: Turn, legacy: LegacyStream, message: str) -> web.StreamResponse:
+    """A question a shield blocked: the turn settled and recorded as a JSON turn, then
+    LCORE's three frames (`legacy/blocked.py`)."""
+    sink = _QueryBody()
+    await request.app[SERVICES].turns.run(turn, sink)
+    response = _Stream(headers={"Content-Type": _CONTENT_TYPES[legacy.text], "Cache-Control": "no-cache",
+                                "X-Request-ID": request["request_id"]})
+    await response.prepare(request)
+    await response.write_eof(blocked_stream(legacy, message, sink.response.get("available_quotas") or {}))
+    return response
 
 
 async def interrupt(request: web.Request) -> web.Response:

@@ -21,6 +21,7 @@ from gateway.storage.history import ConversationHistory
 from gateway.storage.writer import TurnWriter
 from gateway.upstream.catalog import ModelCatalog
 from gateway.turns.service import TurnService
+from gateway.turns.tools import ConfiguredTools
 from gateway.upstream.client import UpstreamClient
 
 
@@ -36,6 +37,7 @@ class Services:
     authenticator: Authenticator
     background: BackgroundRuns
     quota: QuotaService
+    tools: ConfiguredTools               # the operator's MCP servers and stores (`/v1/infer`, `/v1/tools`)
     history: ConversationHistory         # the conversations endpoints' reads and changes
     forgetting: Forgetting               # deleting a conversation and what is kept for it
     feedback: FeedbackWriter

@@ -103,3 +103,6 @@ class RhIdentityAuthenticator:
             raise ApiError(403, "Insufficient entitlements", "Insufficient entitlements", code="insufficient_entitlements",
                            detail="Insufficient entitlements")
         return Identity(user_id=user_id, username=username, skip_userid_check=False, document=document)
+
+    async def close(self) -> None:
+        pass   # nothing held (the `Authenticator` protocol: called at shutdown)

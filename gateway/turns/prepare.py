@@ -14,6 +14,7 @@ waits for it) and every turn and stored-response read after that holds the chose
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from functools import partial
 from typing import Any, Mapping
 
@@ -23,7 +24,7 @@ from gateway.identity import Identity
 from gateway.identity.authorization import may_use_conversation
 from gateway.quota.reservation import Reservation, context_estimate
 from gateway.quota.service import QuotaService
-from gateway.schema.errors import ApiError, conversation_forbidden, invalid_attribute, not_found
+from gateway.schema.errors import ApiError, conversation_forbidden, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
@@ -36,6 +37,8 @@ from gateway.turns.in_progress import InProgress
 from gateway.turns.model import ModelSelector
 from gateway.turns.prompts import SystemPrompts
 from gateway.turns.settle import Settler
+from gateway.turns.shields import Shields
+from gateway.turns.blocked import BLOCKED_PREFIX, BlockedBackend
 from gateway.turns.summary import TopicSummaries
 from gateway.turns.turn import Backend, Turn
 from gateway.upstream.capabilities import Capabilities
@@ -63,6 +66,17 @@ class BackendSelector:
         return self._chosen
 
 
+# How many blocked turns in a row a chain walks back over (`Preparer._past_blocked`).
+_MAX_BLOCKED_WALK = 50
+
+
+class _Caller:
+    """The default quota subject: the caller's own user id."""
+
+
+CALLER: Any = _Caller()
+
+
 class Preparer:
     def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
                  catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools, settler: Settler,
@@ -76,33 +90,42 @@ class Preparer:
         self._settler = settler
         self._prompts = SystemPrompts(config.customization)
         self._summaries = TopicSummaries(config.customization)
+        self._shields = Shields(config)
         self.backend = backend
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
         self._conversation_object = config.service.conversation_form == "object"
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
-                      prompt_field: str = "instructions") -> Turn:
+                      prompt_field: str = "instructions", *, quota_subject: Any = CALLER,
+                      server_prompt: str | None = None) -> Turn:
         """`prompt_field`: what the client's request called its system prompt (the
         legacy endpoints' `system_prompt` arrives as `instructions`), named by LCORE's
-        422 where the operator disabled them."""
+        422 where the operator disabled them. `quota_subject`: whose balance admits and
+        pays for the turn (the caller by default; None: no quota check, `/v1/infer`
+        without `rlsapi_v1.quota_subject`). `server_prompt`: the system prompt the
+        adapter made from the operator's (`/v1/infer`'s template), not the client's."""
         request = await self._parse(raw)
         if request.background and not request.store:
             # OpenAI's rule: a background response is only ever read back, so it is stored.
             raise ApiError(400, "Invalid attribute value", "background: true requires store: true (a background "
                            "response is read back later)", code="invalid_value", param="background")
-        if request.shield_ids:
-            raise invalid_attribute(f"Unknown shield IDs: {', '.join(request.shield_ids)} (this gateway has no "
-                                    "shields configured)", param="shield_ids", code="shield_not_found")
+        # LCORE's shield checks, then the redaction shields' rewriting of the input,
+        # before anything else reads it (`turns/shields.py`).
+        shields = self._shields.select(request.shield_ids)
+        self._shields.redact(raw, shields)
         self.in_progress.enter(identity.user_id)   # 429 past the operator's limit; left by the runner
         try:
             await self._writer.admit()
             tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)
-            await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), headers)  # LCORE: before quota
+            await self._tools.probe_oauth(raw.get("tools"), raw.get("tool_choice"), identity,
+                                          headers)  # LCORE: before quota
             # LCORE's 429 before anything else is looked up; the context's share after.
-            reservation = await self._quota.reserve(identity, raw)
+            reservation = None if quota_subject is None else await self._quota.reserve(
+                identity if quota_subject is CALLER else replace(identity, user_id=quota_subject), raw)
             try:
-                turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field)
+                turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field, server_prompt,
+                                           shields)
             except BaseException:
                 if reservation is not None:
                     await asyncio.shield(self._quota.release(reservation))
@@ -114,12 +137,21 @@ class Preparer:
         return turn
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
-                       reservation: Reservation | None, prompt_field: str) -> Turn:
-        server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
+                       reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,
+                       shields: list[str]) -> Turn:
+        if operator_prompt is None:
+            server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
+        else:
+            request.instructions, server_prompt = operator_prompt or None, bool(operator_prompt)
         existing, forked_from = await self._resolve_conversation(identity, request)
+        existing = await self._past_blocked(existing)
         model = await self._models.select(identity, request.model, existing)
         backend = await self.backend()
         await backend.check(raw, tools)
+        # LCORE's question-validity shields, on the gateway's account (never charged). A
+        # turn with no user text (tool outputs, approval answers) asks no question.
+        question = question_text(raw["input"]) if shields else ""
+        blocked = await self._shields.judge(shields, question, model.id, backend.summarize) if question else None
         if reservation is not None:
             # The context the turn sends beyond its input, once known: reserved (or 429)
             # before anything is created.
@@ -131,7 +163,8 @@ class Preparer:
         conversation_id, upstream_id = await self._conversation_for(backend, request, existing, forked_from)
         # The turn keeps what it needs from the request, not the validated model: it lives
         # as long as the stream, and memory per open stream is a budget.
-        turn = Turn(identity=identity, backend=backend, stream=request.stream,
+        turn = Turn(identity=identity, backend=backend if blocked is None else BlockedBackend(backend, blocked),
+                    stream=request.stream,
                     previous_response_id=request.previous_id, generate_topic_summary=request.generate_topic_summary,
                     body={}, headers={}, model=model, display_model=request.model or model.display_id,
                     conversation_id=conversation_id, upstream_conversation_id=upstream_id,
@@ -160,8 +193,37 @@ class Preparer:
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
+        if blocked is not None:
+            self._blocked(turn, raw["input"])
+            return turn
         self._summaries.start(turn, raw["input"])   # beside the turn, once its conversation exists
         return turn
+
+    @staticmethod
+    def _blocked(turn: Turn, input_: Any) -> None:
+        """A blocked turn is recorded like any (LCORE 0.6): where the upstream keeps the
+        conversation, the question and the shield's answer are appended to it."""
+        if turn.store and turn.upstream_conversation_id is not None:
+            turn.append_to_upstream = True
+            turn.appended_input = input_
+
+    async def _past_blocked(self, existing: ConversationRecord | None) -> ConversationRecord | None:
+        """A blocked turn's `modr-` response exists in no backend: a turn that would chain
+        from one (`previous_response_id`: the engine, `store: false`) chains from the
+        nearest turn before it that ran, or from nothing. The records keep their order
+        (`prior_response_id` is the database's), so the history still shows it. (A
+        client naming a `modr-` id itself is LCORE's 422, in the request model.)"""
+        response_id = existing.last_response_id if existing is not None else None
+        if existing is None or not response_id or not response_id.startswith(BLOCKED_PREFIX):
+            return existing
+        for _ in range(_MAX_BLOCKED_WALK):
+            found = await self._conversations.find_turn(response_id)
+            response_id = found[0].prior_response_id if found is not None else None
+            if response_id is None or not response_id.startswith(BLOCKED_PREFIX):
+                break
+        else:
+            response_id = None
+        return replace(existing, last_response_id=response_id)
 
     async def _previous_tokens(self, existing: ConversationRecord | None, forked_from: str | None) -> int:
         """The reported input + output tokens of the turn this one continues (its

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
-from gateway.turns.prepare import BackendSelector, Preparer
+from gateway.turns.prepare import CALLER, BackendSelector, Preparer
 from gateway.turns.run import BodySink, FrameSink, Runner
 from gateway.turns.settle import Settler
 from gateway.turns.turn import Backend, Turn
@@ -20,11 +20,13 @@ class TurnService:
         self._backend = backend
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
-                      prompt_field: str = "instructions") -> Turn:
+                      prompt_field: str = "instructions", *, quota_subject: Any = CALLER,
+                      server_prompt: str | None = None) -> Turn:
         """A turn ready to run, or the 4xx that refuses it with nothing created
-        (`prompt_field`: what the client called its system prompt, see `Preparer`)."""
+        (`prompt_field`, `quota_subject`, `server_prompt`: see `Preparer.prepare`)."""
         try:
-            turn = await self._preparer.prepare(identity, raw, headers, prompt_field)
+            turn = await self._preparer.prepare(identity, raw, headers, prompt_field, quota_subject=quota_subject,
+                                                server_prompt=server_prompt)
         except ApiError as exc:
             self.runner.hooks.refused(exc)
             raise

@@ -76,7 +76,9 @@ class Settler:
         committed: the client is not told the turn is done."""
         if turn.quotas is not None:
             return turn.quotas
-        if not turn.store and not self._quota.enabled:
+        if not turn.store and turn.reservation is None:
+            # Nothing to record, nothing to charge (no quotas, or an adapter that checks
+            # none: `/v1/infer` without `rlsapi_v1.quota_subject`).
             turn.quotas = {}
             return turn.quotas
         if turn._settling is None:
@@ -112,7 +114,8 @@ class Settler:
         always (`QuotaService.settled`), else read."""
         assert turn.reservation is not None
         quotas = self._quota.settled(turn.reservation)
-        return quotas if quotas is not None else await self._quota.available(turn.identity.user_id)
+        # The reservation's subject: the caller, or whom the adapter charges (`/v1/infer`).
+        return quotas if quotas is not None else await self._quota.available(turn.reservation.user_id)
 
     def _charge(self, turn: Turn) -> Charge:
         """The charge of a turn with a result: the upstream's input + output tokens; a
@@ -149,7 +152,7 @@ class Settler:
         except BaseException:
             self._quota.forget(turn.reservation)   # what the ledger assumed was not written
             raise
-        return await self._quota.available(turn.identity.user_id) if turn.reservation is not None else {}
+        return await self._quota.available(turn.reservation.user_id) if turn.reservation is not None else {}
 
     def finish(self, turn: Turn) -> None:
         """After the response: a turn that reached its terminal event is settled even if

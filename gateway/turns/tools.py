@@ -83,27 +83,42 @@ class ConfiguredTools:
             chosen += self._merged_defaults(chosen, identity, headers)
         return chosen
 
-    async def probe_oauth(self, tools: list[dict[str, Any]] | None, tool_choice: Any,
+    async def probe_oauth(self, tools: list[dict[str, Any]] | None, tool_choice: Any, identity: Identity,
                           headers: Mapping[str, str]) -> None:
-        """LCORE's OAuth probe (its pipeline's step 2): a server this request would use
-        whose `oauth` header the caller did not send (MCP-HEADERS) is asked without
-        credentials; a 401 is the caller's 401, with the server's `WWW-Authenticate`, so
-        the client can start the OAuth flow. Any other answer (or none) leaves the server
-        skipped for this request, as today."""
+        """LCORE's OAuth probe (its pipeline's step 2), as LCORE main does it: every server
+        this request would use that will get an `Authorization` header from any source
+        (a file, `kubernetes`, `client`, `oauth`), or that has an `oauth` header, is
+        asked first, with that Authorization header when it resolves and without one
+        when it does not. A 401 (the header missing or refused) is the caller's 401,
+        with the server's `WWW-Authenticate`, so the client can start the OAuth flow.
+        Any other answer, or none (the gateway is more lenient than LCORE here), leaves
+        the turn to go on: the server is used, or skipped when a header is missing."""
         if tool_choice == "none":
             return
         labels = None if tools is None else {tool.get("server_label") for tool in tools if tool.get("type") == "mcp"}
         if headers.get(MERGE_HEADER, "").lower() == "true":
             labels = None
-        caller = _mcp_headers(headers)
+        probes = []
         for server in self._servers.values():
             if labels is not None and server.name not in labels:
                 continue
-            sent = caller.get(server.name) or caller.get(server.url) or {}
-            missing = [name for name, source in server.authorization_headers.items()
-                       if source == "oauth" and not sent.get(name)]
-            if missing:
-                await _probe(server)
+            names = {name.lower(): name for name in server.authorization_headers}
+            if "authorization" in names:
+                name = names["authorization"]
+                authorization = self._header(server, name, server.authorization_headers[name], identity, headers)
+                probes.append(_probe(server, _bearer(authorization) if authorization else None))
+            elif any(source == "oauth" and not _caller_header(server, name, headers)
+                     for name, source in server.authorization_headers.items()):
+                probes.append(_probe(server))   # another header the OAuth flow gives, missing
+        if probes:
+            await asyncio.gather(*probes)
+
+    def usable_servers(self, identity: Identity, headers: Mapping[str, str]) -> dict[str, str]:
+        """The configured MCP servers whose headers resolve for this request (label →
+        URL): what LCORE's `get_mcp_tools` gives a turn that names its tools itself
+        (`/v1/infer`); a server skipped here is logged by `_headers`."""
+        return {server.name: server.url for server in self._servers.values()
+                if self._headers(server, identity, headers) is not None}
 
     def defaults(self, identity: Identity, headers: Mapping[str, str]) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
@@ -200,35 +215,68 @@ class ConfiguredTools:
     def _headers(self, server: McpServerConfig, identity: Identity,
                  headers: Mapping[str, str]) -> dict[str, str] | None:
         """The headers for one server, or None when a required one cannot be resolved."""
-        resolved = {name: headers[name] for name in server.headers if name in headers}
-        caller_headers = _mcp_headers(headers).get(server.name) or _mcp_headers(headers).get(server.url) or {}
-        for name, source in server.authorization_headers.items():
-            if source == "kubernetes":
-                value = f"Bearer {identity.token}" if identity.token else None
-            elif source in _FROM_CALLER:
-                value = caller_headers.get(name)
-            else:
-                value = self._secrets[server.name].get(name)
-            if not value:
-                log.warning("MCP server %s skipped: header %s (from %s) could not be resolved",
-                            server.name, name, source)
-                return None
-            resolved[name] = value
+        resolved, missing = self.server_headers(server, identity, headers)
+        if missing is not None:
+            log.warning("MCP server %s skipped: %s", server.name, missing)
         return resolved
 
+    def server_headers(self, server: McpServerConfig, identity: Identity,
+                       headers: Mapping[str, str]) -> tuple[dict[str, str] | None, str | None]:
+        """The headers for one server, or None and why (a required header that cannot be
+        resolved: the server is skipped for this request; `/v1/tools` reports it)."""
+        resolved = {name: headers[name] for name in server.headers if name in headers}
+        for name, source in server.authorization_headers.items():
+            value = self._header(server, name, source, identity, headers)
+            if not value:
+                kind = source if source in ("kubernetes", *_FROM_CALLER) else "file"
+                return None, f"header {name} (from {kind}) could not be resolved"
+            resolved[name] = value
+        return resolved, None
 
-async def _probe(server: McpServerConfig) -> None:
+    def _header(self, server: McpServerConfig, name: str, source: str, identity: Identity,
+                headers: Mapping[str, str]) -> str | None:
+        """One `authorization_headers` entry's value for this request, if it resolves."""
+        if source == "kubernetes":
+            return f"Bearer {identity.token}" if identity.token else None
+        if source in _FROM_CALLER:
+            return _caller_header(server, name, headers)
+        return self._secrets[server.name].get(name)
+
+    @property
+    def servers(self) -> list[McpServerConfig]:
+        """The configured MCP servers, in configuration order."""
+        return list(self._servers.values())
+
+
+def _caller_header(server: McpServerConfig, name: str, headers: Mapping[str, str]) -> str | None:
+    """A header the caller sent for this server in MCP-HEADERS."""
+    sent = _mcp_headers(headers)
+    return (sent.get(server.name) or sent.get(server.url) or {}).get(name)
+
+
+def _bearer(value: str) -> str:
+    """LCORE's `ensure_bearer_prefix`: a bare token is sent as a bearer."""
+    value = value.strip()
+    return value if " " in value else f"Bearer {value}"
+
+
+async def _probe(server: McpServerConfig, authorization: str | None = None) -> None:
+    """An MCP `initialize` with the Authorization header the turn would send (or none):
+    a 401 is the caller's 401 with the server's challenge."""
     challenge = None
+    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if authorization is not None:
+        sent["Authorization"] = authorization
     try:
         timeout = aiohttp.ClientTimeout(total=OAUTH_PROBE_TIMEOUT)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            async with session.post(server.url, data=_PROBE_BODY, headers={
-                    "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}) as reply:
+            async with session.post(server.url, data=_PROBE_BODY, headers=sent) as reply:
                 if reply.status == 401:
                     challenge = reply.headers.get("WWW-Authenticate") or "Bearer"
     except (aiohttp.ClientError, TimeoutError) as exc:
-        log.warning("MCP server %s: the OAuth probe failed (%s); the server is skipped", server.name,
-                    type(exc).__name__)
+        # Debug only: it runs on every turn that uses the server, which then reports
+        # the server's failure itself.
+        log.debug("MCP server %s: the OAuth probe failed (%s)", server.name, type(exc).__name__)
     if challenge is not None:
         raise ApiError(401, "Missing or invalid credentials provided by client",
                        f"MCP server at {server.url} requires OAuth", code="mcp_oauth_required",

@@ -32,7 +32,8 @@ ACCESS_RULES = [
 # What each user may do, written out (not computed from the rules under test).
 ALLOWED = {
     "root": {"responses", "get_models", "info", "admin", "query", "streaming_query", "get_metrics",
-             "list_conversations", "get_conversation", "update_conversation", "delete_conversation", "feedback"},
+             "list_conversations", "get_conversation", "update_conversation", "delete_conversation", "feedback",
+             "rlsapi_v1_infer", "get_tools", "get_shields"},
     "alice": {"responses", "info"},
     "bob": {"responses", "info"},
     "carol": {"get_models", "info"},
@@ -68,6 +69,10 @@ ROUTES = {
     ("post", "/v1/quotas/users/{user_id}/increments"): ({"limiters": {"daily": 5}}, 400),
     ("post", "/v1/query"): ({"query": "hello", "no_tools": True}, 200),
     ("post", "/v1/streaming_query"): ({"query": "hello", "no_tools": True}, 200),
+    ("post", "/v1/infer"): ({"question": "hello"}, 200),
+    ("get", "/v1/tools"): (None, 200),
+    ("get", "/v1/mcp-auth/client-options"): (None, 200),
+    ("get", "/v1/shields"): (None, 200),
     ("post", "/v1/streaming_query/interrupt"): ({"request_id": "00000000-0000-4000-8000-000000000000"}, 404),
     ("get", "/v1/conversations"): (None, 200),
     ("get", "/v1/conversations/{conversation_id}"): (None, 404),

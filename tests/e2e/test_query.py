@@ -274,11 +274,12 @@ def test_lcores_error_bodies_whatever_error_body_says(gateway, gateway_factory, 
             "response": "Streaming Request not found", "cause": f"Streaming Request with ID {unknown} does not exist"}}
 
 
-def test_shield_ids_naming_a_shield_is_422_and_nothing_is_sent(gateway, upstream):
-    """No shields are configured in this gateway (docs/query-api.md)."""
+def test_shield_ids_naming_an_unknown_shield_is_404_and_nothing_is_sent(gateway, upstream):
+    """No shields are configured in this gateway (docs/shields.md)."""
     upstream.clear()
     for path in ("/v1/query", "/v1/streaming_query"):
         reply = gateway.post(f"{path}?user_id=ann", {"query": "q", "shield_ids": ["llama-guard"]})
-        assert reply.status == 422, reply.body
-        assert set(reply.json()) == {"detail"}, reply.body
+        assert reply.status == 404, reply.body
+        assert reply.json() == {"detail": {"response": "Shield(s) not found",
+                                           "cause": "Shield(s) with ID(s) llama-guard do not exist"}}
     assert upstream.requests("/v1/responses") == [] and upstream.requests("/v1/conversations") == []

@@ -1,0 +1,121 @@
+"""LCORE's `GET /v1/tools` and `GET /v1/mcp-auth/client-options`: what a caller's turns
+could use, listed.
+
+`/v1/tools` is the built-in file-search catalogue (the two tools Llama Stack's
+`inline::file-search` runtime lists, which LCORE's info.feature expects when no MCP
+server is configured), then each configured MCP server's tools, listed from the server
+itself with the headers this request resolves for it (the engine's MCP client,
+`engine/mcp.py`). A server skipped because a header could not be resolved, or that
+could not be listed, is named in `unavailable_servers` (ours, only when there is one)
+instead of being only logged. LCORE's OAuth probe runs first (`ConfiguredTools.probe_oauth`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Mapping
+
+from gateway.config import McpServerConfig
+from gateway.engine.mcp import list_tools
+from gateway.engine.mcp_types import DEFAULT_TIMEOUT, McpFailure, McpServer
+from gateway.identity import Identity
+from gateway.turns.tools import ConfiguredTools
+
+log = logging.getLogger("gateway.turns.tool_catalog")
+
+FILE_SEARCH_PROVIDER = "file-search"
+FILE_SEARCH_TOOLGROUP = "builtin::file_search"
+BUILTIN_SOURCE = "builtin"
+# LCORE's descriptions of the file-search runtime's tools (Llama Stack's tool definitions).
+_BUILTIN = (
+    ("insert_into_memory", "Insert documents into memory", []),
+    ("file_search", "Search for information in a database.",
+     [{"name": "query", "description": "The query to search for. Can be a natural language sentence or keywords.",
+       "parameter_type": "string", "required": True, "default": None}]),
+)
+# Tool descriptions in LCORE's structured-metadata form are cut to their plain part.
+_METADATA_PREFIXES = ("TOOL_NAME=", "DISPLAY_NAME=", "USECASE=", "INSTRUCTIONS=", "INPUT_DESCRIPTION=",
+                      "OUTPUT_DESCRIPTION=", "EXAMPLES=", "PREREQUISITES=", "AGENT_DECISION_CRITERIA=")
+
+
+def builtin_tools() -> list[dict[str, Any]]:
+    return [catalog_tool(name, description, parameters, FILE_SEARCH_PROVIDER, FILE_SEARCH_TOOLGROUP, BUILTIN_SOURCE)
+            for name, description, parameters in _BUILTIN]
+
+
+def catalog_tool(name: str, description: str, parameters: list[dict[str, Any]], provider_id: str,
+                 toolgroup_id: str, server_source: str) -> dict[str, Any]:
+    return {"identifier": name, "description": description, "parameters": parameters, "provider_id": provider_id,
+            "toolgroup_id": toolgroup_id, "server_source": server_source, "type": "tool"}
+
+
+def parameters_of(schema: Any) -> list[dict[str, Any]]:
+    """A JSON Schema's properties as LCORE's flat parameter list."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return []
+    required = set(schema.get("required") or ())
+    return [{"name": name, "description": str(prop.get("description", "")) if isinstance(prop, dict) else "",
+             "parameter_type": prop.get("type", "string") if isinstance(prop, dict) else "string",
+             "required": name in required, "default": prop.get("default") if isinstance(prop, dict) else None}
+            for name, prop in schema["properties"].items()]
+
+
+def clean_description(description: str | None) -> str:
+    """LCORE's `extract_clean_description` for descriptions written as metadata lines."""
+    text = description or ""
+    if "TOOL_NAME=" not in text and "DISPLAY_NAME=" not in text:
+        return text
+    for part in text.split("\n\n"):
+        stripped = part.strip()
+        if len(stripped) > 20 and not stripped.startswith(_METADATA_PREFIXES):
+            return stripped
+    for line in text.split("\n"):
+        if line.startswith("USECASE="):
+            return line[len("USECASE="):].strip()
+    return text[:200] + "..." if len(text) > 200 else text
+
+
+class ToolCatalog:
+    def __init__(self, tools: ConfiguredTools):
+        self._tools = tools
+
+    async def list(self, identity: Identity, headers: Mapping[str, str]) -> dict[str, Any]:
+        await self._tools.probe_oauth(None, None, identity, headers)   # LCORE: 401 + WWW-Authenticate first
+        catalog = builtin_tools()
+        unavailable: list[dict[str, str]] = []
+        servers = self._tools.servers
+        listed = await asyncio.gather(*(self._server_tools(server, identity, headers) for server in servers))
+        for server, (tools, reason) in zip(servers, listed):
+            catalog += tools
+            if reason is not None:
+                unavailable.append({"name": server.name, "reason": reason})
+        body: dict[str, Any] = {"tools": catalog}
+        if unavailable:
+            body["unavailable_servers"] = unavailable
+        return body
+
+    async def _server_tools(self, server: McpServerConfig, identity: Identity,
+                            headers: Mapping[str, str]) -> tuple[list[dict[str, Any]], str | None]:
+        resolved, missing = self._tools.server_headers(server, identity, headers)
+        if resolved is None:
+            log.warning("MCP server %s skipped in the tool list: %s", server.name, missing)
+            return [], f"skipped: {missing}"
+        try:
+            listing = await list_tools(McpServer(server.name, server.url, resolved,
+                                                 server.timeout or DEFAULT_TIMEOUT))
+        except McpFailure as failure:
+            message = self._tools.redactor.text(str(failure.error.get("message") or "listing failed"))
+            log.warning("MCP server %s could not be listed: %s", server.name, message)
+            return [], f"listing failed: {message}"
+        return [catalog_tool(tool["name"], clean_description(tool.get("description")),
+                             parameters_of(tool.get("input_schema")), server.provider_id, server.name, server.url)
+                for tool in listing.tools], None
+
+    def client_options(self) -> dict[str, Any]:
+        """LCORE's `/v1/mcp-auth/client-options`: the servers that take headers from the
+        client (`client` in `authorization_headers`; `oauth` ones are discovered through
+        the probe's 401 instead, as in LCORE), and which."""
+        return {"servers": [{"name": server.name, "client_auth_headers": names} for server in self._tools.servers
+                            if (names := [name for name, source in server.authorization_headers.items()
+                                          if source.strip() == "client"])]}

@@ -1,0 +1,223 @@
+"""LCORE's shields through `gateway serve` (issue 21): `GET /v1/shields`, `shield_ids`
+(unknown → 404, overriding where the operator disabled it → 422, nothing sent), and
+the redaction shields rewriting the input on `/v1/responses`, `/v1/query`,
+`/v1/streaming_query` and `/v1/infer` before the upstream or the turn store sees it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.gateway_db import GatewayDb
+
+SHIELDS = [
+    {"name": "pii", "provider_id": "redaction", "config": {"rules": [
+        {"pattern": r"\b\d{3}-\d{2}-\d{4}\b", "replacement": "[SSN]"},
+        {"pattern": "secret-project", "replacement": "[PROJECT]", "case_sensitive": True}]}},
+    {"name": "names", "provider_id": "redaction", "config": {"case_sensitive": False, "rules": [
+        {"pattern": "alice", "replacement": "[NAME]"}]}},
+]
+TEXT = "Alice's SSN is 123-45-6789 for secret-project and Secret-Project"
+REDACTED = "[NAME]'s SSN is [SSN] for [PROJECT] and Secret-Project"
+
+
+@pytest.fixture(scope="module")
+def shielded(gateway_factory, upstream):
+    return gateway_factory(upstream.url, shields=SHIELDS)
+
+
+def test_the_shields_listed_in_lcores_shape(shielded):
+    body = shielded.get("/v1/shields").ok()
+    assert [(s["name"], s["provider_id"], s["type"]) for s in body["shields"]] == [
+        ("pii", "redaction", "shield"), ("names", "redaction", "shield")]
+    assert body["shields"][1]["config"] == {"case_sensitive": False, "rules": [
+        {"pattern": "alice", "replacement": "[NAME]", "case_sensitive": None}]}
+
+
+def test_without_shields_the_list_is_empty(gateway):
+    assert gateway.get("/v1/shields").ok() == {"shields": []}
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/responses", {"input": TEXT}),
+    ("/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_text", "text": TEXT}]}]}),
+    ("/v1/query", {"query": TEXT}),
+    ("/v1/streaming_query", {"query": TEXT}),
+    ("/v1/infer", {"question": TEXT}),
+])
+def test_redaction_before_anything_sees_the_input(shielded, upstream, path, body):
+    upstream.clear()
+    reply = shielded.post(f"{path}?user_id=redacted-user", body)
+    assert reply.status == 200, reply.body
+    sent = upstream.last()["body"]["input"]
+    text = sent if isinstance(sent, str) else sent[0]["content"][0]["text"]
+    assert text == REDACTED
+    assert "123-45-6789" not in reply.body.decode()
+    if path != "/v1/infer":   # stored turns keep only the rewritten question
+        rows = GatewayDb.of(shielded)._query("SELECT content FROM gateway_turns ORDER BY rowid DESC LIMIT 1")
+        assert "123-45-6789" not in rows[0]["content"] and "[SSN]" in rows[0]["content"]
+
+
+def test_shield_ids_pick_the_shields(shielded, upstream):
+    upstream.clear()
+    shielded.post("/v1/responses", {"input": TEXT, "shield_ids": ["names"]}).ok()
+    assert upstream.last()["body"]["input"] == "[NAME]'s SSN is 123-45-6789 for secret-project and Secret-Project"
+    assert "shield_ids" not in upstream.last()["body"]
+    shielded.post("/v1/responses", {"input": TEXT, "shield_ids": []}).ok()
+    assert upstream.last()["body"]["input"] == TEXT
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/responses", {"input": "hi", "shield_ids": ["pii", "nope", "gone"]}),
+    ("/v1/query", {"query": "hi", "shield_ids": ["nope", "gone"]}),
+    ("/v1/streaming_query", {"query": "hi", "shield_ids": ["nope", "gone"]}),
+])
+def test_unknown_shield_ids_are_404_and_nothing_is_sent(shielded, upstream, path, body):
+    upstream.clear()
+    reply = shielded.post(path, body)
+    assert reply.status == 404, reply.body
+    assert reply.json()["detail"] == {"response": "Shield(s) not found",
+                                      "cause": "Shield(s) with ID(s) nope, gone do not exist"}
+    assert [r for r in upstream.requests() if r["method"] != "GET"] == []
+
+
+def test_overriding_where_disabled_is_lcores_422(gateway_factory, upstream):
+    locked = gateway_factory(upstream.url, shields=SHIELDS,
+                             customization={"disable_shield_ids_override": True, "topic_summaries": False})
+    upstream.clear()
+    for path, body in (("/v1/responses", {"input": "hi", "shield_ids": ["pii"]}),
+                       ("/v1/query", {"query": "hi", "shield_ids": []})):
+        reply = locked.post(path, body)
+        assert reply.status == 422, reply.body
+        assert reply.json()["detail"] == {
+            "response": "Shield IDs customization is disabled",
+            "cause": "This instance does not support customizing shield IDs in the query request "
+                     "(disable_shield_ids_override is set). Please remove the shield_ids field from your request."}
+    assert [r for r in upstream.requests() if r["method"] != "GET"] == []
+    # Without shield_ids every shield runs.
+    locked.post("/v1/responses", {"input": TEXT}).ok()
+    assert upstream.last()["body"]["input"] == REDACTED
+
+
+# The scripted upstream answers exactly what follows `scripted-answer:`, so each shield's
+# prompt scripts its verdict: `strict` rejects every question, `lenient` allows it.
+VALIDITY = [
+    {"name": "strict", "provider_id": "question_validity",
+     "config": {"model_prompt": "Judge: ${message}\nscripted-answer: ${rejected}",
+                "invalid_question_response": "Off topic."}},
+    {"name": "lenient", "provider_id": "question_validity",
+     "config": {"model_prompt": "Judge: ${message}\nscripted-answer: ${allowed}"}},
+    {"name": "plain", "provider_id": "question_validity"},   # LCORE's prompt: the echo is no ALLOWED
+]
+DAILY = {"name": "daily", "type": "user_limiter", "initial_quota": 100000, "quota_increase": 0, "period": "1 day"}
+
+
+@pytest.fixture(scope="module")
+def judged(gateway_factory, upstream, tmp_path_factory):
+    db = {"sqlite": {"db_path": str(tmp_path_factory.mktemp("judged") / "gateway.db")}}
+    return gateway_factory(upstream.url, database=db, shields=VALIDITY,
+                           quota_handlers={**db, "limiters": [DAILY]})
+
+
+def _calls(upstream) -> list[dict]:
+    return [r for r in upstream.requests() if r["method"] == "POST" and r["path"] == "/v1/responses"]
+
+
+def _balance(gateway, user: str) -> int:
+    return gateway.get(f"/v1/quotas?user_id={user}").ok()["available_quotas"]["daily"]
+
+
+def test_a_blocked_response_is_a_200_with_the_shields_message(judged, upstream):
+    upstream.clear()
+    before = _balance(judged, "blocked-1")
+    body = judged.post("/v1/responses?user_id=blocked-1", {"input": "Why is the sky blue?",
+                                                           "shield_ids": ["strict"]}).ok()
+    assert body["id"].startswith("modr-") and body["status"] == "completed"
+    assert body["output_text"] == "Off topic." and body["usage"]["input_tokens"] == 0
+    assert body["conversation"].startswith("conv_")
+    # One upstream call: the check (never stored); the question never reached the model.
+    calls = _calls(upstream)
+    assert len(calls) == 1 and calls[0]["body"]["store"] is False
+    assert calls[0]["body"]["input"] == "Judge: Why is the sky blue?\nscripted-answer: REJECTED"
+    # Nothing charged; the turn recorded, and appended to the upstream conversation.
+    assert _balance(judged, "blocked-1") == before
+    rows = GatewayDb.of(judged)._query("SELECT response_id FROM gateway_turns WHERE response_id = ?", (body["id"],))
+    assert len(rows) == 1
+    appended = [r for r in upstream.requests() if r["path"].endswith("/items") and r["method"] == "POST"]
+    assert appended and "Why is the sky blue?" in json.dumps(appended[-1]["body"])
+    # The conversation goes on.
+    later = judged.post("/v1/responses?user_id=blocked-1", {"input": "Next?", "conversation": body["conversation"],
+                                                            "shield_ids": ["lenient"]}).ok()
+    assert later["output_text"].startswith("Scripted reply")
+
+
+def test_a_blocked_response_stream(judged, upstream):
+    status, frames = judged.stream({"input": "hi", "shield_ids": ["plain"]})
+    assert status == 200
+    kinds = [event for event, _ in frames]
+    assert kinds == ["response.created", "response.output_item.added", "response.output_item.done",
+                     "response.completed", None]
+    completed = frames[3][1]["response"]
+    assert completed["id"].startswith("modr-") and completed["output_text"] == \
+        "I cannot process this request due to policy restrictions."
+
+
+def test_an_allowed_question_runs(judged, upstream):
+    upstream.clear()
+    body = judged.post("/v1/responses", {"input": "What is a pod?", "shield_ids": ["lenient"]}).ok()
+    assert body["output_text"].startswith("Scripted reply") and not body["id"].startswith("modr-")
+    assert len(_calls(upstream)) == 2   # the check, then the turn
+
+
+def test_blocked_on_the_query_api_and_infer(judged, upstream):
+    reply = judged.post("/v1/query?user_id=blocked-2", {"query": "hi", "shield_ids": ["strict"]}).ok()
+    assert reply["response"] == "Off topic." and reply["input_tokens"] == 0
+    history = judged.get(f"/v1/conversations/{reply['conversation_id']}?user_id=blocked-2").ok()
+    assert history["chat_history"][0]["messages"][-1]["content"] == "Off topic."
+    stream = judged.post("/v1/streaming_query?user_id=blocked-2", {"query": "hi", "shield_ids": ["strict"]})
+    assert stream.status == 200
+    events = [json.loads(line[6:]) for line in stream.body.decode().split("\n\n") if line.startswith("data: ")]
+    assert [event["event"] for event in events] == ["start", "token", "end"]
+    assert events[1]["data"] == {"id": 0, "token": "Off topic."}
+    assert events[2]["available_quotas"] == {"daily": 100000}
+    plain = judged.post("/v1/streaming_query", {"query": "hi", "shield_ids": ["strict"], "media_type": "text/plain"})
+    assert plain.body == b"Off topic."
+    # /v1/infer has no shield_ids: every shield runs, `strict` first.
+    data = judged.post("/v1/infer", {"question": "hi"}).ok()["data"]
+    assert data["text"] == "Off topic." and set(data) == {"text", "request_id"}
+
+
+def test_blocked_turns_in_engine_mode_and_chains_past_them(gateway_factory, chat_upstream):
+    """The engine continues a conversation from its last stored response, which a blocked
+    turn (`modr-`, in no backend) is not: the next turn chains from the last turn that
+    ran, or from nothing; the history keeps every turn."""
+    engine = gateway_factory(chat_upstream.url, shields=VALIDITY,
+                             llama_stack={"url": chat_upstream.url, "max_retries": 0, "api": "chat_completions"})
+    blocked = engine.post("/v1/query?user_id=eng", {"query": "first", "shield_ids": ["strict"]}).ok()
+    assert blocked["response"] == "Off topic."
+    conversation = blocked["conversation_id"]
+    allowed = engine.post("/v1/query?user_id=eng", {"query": "second", "conversation_id": conversation,
+                                                    "shield_ids": ["lenient"]}).ok()
+    assert allowed["response"] == "Scripted reply (turn 1, 1 messages): second"
+    again = engine.post("/v1/query?user_id=eng", {"query": "third", "conversation_id": conversation,
+                                                  "shield_ids": ["strict"]}).ok()
+    assert again["response"] == "Off topic."
+    last = engine.post("/v1/query?user_id=eng", {"query": "fourth", "conversation_id": conversation,
+                                                 "shield_ids": ["lenient"]}).ok()
+    assert last["response"] == "Scripted reply (turn 2, 3 messages): fourth"   # chained past the blocked one
+    history = engine.get(f"/v1/conversations/{conversation}?user_id=eng").ok()["chat_history"]
+    assert len(history) == 4
+    # Naming a blocked response as previous_response_id is LCORE's 422.
+    modr = engine.post("/v1/responses?user_id=eng2", {"input": "two", "shield_ids": ["strict"]}).ok()
+    reply = engine.post("/v1/responses?user_id=eng2", {"input": "three", "previous_response_id": modr["id"]})
+    assert reply.status == 422 and "moderation response" in reply.json()["detail"][0]["msg"]
+
+
+def test_a_turn_without_user_text_asks_no_question(judged, upstream):
+    """A function tool's output sent back is no question: not judged, not blocked."""
+    upstream.clear()
+    body = judged.post("/v1/responses", {"input": [{"type": "function_call_output", "call_id": "call_1",
+                                                    "output": "42"}], "shield_ids": ["strict"]})
+    assert body.status != 200 or not body.json()["id"].startswith("modr-")
+    assert not any("scripted-answer" in json.dumps(r["body"]) for r in _calls(upstream))
