@@ -86,7 +86,7 @@ DEFINITIONS: tuple[Definition, ...] = (
     _d("ls_llm_calls_failures_total", "counter", ("provider", "model", "endpoint"),
        "Turns whose model call failed (upstream error, failed response, broken stream)"),
     _d("ls_llm_validation_errors_total", "counter", ("endpoint",),
-       "Turn requests refused as invalid (422) before reaching the model"),
+       "Turn requests refused as invalid (422) before reaching the model, or blocked by a shield"),
     _d("ls_llm_token_sent_total", "counter", ("provider", "model", "endpoint"),
        "Input tokens the upstream reported, per turn"),
     _d("ls_llm_token_received_total", "counter", ("provider", "model", "endpoint"),

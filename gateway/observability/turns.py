@@ -28,6 +28,7 @@ from gateway.observability.context import ENDPOINT
 from gateway.observability.metrics import CLIENT_MCP, TURN_OUTCOMES, Metrics
 from gateway.schema.errors import ApiError, QuotaExceeded
 from gateway.turns.hooks import TurnHooks
+from gateway.turns.blocked import BlockedBackend
 from gateway.turns.turn import Turn
 
 log = logging.getLogger("gateway.metrics")
@@ -122,6 +123,11 @@ class TurnMetrics(TurnHooks):
     def prepared(self, turn: Turn) -> None:
         try:
             endpoint = ENDPOINT.get()
+            if turn.backend.__class__ is BlockedBackend:
+                # A question a shield blocked: LCORE's validation error, not a model call
+                # (the check's own call is the gateway's, counted with upstream requests).
+                self._validation.labels(endpoint).value += 1
+                return   # `observed` stays None: no other hook records it
             model = turn.model
             llm = self._llm.get((model.id, model.provider_id, endpoint))
             if llm is None:

@@ -221,3 +221,27 @@ def test_a_turn_without_user_text_asks_no_question(judged, upstream):
                                                     "output": "42"}], "shield_ids": ["strict"]})
     assert body.status != 200 or not body.json()["id"].startswith("modr-")
     assert not any("scripted-answer" in json.dumps(r["body"]) for r in _calls(upstream))
+
+
+def _sample(gateway, name: str, **labels: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+    total = 0.0
+    reply = gateway.get("/metrics")
+    assert reply.status == 200, reply.body[:300]
+    for family in text_string_to_metric_families(reply.body.decode()):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+def test_a_blocked_question_is_a_validation_error_not_a_model_call(judged):
+    """docs/operating.md: a blocked question counts once in `ls_llm_validation_errors_total`
+    and in no LLM counter (the check's own call is the gateway's)."""
+    errors = _sample(judged, "ls_llm_validation_errors_total", endpoint="/v1/responses")
+    calls = _sample(judged, "ls_llm_calls_total")
+    sent = _sample(judged, "ls_llm_token_sent_total")
+    judged.post("/v1/responses?user_id=blocked-3", {"input": "hi", "shield_ids": ["strict"]}).ok()
+    assert _sample(judged, "ls_llm_validation_errors_total", endpoint="/v1/responses") == errors + 1
+    assert _sample(judged, "ls_llm_calls_total") == calls
+    assert _sample(judged, "ls_llm_token_sent_total") == sent
