@@ -31,7 +31,7 @@ from bench.scenarios import DIALECTS, Settings, Target
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "legacy", "engine", "metrics")
+WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "legacy", "engine", "metrics", "forms")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -136,6 +136,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         if "metrics" in wanted:
             from bench.metrics import metrics_workload
             results.metrics = await metrics_workload(settings, upstream, workdir, args.rounds)
+        if "forms" in wanted:
+            from bench.forms import forms_workload
+            results.forms = await forms_workload(settings, upstream, workdir, args.rounds, dialects)
         if "quota" in wanted:
             from bench.quota import quota_workload
             results.quota = await quota_workload(settings, upstream, workdir, args.rounds)

@@ -31,6 +31,7 @@ class Results:
     quota: Any = None  # bench.quota.QuotaRuns (the `quota` workload)
     legacy: Any = None  # bench.legacy.LegacyRuns (the `legacy` workload)
     metrics: Any = None  # bench.metrics.MetricsRuns (the `metrics` workload)
+    forms: Any = None  # bench.forms.FormRuns (the `forms` workload)
 
 
 @dataclass
@@ -159,6 +160,10 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
         from bench.metrics import render as render_metrics
 
         lines += [""] + render_metrics(results.metrics, verdicts)
+    if results.forms is not None:
+        from bench.forms import render as render_forms
+
+        lines += [""] + render_forms(results.forms, verdicts)
     if results.quota is not None:
         from bench.quota import render as render_quota
 
