@@ -15,8 +15,8 @@ from tests.support.engine_gateway import engine_config
 from tests.support.gateway_db import GatewayDb
 from tests.support.gateway_proc import start_upstream
 
-KEYS = {"alice": "alice-key-0001", "bob": "bob-key-0001", "auditor": "auditor-key-0001"}
-CHAT = ["responses", "query", "list_conversations", "get_conversation", "update_conversation",
+KEYS = {"alice": "alice-key-0001", "bob": "bob-key-0001", "auditor": "auditor-key-0001", "quentin": "quentin-key-0001"}
+CHAT = ["responses", "query", "streaming_query", "list_conversations", "get_conversation", "update_conversation",
         "delete_conversation"]
 ACCESS_RULES = [{"role": "chat", "actions": CHAT},
                 {"role": "auditor", "actions": ["read_other_conversations", "delete_other_conversations",
@@ -228,3 +228,19 @@ def test_bodies_have_the_keys_and_time_forms_of_a_real_lcore(gateway):
             if field in theirs:
                 pattern = ZULU if theirs[field].endswith("Z") else NAIVE
                 assert pattern.match(theirs[field]) and pattern.match(ours[field]), field
+
+
+def test_the_query_apis_turns_are_listed_with_their_message_count(gateway, mode):
+    """LCORE's conversations feature: turns made through `/v1/query` and
+    `/v1/streaming_query` show in the list, each turn one message."""
+    first = gateway.post("/v1/query", {"query": "hello from the query API"}, headers=auth("quentin")).ok()
+    cid = first["conversation_id"]
+    gateway.post("/v1/query", {"query": "and again", "conversation_id": cid}, headers=auth("quentin")).ok()
+    streamed = gateway.post("/v1/streaming_query", {"query": "streamed on", "conversation_id": cid},
+                            headers=auth("quentin"))
+    assert streamed.status == 200 and b'"event": "end"' in streamed.body
+    listed = gateway.get("/v1/conversations", headers=auth("quentin")).ok()["conversations"]
+    item = next(item for item in listed if item["conversation_id"] == cid)
+    assert item["message_count"] == 3 and item["last_used_model"]
+    history = gateway.get(f"/v1/conversations/{cid}", headers=auth("quentin")).ok()["chat_history"]
+    assert len(history) == 3
