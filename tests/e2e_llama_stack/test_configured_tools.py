@@ -21,17 +21,23 @@ TENANT = {"X-Tenant": "acme"}
 FILE_SEARCH_PROMPT = "search the handbook for the Falcon launch code"
 
 
+def probe(record) -> bool:
+    """The gateway's own OAuth probe (`turns/tools.py`, as LCORE): an `initialize` before
+    the turn that carries the credential only; not Llama Stack's call."""
+    return "gateway-oauth-probe" in (record["body"] or "")
+
+
 def mcp_methods(mcp) -> list[str]:
-    """The JSON-RPC methods the MCP server received, in order."""
+    """The JSON-RPC methods Llama Stack sent the MCP server, in order."""
     methods = []
     for record in recorded_requests(mcp):
-        if record["method"] == "POST" and record["body"]:
+        if record["method"] == "POST" and record["body"] and not probe(record):
             methods.append(json.loads(record["body"]).get("method"))
     return methods
 
 
 def assert_headers_arrived(mcp) -> None:
-    records = recorded_requests(mcp)
+    records = [record for record in recorded_requests(mcp) if not probe(record)]
     assert records, "Llama Stack never reached the MCP server"
     for record in records:
         assert record["headers"].get("authorization") == f"Bearer {MCP_TOKEN}", record
