@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import aiohttp
 import yaml
@@ -40,48 +41,36 @@ STREAMS = 60
 CONCURRENCY = 32
 
 
-async def _json_turns(url: str, count: int) -> int:
+async def _post_all(url: str, count: int, body: Callable[[], dict], units: Callable[[bytes], int]) -> int:
+    """`count` requests, `CONCURRENCY` at a time, each checked for a 200; what `units`
+    counts in their answers, summed."""
+    total = 0
     async with aiohttp.ClientSession() as session:
         gate = asyncio.Semaphore(CONCURRENCY)
 
         async def one() -> None:
-            async with gate, session.post(url, json=json_body()) as reply:
+            nonlocal total
+            async with gate, session.post(url, json=body()) as reply:
                 assert reply.status == 200, await reply.text()
-                await reply.read()
+                total += units(await reply.read())
         await asyncio.gather(*(one() for _ in range(count)))
-    return count
+    return total
+
+
+async def _json_turns(url: str, count: int) -> int:
+    return await _post_all(url, count, json_body, lambda answer: 1)
 
 
 async def _streams(url: str, count: int, dialect: str) -> int:
     """The streams' events (data frames, `[DONE]` excluded)."""
-    events = 0
-    async with aiohttp.ClientSession() as session:
-        gate = asyncio.Semaphore(CONCURRENCY)
-
-        async def one() -> None:
-            nonlocal events
-            async with gate, session.post(url, json=sse_body(dialect)) as reply:
-                assert reply.status == 200, await reply.text()
-                body = await reply.read()
-                events += body.count(b"\ndata: ") + body.startswith(b"data: ") - body.count(b"data: [DONE]")
-        await asyncio.gather(*(one() for _ in range(count)))
-    return events
+    return await _post_all(url, count, lambda: sse_body(dialect), lambda answer: (
+        answer.count(b"\ndata: ") + answer.startswith(b"data: ") - answer.count(b"data: [DONE]")))
 
 
 async def _token_streams(url: str, count: int, body: dict) -> int:
     """Legacy comparison: the streams' token events (text deltas, `token` frames)."""
-    tokens = 0
-    async with aiohttp.ClientSession() as session:
-        gate = asyncio.Semaphore(CONCURRENCY)
-
-        async def one() -> None:
-            nonlocal tokens
-            async with gate, session.post(url, json=body) as reply:
-                assert reply.status == 200, await reply.text()
-                body_bytes = await reply.read()
-                tokens += sum(body_bytes.count(mark) for mark in _TOKEN_EVENTS)
-        await asyncio.gather(*(one() for _ in range(count)))
-    return tokens
+    return await _post_all(url, count, lambda: body,
+                           lambda answer: sum(answer.count(mark) for mark in _TOKEN_EVENTS))
 
 
 def _wait_http(url: str, seconds: float) -> None:

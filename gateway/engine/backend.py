@@ -21,7 +21,8 @@ from gateway.engine import translate
 from gateway.engine.chat_round import UpstreamChatError
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.hooks import EngineHooks
-from gateway.engine.emitter import Emitter, new_response
+from gateway.engine.emitter import Emitter
+from gateway.engine.response import new_response
 from gateway.engine.executor import EngineTool, Setup
 from gateway.engine.guardrails import Moderation, guardrail_ids, with_guardrails
 from gateway.engine.images import check_images, image_policy

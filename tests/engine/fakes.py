@@ -6,7 +6,8 @@ import asyncio
 import copy
 from typing import Any, AsyncIterator
 
-from gateway.engine.emitter import Emitter, new_response
+from gateway.engine.emitter import Emitter
+from gateway.engine.response import new_response
 from gateway.engine.executor import ToolCall, ToolResult
 from gateway.engine.plan import Plan
 

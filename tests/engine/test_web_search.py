@@ -4,7 +4,8 @@ reads, and the call's item through the emitter (engine/web_search.py)."""
 import pytest
 
 from gateway.engine.citations import Citations
-from gateway.engine.emitter import Emitter, new_response
+from gateway.engine.emitter import Emitter
+from gateway.engine.response import new_response
 from gateway.engine.plan import Plan
 from gateway.engine.web_search import _for_the_model, _results, offer_web_search
 from tests.support.openai_shapes import validate_event
