@@ -45,14 +45,22 @@ def transcript(turn: Turn) -> dict[str, Any] | None:
         return None
     answer, items = answer_and_tools(result)
     calls, results, chunks = summaries(items)
+    query_provider, query_model = named_model(turn.requested_model)
     return {"metadata": {"provider": turn.model.provider_id, "model": turn.model.id,
-                         # What the request named (LCORE's `query_provider`/`query_model`):
-                         # the turn keeps the model it chose, not how it was asked for.
-                         "query_provider": None, "query_model": None,
+                         "query_provider": query_provider, "query_model": query_model,
                          "user_id": turn.identity.user_id, "conversation_id": turn.conversation_id,
                          "timestamp": datetime.now(timezone.utc).isoformat()},
             "redacted_query": turn.question, "query_is_valid": True, "llm_response": answer, "rag_chunks": chunks,
-            "truncated": False, "attachments": [], "tool_calls": calls, "tool_results": results}
+            "truncated": False, "attachments": list(turn.attachments), "tool_calls": calls, "tool_results": results}
+
+
+def named_model(requested: str | None) -> tuple[str | None, str | None]:
+    """LCORE's `query_provider`/`query_model`: what the request named (None when it named
+    nothing: the default model is in `provider`/`model`), not what the turn chose."""
+    if not requested:
+        return None, None
+    provider, slash, model = requested.partition("/")
+    return (provider, model) if slash else (None, requested)
 
 
 class Transcripts(TurnHooks):

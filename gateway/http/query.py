@@ -20,7 +20,8 @@ from gateway.legacy.blocked import blocked_stream
 from gateway.legacy.interrupts import (ALREADY_FINISHED, INTERRUPTED, StreamRegistry, check_request_id,
                                        interrupt_forbidden)
 from gateway.legacy.remote import RemoteInterrupts
-from gateway.legacy.request import QueryRequest, overrides_model, parse_query_request, query_input, responses_request
+from gateway.legacy.request import (QueryRequest, overrides_model, parse_query_request, query_input, recorded_parts,
+                                    responses_request)
 from gateway.legacy.response import query_response
 from gateway.legacy.rewriter import LegacyRewriter
 from gateway.legacy.stream import INTERRUPTED_REASON, LegacyStream, failure, interrupted_response
@@ -48,12 +49,15 @@ async def _prepare(request: web.Request, stream: bool) -> tuple[QueryRequest, Tu
     services = request.app[SERVICES]
     raw = responses_request(query, stream, {server.name: server.url for server in services.config.mcp_servers})
     try:
-        return query, await services.turns.prepare(caller, raw, request.headers, prompt_field="system_prompt")
+        turn = await services.turns.prepare(caller, raw, request.headers, prompt_field="system_prompt")
     except ApiError as exc:
         if exc.code == "conversation_forbidden" and query.conversation_id:
             # LCORE names the conversation as the request did, not in its `conv_` form.
             raise conversation_forbidden(caller.user_id, query.conversation_id) from None
         raise
+    if turn.store and query.attachments:
+        turn.question, turn.attachments = recorded_parts(turn.question, query)
+    return query, turn
 
 
 class _QueryBody(BodySink):

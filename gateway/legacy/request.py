@@ -136,6 +136,23 @@ def query_input(request: QueryRequest) -> str | list[dict[str, Any]]:
     return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}, *images]}]
 
 
+def recorded_parts(question: str, request: QueryRequest) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """What a stored query's transcript keeps, from the question as the turn recorded it
+    (`question`: the input's text after the redaction shields): LCORE's `redacted_query`
+    (the query alone) and its `attachments`, the text ones with their redacted content.
+    The text attachments were appended in order, so they are cut off from the end; one
+    whose marker is no longer found keeps its content as sent."""
+    attachments = [attachment.model_dump() for attachment in request.attachments or ()]
+    for attachment in reversed(attachments):
+        if attachment["content_type"].startswith("image/"):
+            continue
+        marker = f"\n\n[Attachment: {attachment['attachment_type']}]\n"
+        at = question.rfind(marker)
+        if at >= 0:
+            question, attachment["content"] = question[:at], question[at + len(marker):]
+    return question, tuple(attachments)
+
+
 def responses_request(request: QueryRequest, stream: bool, configured_mcp: Mapping[str, str]) -> dict[str, Any]:
     """The Responses request a legacy query is prepared as (see the module docstring).
     `configured_mcp`: the operator's MCP servers (label → URL), sent beside an explicit

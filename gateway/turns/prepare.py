@@ -169,7 +169,8 @@ class Preparer:
                     body={}, headers={}, model=model, display_model=request.model or model.display_id,
                     conversation_id=conversation_id, upstream_conversation_id=upstream_id,
                     existing=existing if forked_from is None else None, forked_from=forked_from, store=request.store,
-                    reservation=reservation, background=bool(request.background), server_prompt=server_prompt)
+                    reservation=reservation, background=bool(request.background), server_prompt=server_prompt,
+                    requested_model=request.model)
         if reservation is not None:
             turn.extend = partial(self._quota.extend, reservation)   # the engine's later rounds
         sent = raw.get("conversation")   # the form the client named it in, else the operator's

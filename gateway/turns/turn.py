@@ -68,6 +68,8 @@ class Turn:
     added_items: tuple[str, ...] = ()    # items clients added that this turn sends (pending again if it fails)
     summary: asyncio.Future | None = None  # the topic summary being made (`turns/summary.py`), its text
     question: str = ""                   # a stored turn's user text (`body.question_text`), for its content
+    requested_model: str | None = None   # the model as the request named it (`provider/model`), for transcripts
+    attachments: tuple[dict[str, Any], ...] = ()  # a legacy query's attachments (redacted), for transcripts
     observed: Any = None                 # what observers of its hooks keep about it (metrics)
     _settling: asyncio.Future | None = None
 

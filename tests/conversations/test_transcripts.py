@@ -14,7 +14,8 @@ SEARCH = {"type": "file_search_call", "id": "fs_1", "queries": ["q"], "status": 
 
 def turn(status: str = "completed", store: bool = True, conversation: str | None = "c1"):
     answer = {"type": "message", "content": [{"type": "output_text", "text": "the answer"}]}
-    return SimpleNamespace(store=store, conversation_id=conversation, question="the question",
+    return SimpleNamespace(store=store, conversation_id=conversation, question="the question", requested_model=None,
+                           attachments=(),
                            result={"status": status, "output": [SEARCH, answer]},
                            model=SimpleNamespace(id="m", provider_id="p"), identity=SimpleNamespace(user_id="u"))
 
@@ -45,3 +46,9 @@ async def test_queued_written_on_close_and_forgotten(tmp_path):
     await transcripts.close()
     [written] = directory.glob("*.json")
     assert json.loads(written.read_text())["llm_response"] == "the answer"
+
+
+def test_what_the_request_named():
+    from gateway.conversations.transcripts import named_model
+    assert named_model(None) == (None, None) and named_model("m") == (None, "m")
+    assert named_model("p/org/m") == ("p", "org/m")

@@ -72,3 +72,24 @@ def test_written_when_the_gateway_stops_cleanly(gateway_factory, upstream, tmp_p
         gateway.post("/v1/responses?user_id=tina", {"input": f"question {index}"}).ok()
     gateway.stop()   # SIGTERM right after the answers
     assert len(files(storage)) == 5
+
+
+def test_what_a_turn_named_and_a_querys_attachments(gateway_factory, upstream, tmp_path):
+    storage = tmp_path / "transcripts"
+    gateway = gateway_factory(upstream.url, user_data_collection={"transcripts_enabled": True,
+                                                                   "transcripts_storage": str(storage)})
+    log = {"attachment_type": "log", "content_type": "text/plain", "content": "line 1\nline 2"}
+    config = {"attachment_type": "configuration", "content_type": "application/yaml", "content": "a: 1"}
+    # The scripted upstream lists its models without a provider: naming one is
+    # tests/e2e_llama_stack/test_conversations.py's, against a real Llama Stack.
+    gateway.post("/v1/query?user_id=tina", {"query": "what failed?", "attachments": [log, config]}).ok()
+    gateway.post("/v1/responses?user_id=tina", {"input": "which model?", "model": "scripted-chat"}).ok()
+    gateway.post("/v1/query?user_id=tina", {"query": "and now?"}).ok()
+    records = {record["redacted_query"]: record for record in
+               (json.loads(path.read_text()) for path in wait_for(storage, 3))}
+    assert records["what failed?"]["attachments"] == [log, config]
+    named = records["which model?"]["metadata"]
+    assert (named["query_provider"], named["query_model"], named["model"]) == (None, "scripted-chat", "scripted-chat")
+    unnamed = records["and now?"]
+    assert unnamed["attachments"] == [] and unnamed["metadata"]["query_model"] is None
+    assert unnamed["metadata"]["query_provider"] is None and unnamed["metadata"]["model"] == "scripted-chat"

@@ -27,3 +27,27 @@ def test_read_rename_and_delete_reach_llama_stack(gw, stack):
     for response in (first, second):
         assert stack.endpoint.get(f"/v1/responses/{response['id']}").status == 404
     assert gw.get(f"/v1/conversations/{cid}").status == 404
+
+
+def test_a_querys_transcript_names_what_it_asked_for(chain, gateway_factory, tmp_path):
+    """LCORE's transcript of a `/v1/query` that names its provider and model and sends an
+    attachment (the scripted upstream names no provider, so only here can a request name one)."""
+    import json
+    import time
+
+    from tests.e2e_llama_stack.conftest import DEFAULT_MODEL
+    storage = tmp_path / "transcripts"
+    gateway = gateway_factory(chain.stack.url, inference=DEFAULT_MODEL, user_data_collection={
+        "transcripts_enabled": True, "transcripts_storage": str(storage)})
+    log = {"attachment_type": "log", "content_type": "text/plain", "content": "disk full"}
+    gateway.post("/v1/query", {"query": "why did it fail?", "provider": "scripted", "model": "scripted-chat",
+                               "attachments": [log], "no_tools": True}).ok()
+    deadline = time.monotonic() + 10
+    while not (found := list(storage.rglob("*.json"))):
+        assert time.monotonic() < deadline, "no transcript"
+        time.sleep(0.05)
+    record = json.loads(found[0].read_text())
+    assert record["redacted_query"] == "why did it fail?" and record["attachments"] == [log]
+    metadata = record["metadata"]
+    assert (metadata["query_provider"], metadata["query_model"]) == ("scripted", "scripted-chat")
+    assert (metadata["provider"], metadata["model"]) == ("scripted", "scripted/scripted-chat")

@@ -87,3 +87,13 @@ def test_attachment_422s(attachment, fragment):
     ({"query": "q"}, False), ({"query": "q", "provider": "p", "model": "m"}, True)])
 def test_any_model_is_an_override(body, overrides):
     assert overrides_model(parse_query_request(body)) is overrides
+
+
+def test_recorded_parts_cut_the_redacted_attachments_off():
+    from gateway.legacy.request import recorded_parts
+    log = {"attachment_type": "log", "content_type": "text/plain", "content": "secret line"}
+    image = {"attachment_type": "image", "content_type": "image/png", "content": PNG}
+    request = parse_query_request({"query": "why?", "attachments": [log, image]})
+    question, attachments = recorded_parts("why [REDACTED]?\n\n[Attachment: log]\n[REDACTED] line", request)
+    assert question == "why [REDACTED]?"
+    assert attachments == ({**log, "content": "[REDACTED] line"}, image)
