@@ -113,7 +113,7 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
             status = CLIENT_CLOSED   # the client left before its answer was complete
             raise
         finally:
-            observer.ended(started, status, request.headers.get("Upgrade", "").lower() == "websocket")
+            observer.ended(started, status)
 
     async def handle(request: web.Request, handler: Handler) -> web.StreamResponse:
         rid = request_id(request.headers.get("X-Request-ID"))

@@ -4,10 +4,10 @@ and the local engine's model rounds and tool calls (`gateway/engine/hooks.py`)."
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import Any
 
 from gateway.engine.hooks import EngineHooks
+from gateway.observability.plain import FOLD_AT
 from gateway.observability.metrics import OTHER, TOOL_TYPES, Metrics
 from gateway.upstream.client import UpstreamHooks
 
@@ -59,8 +59,10 @@ class UpstreamMetrics(UpstreamHooks):
             if len(self._answers) < 256:
                 self._answers[path, status] = bound
         latency, errors = bound
-        latency.counts[bisect_left(latency.bounds, seconds)] += 1   # Buckets.observe, inline
-        latency.sum += seconds
+        pending = latency.pending   # Buckets.observe, inline
+        pending.append(seconds)
+        if len(pending) >= FOLD_AT:
+            latency.fold()
         if errors is not None:
             errors.value += 1
 

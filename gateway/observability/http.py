@@ -6,10 +6,10 @@ children are bound once per route and status and kept."""
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from typing import Any
 
 from gateway.observability.context import ENDPOINT
+from gateway.observability.plain import FOLD_AT
 from gateway.observability.metrics import Metrics
 
 # The route LCORE does not count in `ls_rest_api_calls_total` (it still times it).
@@ -69,7 +69,7 @@ class HttpObserver:
                 bound = None
         return bound, time.perf_counter()
 
-    def ended(self, started: tuple[_Route | None, float], status: int, websocket: bool) -> None:
+    def ended(self, started: tuple[_Route | None, float], status: int) -> None:
         elapsed = time.perf_counter() - started[1]
         self._hot.in_flight -= 1
         bound = started[0]
@@ -79,11 +79,12 @@ class HttpObserver:
             key = (bound.template, status)
             calls = self._hot.rest_calls
             calls[key] = calls.get(key, 0) + 1
-        if websocket:
-            return   # a WebSocket's "duration" is its session: not a response time
-        timer = bound.timer
-        timer.counts[bisect_left(timer.bounds, elapsed)] += 1   # Buckets.observe, inline
-        timer.sum += elapsed
+        if status == 101:
+            return   # a WebSocket (switched protocols): its "duration" is its session, not a response time
+        pending = bound.timer.pending   # Buckets.observe, inline
+        pending.append(elapsed)
+        if len(pending) >= FOLD_AT:
+            bound.timer.fold()
 
     def passed(self, action: str | None, allowed: bool) -> None:
         """Authenticated (the common case), then the route's action checked (None: a

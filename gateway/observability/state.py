@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import functools
 import time
-from bisect import bisect_left
 from typing import Any, Callable, Iterable
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gateway.observability.plain import FOLD_AT
 from gateway.observability.metrics import BY_NAME, Metrics
 from gateway.storage.database import Database
 from gateway.upstream.capabilities import Capabilities
@@ -58,8 +58,6 @@ def time_database(db: Database, metrics: Metrics) -> None:
 
 
 def _timed(call: Callable[..., Any], timer: Any) -> Callable[..., Any]:
-    counts, bounds = timer.counts, timer.bounds
-
     @functools.wraps(call)
     async def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -67,6 +65,8 @@ def _timed(call: Callable[..., Any], timer: Any) -> Callable[..., Any]:
             return await call(*args, **kwargs)
         finally:
             elapsed = time.perf_counter() - started
-            counts[bisect_left(bounds, elapsed)] += 1   # Buckets.observe, inline
-            timer.sum += elapsed
+            pending = timer.pending   # Buckets.observe, inline
+            pending.append(elapsed)
+            if len(pending) >= FOLD_AT:
+                timer.fold()
     return timed

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import logging
 import time
-from bisect import bisect_left
 from typing import Any, Mapping
 
 from gateway.observability.context import ENDPOINT
+from gateway.observability.plain import FOLD_AT
 from gateway.observability.metrics import CLIENT_MCP, TURN_OUTCOMES, Metrics
 from gateway.schema.errors import ApiError, QuotaExceeded
 from gateway.turns.hooks import TurnHooks
@@ -107,6 +107,7 @@ class TurnMetrics(TurnHooks):
         self._mcp_failures = m("gateway_mcp_failures_total")
         self._llm: dict[tuple[str, str, str], _Llm] = {}
         self._kinds: dict[tuple[int, bool, bool], _Kind] = {}
+        self._bound: dict[tuple, tuple[_Llm, _Kind]] = {}   # (model, provider, endpoint, backend, modes) → both
 
     def refused(self, error: ApiError) -> None:
         try:
@@ -129,16 +130,10 @@ class TurnMetrics(TurnHooks):
                 self._validation.labels(endpoint).value += 1
                 return   # `observed` stays None: no other hook records it
             model = turn.model
-            llm = self._llm.get((model.id, model.provider_id, endpoint))
-            if llm is None:
-                llm = self._llm[model.id, model.provider_id, endpoint] = _Llm(self._m, llm_labels(turn, endpoint))
-            key = (id(turn.backend), turn.background, turn.stream)
-            kind = self._kinds.get(key)
-            if kind is None:
-                kind = self._kinds[key] = _Kind(self._m, self._backends.get(key[0], "forward"),
-                                                "background" if turn.background else "stream" if turn.stream else "json")
+            key = (model.id, model.provider_id, endpoint, id(turn.backend), turn.background, turn.stream)
+            bound = self._bound.get(key) or self._bind(turn, endpoint, key)
             observed = turn.observed = _Observed.__new__(_Observed)
-            observed.llm, observed.kind, observed.started, observed.first = llm, kind, time.perf_counter(), None
+            (observed.llm, observed.kind), observed.started, observed.first = bound, time.perf_counter(), None
             if turn.background:
                 self._running.value += 1
             reservation = turn.reservation
@@ -149,6 +144,21 @@ class TurnMetrics(TurnHooks):
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: prepared failed")
 
+    def _bind(self, turn: Turn, endpoint: str, key: tuple) -> tuple[_Llm, _Kind]:
+        """The children a kind of turn records into, bound on its first turn (one key,
+        one lookup per turn)."""
+        model_id, provider, _, backend, background, stream = key
+        llm = self._llm.get((model_id, provider, endpoint))
+        if llm is None:
+            llm = self._llm[model_id, provider, endpoint] = _Llm(self._m, llm_labels(turn, endpoint))
+        kind = self._kinds.get((backend, background, stream))
+        if kind is None:
+            kind = self._kinds[backend, background, stream] = _Kind(
+                self._m, self._backends.get(backend, "forward"),
+                "background" if background else "stream" if stream else "json")
+        bound = self._bound[key] = (llm, kind)
+        return bound
+
     def first_event(self, turn: Turn) -> None:
         try:
             observed = turn.observed
@@ -156,10 +166,10 @@ class TurnMetrics(TurnHooks):
                 return
             observed.first = now = time.perf_counter()
             kind = observed.kind
-            first = kind.first
-            elapsed = now - observed.started
-            first.counts[bisect_left(first.bounds, elapsed)] += 1   # Buckets.observe, inline
-            first.sum += elapsed
+            pending = kind.first.pending   # Buckets.observe, inline
+            pending.append(now - observed.started)
+            if len(pending) >= FOLD_AT:
+                kind.first.fold()
             if kind.mode != "json":
                 self._hot.streams_open[kind.backend] += 1
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
@@ -209,8 +219,10 @@ class TurnMetrics(TurnHooks):
                 timer = llm.failed_in
             else:
                 timer = llm.succeeded_in
-            timer.counts[bisect_left(timer.bounds, elapsed)] += 1   # Buckets.observe, inline
-            timer.sum += elapsed
+            pending = timer.pending   # Buckets.observe, inline
+            pending.append(elapsed)
+            if len(pending) >= FOLD_AT:
+                timer.fold()
             if turn.background:
                 self._running.value -= 1
                 self._background.labels(_OUTCOMES.get(outcome, "failed")).value += 1

@@ -129,6 +129,25 @@ def test_plain_histograms_expose_cumulative_le_buckets():
     assert "gateway_background_responses_running 1.0" in generate_latest(metrics.registry).decode()
 
 
+def test_pending_observations_fold_into_the_same_buckets_as_one_at_a_time():
+    import random
+    from bisect import bisect_left
+
+    from gateway.observability.plain import FOLD_AT, Buckets
+    bounds = LCORE_BUCKETS
+    rng = random.Random(7)
+    values = [rng.choice([rng.uniform(0, 200), *bounds]) for _ in range(3 * FOLD_AT + 5)]   # bounds themselves too
+    child = Buckets(tuple(float(bound) for bound in bounds))
+    expected = [0] * (len(bounds) + 1)
+    for value in values:
+        child.observe(value)
+        expected[bisect_left(bounds, value)] += 1
+    assert len(child.pending) == 5   # folded every FOLD_AT, the rest still pending
+    child.fold()
+    assert child.counts == expected and child.pending == []
+    assert abs(child.sum - sum(values)) < 1e-6
+
+
 def test_turn_metrics_never_raise_into_the_turn(caplog):
     """TurnMetrics is `shielded`: the runner calls it directly, so each of its moments
     catches and logs its own failure."""
