@@ -36,7 +36,8 @@ from gateway.http import ws_protocol as proto
 from gateway.http.services import SERVICES
 from gateway.identity import Authenticator, Identity
 from gateway.identity.audit import REFUSALS, log_refusal
-from gateway.schema.errors import ApiError, endpoint_forbidden, internal_error
+from gateway.schema.errors import ApiError, database_error, endpoint_forbidden, internal_error
+from gateway.storage.database import DatabaseUnavailable
 from gateway.streaming.websocket import WebSocketRewriter
 from gateway.turns.run import FrameSink
 from gateway.turns.service import TurnService
@@ -252,6 +253,11 @@ class _Connection:
             return
         except (asyncio.CancelledError, ConnectionResetError):
             raise
+        except DatabaseUnavailable as exc:   # as the middleware answers it on HTTP
+            log.error("database unavailable in a WebSocket turn (request %s): %s", self._request["request_id"], exc)
+            self._continuation.evict(previous if isinstance(previous, str) else None)
+            await self._send(proto.error_message(database_error(), create.stream_id))
+            return
         except Exception:
             log.exception("unhandled error in a WebSocket turn (request %s)", self._request["request_id"])
             self._continuation.evict(previous if isinstance(previous, str) else None)

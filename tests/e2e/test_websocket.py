@@ -97,7 +97,8 @@ def text_of(events: list[dict[str, Any]]) -> str:
 def forward(gateway_factory, upstream):
     return gateway_factory(upstream.url, service={"host": "127.0.0.1", "port": 8080, "access_log": False,
                                                   "cors": {"allow_origins": ["https://app.example"]},
-                                                  "websocket": {"max_queued_messages": 2}})
+                                                  "websocket": {"max_queued_messages": 2,
+                                                                "idle_timeout_seconds": 2}})
 
 
 @pytest.fixture(scope="module")
@@ -350,3 +351,26 @@ async def test_open_sockets_per_user_are_bounded(short):
             assert refused.value.status == 429
         finally:
             await session.close()
+
+
+async def test_idle_connection_is_closed(forward):
+    async with connected(forward) as socket:
+        error = await socket.next(timeout=10)
+        closing = await socket.ws.receive(5)
+    assert error["error"]["code"] == "websocket_idle_timeout" and error["status"] == 408
+    assert closing.type is aiohttp.WSMsgType.CLOSE and closing.data == 1000
+
+
+async def test_shutdown_closes_open_sockets(gateway_factory, upstream):
+    gateway = gateway_factory(upstream.url)
+    async with aiohttp.ClientSession() as session:
+        ws = await session.ws_connect(f"ws://127.0.0.1:{gateway.direct_port}/v1/responses")
+        await ws.send_str(orjson.dumps(create("please stall-stream")).decode())
+        assert orjson.loads((await ws.receive(10)).data)["type"] == "response.created"
+        stopping = asyncio.get_running_loop().run_in_executor(None, gateway.proc.stop)
+        closing = await ws.receive(15)
+        while closing.type is aiohttp.WSMsgType.TEXT:   # events already on their way
+            closing = await ws.receive(15)
+        await stopping
+    assert closing.type is aiohttp.WSMsgType.CLOSE and closing.data == 1001
+    wait_until(lambda: upstream.open_streams() == 0, "the stalled upstream stream to be closed", timeout=10)
