@@ -28,6 +28,9 @@ STEER = "response.steer"
 # HTTP's transport fields: the spec forbids them in a WebSocket `response.create`.
 _TRANSPORT_FIELDS = ("stream", "stream_options", "background")
 _MAX_STREAM_ID = 128
+# What a held turn was chained to beyond its own input (a stored response, a
+# conversation): its continuation is chained to the same, so no history is lost.
+_CHAIN_FIELDS = ("previous_response_id", "conversation")
 
 
 @dataclass(frozen=True)
@@ -142,13 +145,14 @@ class Continuation:
     """The latest response of one connection and, when it was `store: false`, its
     context, capped at `max_bytes` of JSON."""
 
-    __slots__ = ("_max_bytes", "latest", "_stored", "_context", "_over")
+    __slots__ = ("_max_bytes", "latest", "_stored", "_context", "_chain", "_over")
 
     def __init__(self, max_bytes: int):
         self._max_bytes = max_bytes
         self.latest: str | None = None
         self._stored = False
         self._context: list[Any] | None = None
+        self._chain: dict[str, Any] = {}
         self._over = False
 
     def body(self, create: Create) -> tuple[dict[str, Any], str | None]:
@@ -163,6 +167,8 @@ class Continuation:
             raise previous_not_found(previous, "Its context was over this connection's limit of "
                                      f"{self._max_bytes} bytes; send the full input." if self._over else "")
         expanded = {key: value for key, value in body.items() if key != "previous_response_id"}
+        for key, value in self._chain.items():
+            expanded.setdefault(key, value)
         expanded["input"] = self._context + _items(body.get("input"))
         return expanded, previous
 
@@ -175,6 +181,7 @@ class Continuation:
         self._context, self._over = None, False
         if self._stored:
             return
+        self._chain = {key: body[key] for key in _CHAIN_FIELDS if body.get(key) is not None}
         context = _items(body.get("input")) + [item for item in response.get("output") or ()
                                                if isinstance(item, dict)]
         if len(orjson.dumps(context)) > self._max_bytes:
@@ -186,3 +193,4 @@ class Continuation:
         """A continuation from `response_id` failed: the connection forgets it."""
         if response_id is not None and response_id == self.latest:
             self.latest, self._context, self._stored, self._over = None, None, False, False
+            self._chain = {}

@@ -22,6 +22,7 @@ from openai import AsyncOpenAI
 from openai.types.responses.responses_server_event import ResponsesServerEvent
 
 from tests.support.auth_peers import JwksServer, SigningKey, claims
+from tests.support.flows import WEATHER_TOOL
 from tests.support.openai_shapes import replay_through_sdk, validate_event
 from tests.support.raw_client import wait_until
 
@@ -374,3 +375,20 @@ async def test_shutdown_closes_open_sockets(gateway_factory, upstream):
         await stopping
     assert closing.type is aiohttp.WSMsgType.CLOSE and closing.data == 1001
     wait_until(lambda: upstream.open_streams() == 0, "the stalled upstream stream to be closed", timeout=10)
+
+
+@pytest.mark.parametrize("mode", ["forward", "engine"])
+async def test_function_call_loop_with_store_false(mode, request):
+    """An agent's loop: the model calls a function, the client continues with only its
+    output and the connection's memory supplies the call."""
+    gateway = request.getfixturevalue(mode)
+    async with connected(gateway) as socket:
+        await socket.send(create("Weather in Rome? Use the tool.", store=False, tools=[WEATHER_TOOL]))
+        first = (await socket.turn())[-1]["response"]
+        call = next(item for item in first["output"] if item["type"] == "function_call")
+        await socket.send({"type": "response.create", "store": False, "previous_response_id": first["id"],
+                           "tools": [WEATHER_TOOL], "input": [{"type": "function_call_output",
+                                                                "call_id": call["call_id"], "output": "sunny"}]})
+        second = (await socket.turn())[-1]
+    assert second["type"] == "response.completed", second
+    assert "sunny" in second["response"]["output"][-1]["content"][0]["text"]

@@ -99,3 +99,13 @@ def test_eviction_forgets_the_latest_only():
     memory.evict("resp_1")
     request = create(input="two", store=False, previous_response_id="resp_1")
     assert memory.body(request) == (request.body, None)
+
+
+def test_a_held_turn_chained_to_a_stored_response_stays_chained():
+    memory = proto.Continuation(10_000)
+    memory.record(create(input="one", store=False, previous_response_id="resp_stored").body, response("resp_1", "r"))
+    body, held = memory.body(create(input="two", store=False, previous_response_id="resp_1"))
+    assert held == "resp_1" and body["previous_response_id"] == "resp_stored" and len(body["input"]) == 3
+    memory.record(body, response("resp_2", "r2"))
+    body, _ = memory.body(create(input="three", store=False, previous_response_id="resp_2"))
+    assert body["previous_response_id"] == "resp_stored" and len(body["input"]) == 5
