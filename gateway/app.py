@@ -216,7 +216,7 @@ def create_app(config: Configuration) -> web.Application:
         await services.authenticator.close()
         await services.db.close()
 
-    websocket.install(app)   # open WebSockets: counted per user, closed at shutdown
+    websocket.install(app, config.service.websocket)   # open WebSockets: counted per user, closed at shutdown
     app.cleanup_ctx.append(lifecycle)
     app.cleanup_ctx.append(query.interrupts_across_replicas)
     return app

@@ -39,6 +39,7 @@ from gateway.identity.audit import REFUSALS, log_refusal
 from gateway.schema.errors import ApiError, database_error, endpoint_forbidden, internal_error
 from gateway.storage.database import DatabaseUnavailable
 from gateway.streaming.websocket import WebSocketRewriter
+from gateway.turns.in_progress import InProgress
 from gateway.turns.run import FrameSink
 from gateway.turns.service import TurnService
 from gateway.turns.turn import Turn
@@ -55,27 +56,18 @@ def is_upgrade(request: web.Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
+def _too_many_sockets(user_id: str, count: int, limit: int) -> ApiError:
+    return ApiError(429, "Too many WebSocket connections",
+                    f"User {user_id} has {count} WebSocket connections open (limit {limit})",
+                    code="websocket_connections_exceeded", headers={"Retry-After": "1"})
+
+
 class OpenSockets:
     """This replica's open WebSockets: counted per user, closed at shutdown."""
 
-    def __init__(self) -> None:
-        self.per_user: dict[str, int] = {}
+    def __init__(self, per_user_limit: int) -> None:
+        self.per_user = InProgress(per_user_limit, _too_many_sockets)
         self.connections: set[_Connection] = set()
-
-    def enter(self, user_id: str, limit: int) -> None:
-        count = self.per_user.get(user_id, 0)
-        if count >= limit:
-            raise ApiError(429, "Too many WebSocket connections",
-                           f"User {user_id} has {count} WebSocket connections open (limit {limit})",
-                           code="websocket_connections_exceeded", headers={"Retry-After": "1"})
-        self.per_user[user_id] = count + 1
-
-    def leave(self, user_id: str) -> None:
-        count = self.per_user.get(user_id, 1) - 1
-        if count > 0:
-            self.per_user[user_id] = count
-        else:
-            self.per_user.pop(user_id, None)
 
     async def close_all(self, app: web.Application) -> None:
         await asyncio.gather(*(connection.shutdown() for connection in list(self.connections)),
@@ -85,9 +77,9 @@ class OpenSockets:
 OPEN_SOCKETS: web.AppKey[OpenSockets] = web.AppKey("open_websockets", OpenSockets)
 
 
-def install(app: web.Application) -> None:
+def install(app: web.Application, config: WebSocketConfig) -> None:
     """The registry and its shutdown step (before the cleanup that drains turns)."""
-    sockets = OpenSockets()
+    sockets = OpenSockets(config.max_connections_per_user)
     app[OPEN_SOCKETS] = sockets
     app.on_shutdown.append(sockets.close_all)
 
@@ -120,7 +112,7 @@ async def connect(request: web.Request) -> web.StreamResponse:
                        code="origin_not_allowed")
     caller: Identity = request["identity"]
     sockets = request.app[OPEN_SOCKETS]
-    sockets.enter(caller.user_id, config.max_connections_per_user)
+    sockets.per_user.enter(caller.user_id)
     try:
         socket = web.WebSocketResponse(compress=False, autoping=True,
                                        max_msg_size=service.max_request_body_bytes + _HARD_MARGIN)
@@ -137,7 +129,7 @@ async def connect(request: web.Request) -> web.StreamResponse:
         finally:
             sockets.connections.discard(connection)
     finally:
-        sockets.leave(caller.user_id)
+        sockets.per_user.leave(caller.user_id)
     return socket
 
 

@@ -13,7 +13,7 @@ from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event, Framed
 from gateway.streaming.sse import frame
 from gateway.streaming.websocket import WebSocketRewriter, text_frame
-from tests.streaming.streams import CONVERSATION, QUOTAS, captures, chunks, per_event, rewrite_reads
+from tests.streaming.streams import CONVERSATION, captures, chunks, per_event, rewrite_reads
 
 CAPTURED = captures()
 SPLITS = {"one read": lambda raw: [raw], "61-byte reads": lambda raw: chunks(raw, 61), "a read per event": per_event}
@@ -41,15 +41,7 @@ def sse_events(data: bytes) -> list[dict]:
 
 
 def ws_reads(reads: list[bytes], stream_id: str | None = None) -> bytes:
-    rewriter = WebSocketRewriter(Enricher(CONVERSATION, None), stream_id)
-    out = []
-    for read in reads:
-        frames, terminal = rewriter.feed(read)
-        out.append(frames)
-        if terminal is not None:
-            return b"".join(out) + rewriter.terminal(terminal, QUOTAS)
-    frames, terminal = rewriter.close()
-    return b"".join(out) + frames + rewriter.terminal(terminal, QUOTAS)
+    return rewrite_reads(reads, rewriter=WebSocketRewriter(Enricher(CONVERSATION, None), stream_id))
 
 
 @pytest.mark.parametrize("split", sorted(SPLITS))
