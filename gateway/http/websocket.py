@@ -231,7 +231,6 @@ class _Connection:
 
     async def _turn(self, create: proto.Create) -> None:
         previous = create.body.get("previous_response_id")
-        body: dict[str, Any] = create.body
         try:
             caller = await self._authenticate()
             body, held = self._continuation.body(create)
@@ -239,26 +238,27 @@ class _Connection:
             if held is not None:
                 turn.previous_response_id = held   # echoed, as the client named it
             await self._run(turn, create.stream_id)
-        except ApiError as exc:
-            self._continuation.evict(previous if isinstance(previous, str) else None)
-            await self._send(proto.error_message(_as_ws_error(exc, previous), create.stream_id))
-            return
         except (asyncio.CancelledError, ConnectionResetError):
             raise
+        except ApiError as exc:
+            await self._failed(previous, _as_ws_error(exc, previous), create.stream_id)
         except DatabaseUnavailable as exc:   # as the middleware answers it on HTTP
             log.error("database unavailable in a WebSocket turn (request %s): %s", self._request["request_id"], exc)
-            self._continuation.evict(previous if isinstance(previous, str) else None)
-            await self._send(proto.error_message(database_error(), create.stream_id))
-            return
+            await self._failed(previous, database_error(), create.stream_id)
         except Exception:
             log.exception("unhandled error in a WebSocket turn (request %s)", self._request["request_id"])
-            self._continuation.evict(previous if isinstance(previous, str) else None)
-            await self._send(proto.error_message(internal_error(), create.stream_id))
-            return
-        result = turn.result
-        if result is not None and result.get("status") == "failed":
-            self._continuation.evict(previous if isinstance(previous, str) else None)
-        self._continuation.record(body, result)
+            await self._failed(previous, internal_error(), create.stream_id)
+        else:
+            result = turn.result
+            if result is not None and result.get("status") == "failed":
+                self._continuation.evict(previous if isinstance(previous, str) else None)
+            self._continuation.record(body, result)
+
+    async def _failed(self, previous: Any, error: ApiError, stream_id: str | None) -> None:
+        """A turn refused or failed: the id it continued from is evicted (the spec's
+        rule for a 4xx or 5xx continuation), and the client hears why."""
+        self._continuation.evict(previous if isinstance(previous, str) else None)
+        await self._send(proto.error_message(error, stream_id))
 
     async def _run(self, turn: Turn, stream_id: str | None) -> None:
         rewriter = WebSocketRewriter(self._turns.runner.enricher(turn), stream_id)
