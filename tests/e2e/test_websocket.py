@@ -67,18 +67,18 @@ class Socket:
                 return events
 
 
-async def opened(gateway, headers: dict[str, str] | None = None, **kwargs: Any):
+async def opened(gateway, headers: dict[str, str] | None = None, query: str = "", **kwargs: Any):
     session = aiohttp.ClientSession()
-    ws = await session.ws_connect(f"ws://127.0.0.1:{gateway.port}/v1/responses", headers=headers, **kwargs)
+    ws = await session.ws_connect(f"ws://127.0.0.1:{gateway.port}/v1/responses{query}", headers=headers, **kwargs)
     return session, Socket(ws)
 
 
 class connected:
-    def __init__(self, gateway, headers: dict[str, str] | None = None):
-        self._gateway, self._headers = gateway, headers
+    def __init__(self, gateway, headers: dict[str, str] | None = None, query: str = ""):
+        self._gateway, self._headers, self._query = gateway, headers, query
 
     async def __aenter__(self) -> Socket:
-        self._session, self._socket = await opened(self._gateway, self._headers)
+        self._session, self._socket = await opened(self._gateway, self._headers, self._query)
         return self._socket
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -94,12 +94,17 @@ def text_of(events: list[dict[str, Any]]) -> str:
     return events[-1]["response"]["output"][-1]["content"][0]["text"]
 
 
+DAILY = {"name": "daily", "type": "user_limiter", "initial_quota": 10**9, "quota_increase": 0, "period": "1 day"}
+
+
 @pytest.fixture(scope="module")
-def forward(gateway_factory, upstream):
+def forward(gateway_factory, upstream, tmp_path_factory):
+    quotas = str(tmp_path_factory.mktemp("ws-quotas") / "quotas.db")
     return gateway_factory(upstream.url, service={"host": "127.0.0.1", "port": 8080, "access_log": False,
                                                   "cors": {"allow_origins": ["https://app.example"]},
                                                   "websocket": {"max_queued_messages": 2,
-                                                                "idle_timeout_seconds": 2}})
+                                                                "idle_timeout_seconds": 2}},
+                           quota_handlers={"sqlite": {"db_path": quotas}, "limiters": [DAILY]})
 
 
 @pytest.fixture(scope="module")
@@ -392,3 +397,21 @@ async def test_function_call_loop_with_store_false(mode, request):
         second = (await socket.turn())[-1]
     assert second["type"] == "response.completed", second
     assert "sunny" in second["response"]["output"][-1]["content"][0]["text"]
+
+
+async def test_quotas_and_ownership_as_on_http(forward):
+    """Each turn is charged and shows the balance after it; another user's stored
+    response cannot be continued (`previous_response_not_found`, as its 404 on HTTP)."""
+    async with connected(forward, query="?user_id=ws-alice") as socket:
+        await socket.send(create("one", max_output_tokens=50))
+        first = (await socket.turn())[-1]["response"]
+        await socket.send(create("two", max_output_tokens=50, previous_response_id=first["id"]))
+        second = (await socket.turn())[-1]["response"]
+    assert first["available_quotas"]["daily"] > second["available_quotas"]["daily"]
+    assert forward.get("/v1/quotas?user_id=ws-alice").ok()["available_quotas"]["daily"] == \
+        second["available_quotas"]["daily"]
+    assert second["conversation"] == first["conversation"]   # continued, stored, owned
+    async with connected(forward, query="?user_id=ws-bob") as socket:
+        await socket.send(create("mine now?", previous_response_id=second["id"]))
+        error = await socket.next()
+    assert error["error"]["code"] == "previous_response_not_found"
