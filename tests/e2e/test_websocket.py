@@ -12,86 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-import typing
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
 from openai import AsyncOpenAI
-from openai.types.responses.responses_server_event import ResponsesServerEvent
 
 from tests.support.auth_peers import JwksServer, SigningKey, claims
 from tests.support.flows import WEATHER_TOOL
-from tests.support.openai_shapes import replay_through_sdk, validate_event
+from tests.support.openai_shapes import replay_through_sdk
 from tests.support.raw_client import wait_until
+from tests.support.ws_client import TERMINAL, connected, create, opened, text_of
 
-_union = typing.get_args(ResponsesServerEvent)[0]
-SERVER_EVENTS = {literal: cls for cls in typing.get_args(_union)
-                 for literal in typing.get_args(cls.model_fields["type"].annotation)}
-TERMINAL = {"response.completed", "response.failed", "response.incomplete", "error"}
 KEY = SigningKey.rsa("ws-1")
-
-
-def checked(message: dict[str, Any]) -> dict[str, Any]:
-    """A server message, validated against the package's WebSocket server events (and a
-    stream event also against `openai.types.responses`, as every SSE event is)."""
-    shown = {**message, "response": {k: v for k, v in message["response"].items() if k != "conversation"}} \
-        if isinstance(message.get("response"), dict) else message
-    SERVER_EVENTS[message["type"]].model_validate(shown)
-    if message["type"].startswith("response.") and not message["type"].startswith("response.steer"):
-        validate_event(message)
-    return message
-
-
-class Socket:
-    """aiohttp's client on the gateway's WebSocket, collecting checked messages."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse):
-        self.ws = ws
-
-    async def send(self, message: dict[str, Any] | str) -> None:
-        await self.ws.send_str(message if isinstance(message, str) else orjson.dumps(message).decode())
-
-    async def next(self, timeout: float = 15) -> dict[str, Any]:
-        message = await self.ws.receive(timeout)
-        assert message.type is aiohttp.WSMsgType.TEXT, (message.type, message.data, message.extra)
-        return checked(orjson.loads(message.data))
-
-    async def turn(self, timeout: float = 15) -> list[dict[str, Any]]:
-        """The messages of one turn, up to its terminal event or error."""
-        events = []
-        while True:
-            events.append(await self.next(timeout))
-            if events[-1]["type"] in TERMINAL:
-                return events
-
-
-async def opened(gateway, headers: dict[str, str] | None = None, query: str = "", **kwargs: Any):
-    session = aiohttp.ClientSession()
-    ws = await session.ws_connect(f"ws://127.0.0.1:{gateway.port}/v1/responses{query}", headers=headers, **kwargs)
-    return session, Socket(ws)
-
-
-class connected:
-    def __init__(self, gateway, headers: dict[str, str] | None = None, query: str = ""):
-        self._gateway, self._headers, self._query = gateway, headers, query
-
-    async def __aenter__(self) -> Socket:
-        self._session, self._socket = await opened(self._gateway, self._headers, self._query)
-        return self._socket
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._socket.ws.close()
-        await self._session.close()
-
-
-def create(text: str, **fields: Any) -> dict[str, Any]:
-    return {"type": "response.create", "input": text, **fields}
-
-
-def text_of(events: list[dict[str, Any]]) -> str:
-    return events[-1]["response"]["output"][-1]["content"][0]["text"]
 
 
 DAILY = {"name": "daily", "type": "user_limiter", "initial_quota": 10**9, "quota_increase": 0, "period": "1 day"}
@@ -208,16 +142,26 @@ async def test_ws_compliance_previous_response_not_found(forward):
 
 async def test_ws_compliance_failed_continuation_evicts(forward):
     """ws-evict: a continuation that fails evicts the id it continued from; a later
-    continuation from it is `previous_response_not_found`."""
+    continuation from it is `previous_response_not_found`. The scripted upstream fails a
+    streamed turn after it began (`fail-upstream`: created, in_progress, then
+    response.failed, gateway/devserver/responses.py), so the failure arrives as
+    `response.failed`, as on SSE, not as an error message (a refusal before the first
+    event is one: tests/e2e/test_websocket_parity.py evicts on that path)."""
     async with connected(forward) as socket:
         await socket.send(create("remember this", store=False))
         first = (await socket.turn())[-1]["response"]
         await socket.send(create("please fail-upstream", store=False, previous_response_id=first["id"]))
         failed = await socket.turn()
-        assert failed[-1]["type"] in ("error", "response.failed")
+        assert [e["type"] for e in failed] == ["response.created", "response.in_progress", "response.failed"]
+        assert failed[-1]["response"]["status"] == "failed"
+        assert failed[-1]["response"]["error"]["code"] == "server_error"
+        assert "scripted upstream failure" in failed[-1]["response"]["error"]["message"]
+        assert failed[-1]["response"]["previous_response_id"] == first["id"]   # as the client named it
         await socket.send(create("and now?", store=False, previous_response_id=first["id"]))
         error = await socket.next()
+        assert error["type"] == "error" and error["status"] == 400
         assert error["error"]["code"] == "previous_response_not_found"
+        assert error["error"]["param"] == "previous_response_id"
 
 
 # --- the openai package's client ---------------------------------------------------
