@@ -162,15 +162,22 @@ class _Connection:
                 elif message.type is WSMsgType.ERROR:
                     break
         finally:
-            if not worker.done():
+            if not worker.done() and self._ended is None:
                 # The client left (or the socket failed): the running turn is abandoned
-                # and its upstream call closed, as when an HTTP client leaves.
+                # and its upstream call closed, as when an HTTP client leaves. (When the
+                # server ends the connection, the worker is completing the close handshake.)
                 worker.cancel()
             try:
                 await worker
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                    raise
+                handler = asyncio.current_task()
+                if handler is not None and handler.cancelling():
+                    if not self._socket.closed:
+                        raise   # the connection went away mid-session, or the gateway stops
+                    # The close handshake was complete: aiohttp cancels a handler when its
+                    # TCP connection goes (handler_cancellation), which a closed socket's
+                    # does at once. The session ended normally: counted 101, not 499.
+                    handler.uncancel()
             except ConnectionResetError:
                 pass   # the client left mid-turn (the runner abandoned the turn)
 
