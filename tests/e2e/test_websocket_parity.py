@@ -96,9 +96,13 @@ async def test_engine_a_configured_mcp_server_is_offered_and_called(engine_mcp, 
     over_http = streamed_over_http(engine_mcp, body)
     clear_recorded_requests(mcp)
     chat_upstream.clear()
+    before = settled(engine_mcp)
     async with connected(engine_mcp) as socket:
         await socket.send(create(body["input"]))
         events = await socket.turn()
+    after = settled(engine_mcp)
+    assert moved(before, after, "gateway_tool_calls_total", tool_type="mcp", outcome="ok") == 1
+    assert moved(before, after, "gateway_turns_total", backend="engine", mode="stream", outcome="completed") == 1
     # The same events as the SSE stream of the same turn, numbered from 0.
     assert [e["type"] for e in events] == [e["type"] for e in over_http]
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
@@ -168,26 +172,26 @@ async def test_model_selection_and_model_override_as_on_http(operated, upstream)
 
 # --- metrics ------------------------------------------------------------------------
 
-def settled(gateway) -> dict:
+def settled(gateway, headers: dict[str, str] | None = None) -> dict:
     """A scrape once nothing but the scrape itself is in flight (every socket ended)."""
     found = {}
 
     def quiet() -> bool:
-        found["s"] = scrape(gateway, auth("root"))
+        found["s"] = scrape(gateway, headers)
         return value(found["s"], "gateway_http_requests_in_flight") <= 1
     wait_until(quiet, "the gateway to have nothing in flight")
     return found["s"]
 
 
 async def test_websocket_turns_are_counted_as_streamed_http_turns(operated):
-    before = settled(operated)
+    before = settled(operated, auth("root"))
     streamed_over_http(operated, {"input": "over http"}, auth("alice"))
-    after_http = settled(operated)
+    after_http = settled(operated, auth("root"))
     async with connected(operated, auth("alice")) as socket:
         for text in ("one", "two"):
             await socket.send(create(text))
             assert (await socket.turn())[-1]["type"] == "response.completed"
-    after_ws = settled(operated)
+    after_ws = settled(operated, auth("root"))
     for counted, turns in ((moved(before, after_http, "ls_llm_calls_total", endpoint="/v1/responses"), 1),
                            (moved(after_http, after_ws, "ls_llm_calls_total", endpoint="/v1/responses"), 2)):
         assert counted == turns
@@ -196,6 +200,9 @@ async def test_websocket_turns_are_counted_as_streamed_http_turns(operated):
             == turns
         assert moved(start, end, "gateway_turns_total", mode="json") == 0
         assert moved(start, end, "ls_llm_token_received_total", endpoint="/v1/responses") > 0
+        assert moved(start, end, "ls_llm_inference_duration_seconds_count", endpoint="/v1/responses") == turns
+        assert moved(start, end, "gateway_time_to_first_event_seconds_count", backend="forward", mode="stream") \
+            == turns
     # The POST is timed as a response; the upgrade is a call (101) but its session is not
     # a response time.
     assert moved(before, after_http, "ls_response_duration_seconds_count", path="/v1/responses") == 1
@@ -208,14 +215,21 @@ async def test_websocket_turns_are_counted_as_streamed_http_turns(operated):
     async with connected(operated, auth("alice")) as socket:
         assert (await socket.next(timeout=10))["error"]["code"] == "websocket_idle_timeout"
         assert (await socket.ws.receive(5)).data == 1000
-    after_idle = settled(operated)
+    after_idle = settled(operated, auth("root"))
     assert moved(after_ws, after_idle, "ls_rest_api_calls_total", path="/v1/responses", status_code="101") == 1
     assert moved(after_ws, after_idle, "ls_rest_api_calls_total", path="/v1/responses", status_code="499") == 0
-    # ...one whose connection went away without it is.
+    # ...one whose connection went away without it is. A client that leaves mid-turn:
+    # the turn is `abandoned`, as an HTTP stream whose client leaves.
+    async with connected(operated, auth("alice")) as socket:
+        await socket.send(create("please stall-stream"))
+        assert (await socket.next())["type"] == "response.created"
     dropped(operated, auth("alice"))
-    after_drop = settled(operated)
+    after_drop = settled(operated, auth("root"))
+    assert moved(after_idle, after_drop, "gateway_turns_total", mode="stream", outcome="abandoned") == 1
+    assert moved(after_idle, after_drop, "ls_llm_calls_total", endpoint="/v1/responses") == 1
+    assert moved(after_idle, after_drop, "ls_llm_calls_failures_total", endpoint="/v1/responses") == 0
     assert moved(after_idle, after_drop, "ls_rest_api_calls_total", path="/v1/responses", status_code="499") == 1
-    assert moved(after_idle, after_drop, "ls_rest_api_calls_total", path="/v1/responses", status_code="101") == 0
+    assert moved(after_idle, after_drop, "ls_rest_api_calls_total", path="/v1/responses", status_code="101") == 1
     assert moved(after_http, after_drop, "ls_response_duration_seconds_count", path="/v1/responses") == 0
 
 
