@@ -248,6 +248,7 @@ class _Connection:
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except ApiError as exc:
+            self._audit(exc)
             await self._failed(previous, _as_ws_error(exc, previous), create.stream_id)
         except DatabaseUnavailable as exc:   # as the middleware answers it on HTTP
             log.error("database unavailable in a WebSocket turn (request %s): %s", self._request["request_id"], exc)
@@ -273,16 +274,18 @@ class _Connection:
 
     async def _authenticate(self) -> Identity:
         """The upgrade's headers again, through the same module as the middleware."""
-        try:
-            caller = await self._authenticator.authenticate(self._headers, self._request.query)
-            if Action.RESPONSES not in caller.actions:
-                raise endpoint_forbidden(caller.user_id)
-        except ApiError as exc:
-            if exc.status in REFUSALS:
-                log_refusal(_ROUTE, self._request.remote, self._request["request_id"],
-                            self._request.app[SERVICES].config.authentication.module, exc.status, exc.cause)
-            raise
+        caller = await self._authenticator.authenticate(self._headers, self._request.query)
+        if Action.RESPONSES not in caller.actions:
+            raise endpoint_forbidden(caller.user_id)
         return caller
+
+    def _audit(self, error: ApiError) -> None:
+        """A refusal is audited as the middleware audits one on HTTP (authentication,
+        the route's action, and the turn's own: `model_override`, another user's
+        conversation)."""
+        if error.status in REFUSALS:
+            log_refusal(_ROUTE, self._request.remote, self._request["request_id"],
+                        self._request.app[SERVICES].config.authentication.module, error.status, error.cause)
 
     async def _send(self, payload: bytes) -> None:
         if self._socket.closed:

@@ -19,6 +19,8 @@ import orjson
 import pytest
 from openai import AsyncOpenAI
 
+from tests.e2e.test_metrics import moved
+from tests.e2e.test_websocket_parity import settled
 from tests.support.auth_peers import JwksServer, SigningKey, claims
 from tests.support.flows import WEATHER_TOOL
 from tests.support.openai_shapes import replay_through_sdk
@@ -304,11 +306,16 @@ async def test_open_sockets_per_user_are_bounded(short):
 
 
 async def test_idle_connection_is_closed(forward):
+    before = settled(forward)
     async with connected(forward) as socket:
         error = await socket.next(timeout=10)
         closing = await socket.ws.receive(5)
     assert error["error"]["code"] == "websocket_idle_timeout" and error["status"] == 408
     assert closing.type is aiohttp.WSMsgType.CLOSE and closing.data == 1000
+    # A socket the gateway closed with the close handshake ended normally (101, not 499).
+    after = settled(forward)
+    assert moved(before, after, "ls_rest_api_calls_total", path="/v1/responses", status_code="101") == 1
+    assert moved(before, after, "ls_rest_api_calls_total", path="/v1/responses", status_code="499") == 0
 
 
 async def test_shutdown_closes_open_sockets(gateway_factory, upstream):

@@ -46,7 +46,6 @@ def operated(gateway_factory, upstream, tmp_path_factory):
             "keys": [{"key": key, "user_id": user, "roles": roles} for user, (key, roles) in KEYS.items()]}},
         authorization={"access_rules": ACCESS_RULES},
         inference={"default_provider": "scripted", "default_model": "scripted-mini"},
-        service={"host": "127.0.0.1", "port": 8080, "access_log": False, "websocket": {"idle_timeout_seconds": 2}},
         mcp_servers=[{"name": "calc", "url": MCP_URL, "authorization_headers": {"Authorization": str(secret)}}],
         byok_rag=[{"rag_id": "handbook", "vector_db_id": "vs_handbook"}])
 
@@ -154,6 +153,10 @@ async def test_model_selection_and_model_override_as_on_http(operated, upstream)
         assert error["error"]["code"] == http["error"]["code"] == "model_override_forbidden"
         assert error["error"]["type"] == http["error"]["type"] and error["error"]["param"] == "model"
         assert error["error"]["detail"] == http["detail"]
+        # ...audited as HTTP's refusal is (the route says it came over the socket).
+        wait_until(lambda: "refused status=403 module=api-key-token route=GET /v1/responses (websocket) "
+                           "client=127.0.0.1" in operated.log(), "the refusal's audit line")
+        assert KEYS["alice"][0] not in operated.log()
         # ...and a refused continuation evicts what it continued from (an error message,
         # before any event: the other path of ws_compliance_failed_continuation_evicts).
         await socket.send(create("x", model=other, store=False, previous_response_id=first["id"]))
@@ -209,15 +212,9 @@ async def test_websocket_turns_are_counted_as_streamed_http_turns(operated):
     assert moved(after_http, after_ws, "ls_response_duration_seconds_count", path="/v1/responses") == 0
     assert moved(after_http, after_ws, "ls_rest_api_calls_total", path="/v1/responses", status_code="101") == 1
     assert moved(after_http, after_ws, "ls_rest_api_calls_total", path="/v1/responses", status_code="200") == 0
-    # A socket the client closed with the close handshake is no client that left (499),
-    # nor is one the gateway closed (here: idle)...
+    # A socket the client closed with the close handshake is no client that left (499;
+    # one the gateway closes: test_websocket.py's test_idle_connection_is_closed)...
     assert moved(after_http, after_ws, "ls_rest_api_calls_total", path="/v1/responses", status_code="499") == 0
-    async with connected(operated, auth("alice")) as socket:
-        assert (await socket.next(timeout=10))["error"]["code"] == "websocket_idle_timeout"
-        assert (await socket.ws.receive(5)).data == 1000
-    after_idle = settled(operated, auth("root"))
-    assert moved(after_ws, after_idle, "ls_rest_api_calls_total", path="/v1/responses", status_code="101") == 1
-    assert moved(after_ws, after_idle, "ls_rest_api_calls_total", path="/v1/responses", status_code="499") == 0
     # ...one whose connection went away without it is. A client that leaves mid-turn:
     # the turn is `abandoned`, as an HTTP stream whose client leaves.
     async with connected(operated, auth("alice")) as socket:
@@ -225,11 +222,11 @@ async def test_websocket_turns_are_counted_as_streamed_http_turns(operated):
         assert (await socket.next())["type"] == "response.created"
     dropped(operated, auth("alice"))
     after_drop = settled(operated, auth("root"))
-    assert moved(after_idle, after_drop, "gateway_turns_total", mode="stream", outcome="abandoned") == 1
-    assert moved(after_idle, after_drop, "ls_llm_calls_total", endpoint="/v1/responses") == 1
-    assert moved(after_idle, after_drop, "ls_llm_calls_failures_total", endpoint="/v1/responses") == 0
-    assert moved(after_idle, after_drop, "ls_rest_api_calls_total", path="/v1/responses", status_code="499") == 1
-    assert moved(after_idle, after_drop, "ls_rest_api_calls_total", path="/v1/responses", status_code="101") == 1
+    assert moved(after_ws, after_drop, "gateway_turns_total", mode="stream", outcome="abandoned") == 1
+    assert moved(after_ws, after_drop, "ls_llm_calls_total", endpoint="/v1/responses") == 1
+    assert moved(after_ws, after_drop, "ls_llm_calls_failures_total", endpoint="/v1/responses") == 0
+    assert moved(after_ws, after_drop, "ls_rest_api_calls_total", path="/v1/responses", status_code="499") == 1
+    assert moved(after_ws, after_drop, "ls_rest_api_calls_total", path="/v1/responses", status_code="101") == 1
     assert moved(after_http, after_drop, "ls_response_duration_seconds_count", path="/v1/responses") == 0
 
 
