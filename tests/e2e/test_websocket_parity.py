@@ -194,7 +194,10 @@ async def test_websocket_turns_are_counted_as_streamed_http_turns(operated):
         for text in ("one", "two"):
             await socket.send(create(text))
             assert (await socket.turn())[-1]["type"] == "response.completed"
+        await socket.send(create("refused", not_a_field=1))   # the request model's 422: no LLM call
+        assert (await socket.next())["status"] == 422
     after_ws = settled(operated, auth("root"))
+    assert moved(after_http, after_ws, "ls_llm_validation_errors_total", endpoint="/v1/responses") == 1
     for counted, turns in ((moved(before, after_http, "ls_llm_calls_total", endpoint="/v1/responses"), 1),
                            (moved(after_http, after_ws, "ls_llm_calls_total", endpoint="/v1/responses"), 2)):
         assert counted == turns
