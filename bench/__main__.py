@@ -31,7 +31,8 @@ from bench.scenarios import DIALECTS, Settings, Target
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "legacy", "engine", "metrics", "forms")
+WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "legacy", "engine", "metrics", "forms",
+             "websocket")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -145,6 +146,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         if "legacy" in wanted:
             from bench.legacy import legacy_workload
             results.legacy = await legacy_workload(settings, workdir, args.rounds, dialects)
+        if "websocket" in wanted:
+            from bench.websocket import websocket_workload
+            results.websocket = await websocket_workload(upstream, workdir, args.rounds)
         for workload in args.profile:
             print(f"bench: profiling a gateway with py-spy during SSE {workload}", flush=True)
             from bench.profile import profile_sse

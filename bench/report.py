@@ -32,6 +32,7 @@ class Results:
     legacy: Any = None  # bench.legacy.LegacyRuns (the `legacy` workload)
     metrics: Any = None  # bench.metrics.MetricsRuns (the `metrics` workload)
     forms: Any = None  # bench.forms.FormRuns (the `forms` workload)
+    websocket: Any = None  # bench.websocket.WebSocketRuns (the `websocket` workload)
 
 
 @dataclass
@@ -172,6 +173,10 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
         from bench.legacy import render as render_legacy
 
         lines += [""] + render_legacy(results.legacy, verdicts)
+    if results.websocket is not None:
+        from bench.websocket import render as render_websocket
+
+        lines += [""] + render_websocket(results.websocket, verdicts)
     if results.engine:
         rows, engine_verdicts = results.engine
         lines += rows

@@ -29,6 +29,7 @@ from gateway.http import authorized, feedback, health, infer, query, quotas, res
 from gateway.http import conversations as conversation_routes
 from gateway.http import openai_conversations
 from gateway.http import metrics as metrics_routes
+from gateway.http import websocket
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
@@ -215,6 +216,7 @@ def create_app(config: Configuration) -> web.Application:
         await services.authenticator.close()
         await services.db.close()
 
+    websocket.install(app, config.service.websocket)   # open WebSockets: counted per user, closed at shutdown
     app.cleanup_ctx.append(lifecycle)
     app.cleanup_ctx.append(query.interrupts_across_replicas)
     return app

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from gateway.config.base import Strict, not_built
+from gateway.config.websocket import WebSocketConfig
 
 
 class CorsConfig(Strict):
@@ -53,6 +54,8 @@ class ServiceConfig(Strict):
     # Ours: the responses (streams, JSON and background runs) one user may have running
     # on a replica at once; one more gets 429 before anything is reserved or created.
     max_responses_in_progress_per_user: int = Field(64, ge=1)
+    # Ours (issue 26): the WebSocket transport of /v1/responses (docs/websocket.md).
+    websocket: WebSocketConfig = WebSocketConfig()
 
     @field_validator("root_path")
     @classmethod

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.http import background
+from gateway.http import background, websocket
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
 from gateway.http.sse import relay
@@ -79,7 +79,9 @@ async def list_input_items(request: web.Request) -> web.Response:
     return _found(found, request)
 
 
-async def list_responses(request: web.Request) -> web.Response:
+async def list_responses(request: web.Request) -> web.StreamResponse:
+    if websocket.is_upgrade(request):   # the same route, told apart by `Upgrade` (docs/websocket.md)
+        return await websocket.connect(request)
     backend = await _backend(request)
     return json_response(await backend.list(identity(request), request.query))
 

@@ -5,19 +5,24 @@ task and reservation of a replica. Background runs are turns running here too.""
 
 from __future__ import annotations
 
-from gateway.schema.errors import too_many_in_progress
+from typing import Callable
+
+from gateway.schema.errors import ApiError, too_many_in_progress
 
 
 class InProgress:
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, refusal: Callable[[str, int, int], ApiError] = too_many_in_progress):
+        """`refusal(user_id, running, limit)`: the error past the limit (the WebSocket
+        transport counts open sockets with its own)."""
         self._limit = limit
+        self._refusal = refusal
         self._by_user: dict[str, int] = {}
 
     def enter(self, user_id: str) -> None:
         """Count a turn of this user's in, or refuse it (429)."""
         running = self._by_user.get(user_id, 0)
         if running >= self._limit:
-            raise too_many_in_progress(user_id, running, self._limit)
+            raise self._refusal(user_id, running, self._limit)
         self._by_user[user_id] = running + 1
 
     def leave(self, user_id: str) -> None:

@@ -17,9 +17,10 @@ QUOTAS = {"UserQuotaLimiter": 7}
 
 
 def rewrite_reads(reads: list[bytes], *, fast: bool = True, previous_response_id: str | None = None,
-                  conversation: str | dict | None = CONVERSATION) -> bytes:
-    """What the client gets when the upstream's body arrives in these reads."""
-    rewriter = StreamRewriter(Enricher(conversation, previous_response_id), fast=fast)
+                  conversation: str | dict | None = CONVERSATION, rewriter: StreamRewriter | None = None) -> bytes:
+    """What the client gets when the upstream's body arrives in these reads (through
+    `rewriter` when given: the WebSocket one)."""
+    rewriter = rewriter or StreamRewriter(Enricher(conversation, previous_response_id), fast=fast)
     out = []
     for read in reads:
         frames, terminal = rewriter.feed(read)

@@ -1,0 +1,311 @@
+"""`/v1/responses` over a WebSocket (OpenResponses 2026-04-24): the aiohttp side of
+the transport. The protocol and the connection-local state are `ws_protocol.py`; the
+framing is `streaming/websocket.py`; a turn is prepared and run by the turn service
+exactly as `POST /v1/responses` with `stream: true` (this is one more sink of the
+runner).
+
+The upgrade is a `GET /v1/responses` with `Upgrade: websocket`: the middleware has
+authenticated and authorized it like any request (a refusal is the HTTP error), and
+this module checks `Origin` against the CORS configuration and the user's open
+sockets before upgrading. Then:
+
+- the handler reads messages; a `response.create` joins the connection's queue
+  (bounded), anything else is answered at once (errors, `response.steer.failed`);
+- one worker task runs the queue's turns one at a time, re-authenticating the
+  upgrade's headers before each (a token may expire during an hour-long connection);
+- a client that leaves cancels the worker, so the running turn is abandoned and its
+  upstream call closed, as on HTTP;
+- past `max_connection_seconds` the running turn completes, then every message not
+  run gets `websocket_connection_limit_reached` and the socket closes (1000); a
+  connection idle for `idle_timeout_seconds` closes the same way
+  (`websocket_idle_timeout`); shutdown closes every socket with 1001.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any, Mapping
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from gateway.config.access import Action
+from gateway.config.websocket import WebSocketConfig
+from gateway.http import ws_protocol as proto
+from gateway.http.services import SERVICES
+from gateway.identity import Authenticator, Identity
+from gateway.identity.audit import REFUSALS, log_refusal
+from gateway.schema.errors import ApiError, database_error, endpoint_forbidden, internal_error
+from gateway.storage.database import DatabaseUnavailable
+from gateway.streaming.websocket import WebSocketRewriter
+from gateway.turns.in_progress import InProgress
+from gateway.turns.run import FrameSink
+from gateway.turns.service import TurnService
+from gateway.turns.turn import Turn
+
+log = logging.getLogger("gateway.http")
+
+_ROUTE = "GET /v1/responses (websocket)"
+# aiohttp's hard limit on a received message: above it aiohttp closes the socket
+# (1009). It sits well above the soft limit, which gets an error message instead.
+_HARD_MARGIN = 1024 * 1024
+
+
+def is_upgrade(request: web.Request) -> bool:
+    return request.headers.get("Upgrade", "").lower() == "websocket"
+
+
+def _too_many_sockets(user_id: str, count: int, limit: int) -> ApiError:
+    return ApiError(429, "Too many WebSocket connections",
+                    f"User {user_id} has {count} WebSocket connections open (limit {limit})",
+                    code="websocket_connections_exceeded", headers={"Retry-After": "1"})
+
+
+class OpenSockets:
+    """This replica's open WebSockets: counted per user, closed at shutdown."""
+
+    def __init__(self, per_user_limit: int) -> None:
+        self.per_user = InProgress(per_user_limit, _too_many_sockets)
+        self.connections: set[_Connection] = set()
+
+    async def close_all(self, app: web.Application) -> None:
+        await asyncio.gather(*(connection.shutdown() for connection in list(self.connections)),
+                             return_exceptions=True)
+
+
+OPEN_SOCKETS: web.AppKey[OpenSockets] = web.AppKey("open_websockets", OpenSockets)
+
+
+def install(app: web.Application, config: WebSocketConfig) -> None:
+    """The registry and its shutdown step (before the cleanup that drains turns)."""
+    sockets = OpenSockets(config.max_connections_per_user)
+    app[OPEN_SOCKETS] = sockets
+    app.on_shutdown.append(sockets.close_all)
+
+
+class _Sink(FrameSink):
+    """A turn's frames to the socket: each upstream read's frames in one write, as
+    WebSocket text frames the rewriter made (the socket is uncompressed)."""
+
+    def __init__(self, rewriter: WebSocketRewriter, writer: Any):
+        super().__init__(rewriter)
+        self.write = writer.write   # type: ignore[method-assign]  (no layer per read)
+        self.end = writer.write     # type: ignore[method-assign]
+
+
+def _origin_allowed(request: web.Request, origins: list[str]) -> bool:
+    origin = request.headers.get("Origin")
+    return origin is None or "*" in origins or origin in origins
+
+
+async def connect(request: web.Request) -> web.StreamResponse:
+    """The upgrade: refused as an HTTP error, or served until either side ends it."""
+    services = request.app[SERVICES]
+    service = services.config.service
+    config = service.websocket
+    if not config.enabled:
+        raise ApiError(400, "WebSocket disabled", "This gateway does not serve /v1/responses over WebSocket.",
+                       code="websocket_disabled")
+    if not _origin_allowed(request, service.cors.allow_origins):
+        raise ApiError(403, "Origin not allowed", f"Origin {request.headers.get('Origin')} is not allowed.",
+                       code="origin_not_allowed")
+    caller: Identity = request["identity"]
+    sockets = request.app[OPEN_SOCKETS]
+    sockets.per_user.enter(caller.user_id)
+    try:
+        socket = web.WebSocketResponse(compress=False, autoping=True,
+                                       max_msg_size=service.max_request_body_bytes + _HARD_MARGIN)
+        if not socket.can_prepare(request).ok:
+            raise ApiError(400, "Bad WebSocket upgrade", "The upgrade request is not a valid WebSocket handshake.",
+                           code="invalid_upgrade")
+        socket.headers["X-Request-ID"] = request["request_id"]
+        writer = await socket.prepare(request)
+        connection = _Connection(request, socket, writer, services.turns, services.authenticator, config,
+                                 service.max_request_body_bytes)
+        sockets.connections.add(connection)
+        try:
+            await connection.serve()
+        finally:
+            sockets.connections.discard(connection)
+    finally:
+        sockets.per_user.leave(caller.user_id)
+    return socket
+
+
+class _Connection:
+    def __init__(self, request: web.Request, socket: web.WebSocketResponse, writer: Any, turns: TurnService,
+                 authenticator: Authenticator, config: WebSocketConfig, soft_limit: int):
+        self._request = request
+        self._socket = socket
+        self._writer = writer
+        self._turns = turns
+        self._authenticator = authenticator
+        self._config = config
+        self._soft_limit = soft_limit
+        self._headers: Mapping[str, str] = request.headers
+        self._queue: deque[proto.Create] = deque()
+        self._ready = asyncio.Event()        # the queue has something
+        self._running = False
+        self._continuation = proto.Continuation(config.max_context_bytes)
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + config.max_connection_seconds
+        self._ended: ApiError | None = None   # why the server ends the connection
+        self._worker: asyncio.Task[None] | None = None
+
+    async def serve(self) -> None:
+        worker = self._worker = asyncio.create_task(self._work())
+        try:
+            async for message in self._socket:
+                if message.type is WSMsgType.TEXT or message.type is WSMsgType.BINARY:
+                    await self._received(message.data)
+                elif message.type is WSMsgType.ERROR:
+                    break
+        finally:
+            if not worker.done() and self._ended is None:
+                # The client left (or the socket failed): the running turn is abandoned
+                # and its upstream call closed, as when an HTTP client leaves. (When the
+                # server ends the connection, the worker is completing the close handshake.)
+                worker.cancel()
+            try:
+                await worker
+            except asyncio.CancelledError:
+                handler = asyncio.current_task()
+                if handler is not None and handler.cancelling():
+                    if not self._socket.closed:
+                        raise   # the connection went away mid-session, or the gateway stops
+                    # The close handshake was complete: aiohttp cancels a handler when its
+                    # TCP connection goes (handler_cancellation), which a closed socket's
+                    # does at once. The session ended normally: counted 101, not 499.
+                    handler.uncancel()
+            except ConnectionResetError:
+                pass   # the client left mid-turn (the runner abandoned the turn)
+
+    async def _received(self, data: str | bytes) -> None:
+        try:
+            parsed = proto.parse(data, self._soft_limit)
+        except ApiError as exc:
+            await self._send(proto.error_message(exc, proto.lane_of(data) if len(data) <= self._soft_limit
+                                                 else None))
+            return
+        if isinstance(parsed, proto.Steer):
+            await self._send(proto.steer_refused(parsed))
+            return
+        if self._ended is not None:
+            await self._send(proto.error_message(self._ended, parsed.stream_id))
+            return
+        # The messages that would wait behind the running turn with this one.
+        behind = len(self._queue) + (1 if self._running else 0)
+        if behind > self._config.max_queued_messages:
+            await self._send(proto.error_message(proto.queue_full(self._config.max_queued_messages),
+                                                 parsed.stream_id))
+            return
+        self._queue.append(parsed)
+        self._ready.set()
+
+    async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._queue:
+                self._ready.clear()
+                left = self._deadline - loop.time()
+                wait = min(left, self._config.idle_timeout_seconds)
+                try:
+                    await asyncio.wait_for(self._ready.wait(), wait)
+                except TimeoutError:
+                    if wait >= left:
+                        await self._end(proto.connection_limit(self._config.max_connection_seconds))
+                    else:
+                        await self._end(proto.idle_timeout(self._config.idle_timeout_seconds))
+                    return
+            if loop.time() >= self._deadline:
+                await self._end(proto.connection_limit(self._config.max_connection_seconds))
+                return
+            create = self._queue.popleft()
+            self._running = True
+            try:
+                await self._turn(create)
+            finally:
+                self._running = False
+
+    async def _end(self, why: ApiError) -> None:
+        """The server ends the connection: every message not run hears why."""
+        self._ended = why
+        await self._send(proto.error_message(why))
+        while self._queue:
+            await self._send(proto.error_message(why, self._queue.popleft().stream_id))
+        await self._socket.close(code=WSCloseCode.OK, message=why.code.encode())
+
+    async def _turn(self, create: proto.Create) -> None:
+        previous = create.body.get("previous_response_id")
+        try:
+            caller = await self._authenticate()
+            body, held = self._continuation.body(create)
+            turn = await self._turns.prepare(caller, body, self._headers)
+            if held is not None:
+                turn.previous_response_id = held   # echoed, as the client named it
+            await self._run(turn, create.stream_id)
+        except (asyncio.CancelledError, ConnectionResetError):
+            raise
+        except ApiError as exc:
+            self._audit(exc)
+            await self._failed(previous, _as_ws_error(exc, previous), create.stream_id)
+        except DatabaseUnavailable as exc:   # as the middleware answers it on HTTP
+            log.error("database unavailable in a WebSocket turn (request %s): %s", self._request["request_id"], exc)
+            await self._failed(previous, database_error(), create.stream_id)
+        except Exception:
+            log.exception("unhandled error in a WebSocket turn (request %s)", self._request["request_id"])
+            await self._failed(previous, internal_error(), create.stream_id)
+        else:
+            result = turn.result
+            if result is not None and result.get("status") == "failed":
+                self._continuation.evict(previous if isinstance(previous, str) else None)
+            self._continuation.record(body, result)
+
+    async def _failed(self, previous: Any, error: ApiError, stream_id: str | None) -> None:
+        """A turn refused or failed: the id it continued from is evicted (the spec's
+        rule for a 4xx or 5xx continuation), and the client hears why."""
+        self._continuation.evict(previous if isinstance(previous, str) else None)
+        await self._send(proto.error_message(error, stream_id))
+
+    async def _run(self, turn: Turn, stream_id: str | None) -> None:
+        rewriter = WebSocketRewriter(self._turns.runner.enricher(turn), stream_id)
+        await self._turns.run(turn, _Sink(rewriter, self._writer))
+
+    async def _authenticate(self) -> Identity:
+        """The upgrade's headers again, through the same module as the middleware."""
+        caller = await self._authenticator.authenticate(self._headers, self._request.query)
+        if Action.RESPONSES not in caller.actions:
+            raise endpoint_forbidden(caller.user_id)
+        return caller
+
+    def _audit(self, error: ApiError) -> None:
+        """A refusal is audited as the middleware audits one on HTTP (authentication,
+        the route's action, and the turn's own: `model_override`, another user's
+        conversation)."""
+        if error.status in REFUSALS:
+            log_refusal(_ROUTE, self._request.remote, self._request["request_id"],
+                        self._request.app[SERVICES].config.authentication.module, error.status, error.cause)
+
+    async def _send(self, payload: bytes) -> None:
+        if self._socket.closed:
+            return
+        try:
+            await self._socket.send_str(payload.decode())
+        except ConnectionResetError:
+            pass   # the client is gone: the reader sees it and ends the connection
+
+    async def shutdown(self) -> None:
+        """The gateway stops: the running turn is abandoned (charged as when a client
+        leaves), then the socket closes with 1001."""
+        self._ended = ApiError(503, "Shutting down", "The gateway is shutting down.", code="server_shutdown")
+        if self._worker is not None:
+            self._worker.cancel()
+        await self._socket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
+
+
+def _as_ws_error(exc: ApiError, previous: Any) -> ApiError:
+    """The turn store's 404 for an unknown `previous_response_id` is the spec's code."""
+    if exc.status == 404 and exc.param == "previous_response_id" and isinstance(previous, str):
+        return proto.previous_not_found(previous)
+    return exc
