@@ -1,0 +1,75 @@
+"""`POST /v1/responses/compact` (issue 27): one more adapter of the turn runner.
+
+The request (`compaction/window.py`) becomes a `store: false` Responses turn asking the
+model for a summary of the window; `TurnService.prepare` resolves it like any turn
+(validation, quota admission, the chain's owner, the model, the backend) and the runner
+runs and settles it, so the summary is charged to the caller like any turn. The summary
+is sealed for the caller (`compaction/seal.py`) and returned in a `response.compaction`
+object. Without configured keys the endpoint is 501; a body over
+`response_compaction.max_input_bytes` is 413 before it is read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from gateway.compaction.seal import CompactionSeal
+from gateway.compaction.window import compacted, parse_compact_request, summary_turn
+from gateway.config import Configuration
+from gateway.http.responses_io import identity, json_response
+from gateway.http.services import SERVICES
+from gateway.legacy.stream import answer_text, failure
+from gateway.schema.errors import ApiError, body_too_large
+from gateway.schema.validation import parse_json_body
+from gateway.turns.run import BodySink
+
+SEAL: web.AppKey[CompactionSeal] = web.AppKey("compaction_seal", CompactionSeal)
+
+
+class _Body(BodySink):
+    def __init__(self) -> None:
+        self.response: dict[str, Any] = {}
+
+    async def body(self, response: dict[str, Any]) -> None:
+        self.response = response
+
+
+def not_configured() -> ApiError:
+    return ApiError(501, "Not implemented", "Compaction is not configured on this gateway: its operator has set no "
+                    "`response_compaction.keys`", code="compaction_not_configured")
+
+
+async def _read_capped(request: web.Request, limit: int) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise body_too_large(limit)
+    body = await request.read()
+    if len(body) > limit:
+        raise body_too_large(limit)
+    return body
+
+
+async def compact_response(request: web.Request) -> web.Response:
+    seal = request.app[SEAL]
+    if not seal.enabled:
+        raise not_configured()
+    services, caller = request.app[SERVICES], identity(request)
+    settings = services.config.response_compaction
+    compact = parse_compact_request(parse_json_body(await _read_capped(request, settings.max_input_bytes)))
+    sink = _Body()
+    turn = await services.turns.prepare(caller, summary_turn(compact, settings.prompt), request.headers,
+                                        server_prompt="")
+    await services.turns.run(turn, sink)
+    error = failure(str(sink.response.get("status")), sink.response, turn.model.id)
+    if error is not None:
+        raise error
+    summary = answer_text(sink.response).strip()
+    if not summary:
+        raise ApiError(500, "Compaction failed", "The model returned no summary.", code="compaction_failed")
+    return json_response(compacted(compact, seal.seal(caller.user_id, summary), sink.response.get("usage")))
+
+
+def add_routes(app: web.Application, prefix: str, config: Configuration) -> None:
+    if SEAL not in app:
+        app[SEAL] = CompactionSeal(config.response_compaction.keys)
+    app.router.add_post(f"{prefix}/v1/responses/compact", compact_response)

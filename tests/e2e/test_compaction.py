@@ -1,0 +1,245 @@
+"""`POST /v1/responses/compact` and `compaction` items through `gateway serve` (issue 27),
+in forward mode (the scripted upstream's Responses API) and engine mode (its chat
+completions), with the `openai` package's `client.responses.compact()`.
+
+The scripted model's `scripted-recap` rule answers with every earlier user text, so the
+configured compaction prompt makes the summary hold the window's facts, and a later
+`scripted-recap` question shows what reached the model after the compacted window.
+
+The public OpenResponses compliance suite's compaction tests could not be read here (the
+stored versions of `src/lib/compliance-tests.ts` hold none): the three `test_compliance_*`
+tests are derived from the specification's `/responses/compact` and its WebSocket
+compaction rules instead (see docs/compaction.md)."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+from openai.types.responses.compacted_response import CompactedResponse
+
+from gateway.schema.compaction_api import CompactedWindow
+
+from tests.support.gateway_db import GatewayDb
+
+MODEL = "scripted-chat"
+PROMPT = "scripted-recap: summarize the conversation above."
+K1 = {"id": "k1", "secret": "k1-secret-0123456789abcdefghijklmnopqrstuv"}
+K2 = {"id": "k2", "secret": "k2-secret-0123456789abcdefghijklmnopqrstuv"}
+INITIAL = 10**9
+INTRO = "Summary of the earlier conversation (compacted):\n\n"
+
+
+def _config(keys: list[dict], quota_dir, **extra):
+    return {"response_compaction": {"keys": keys, "prompt": PROMPT, "max_input_bytes": 4096},
+            "quota_handlers": {"sqlite": {"db_path": str(quota_dir / "quota.db")}, "limiters": [{"name": "daily", "type": "user_limiter", "initial_quota": INITIAL,
+                                             "quota_increase": 0, "period": "1 day"}]}, **extra}
+
+
+@pytest.fixture(scope="module")
+def forward(gateway_factory, upstream, tmp_path_factory):
+    return gateway_factory(upstream.url, **_config([K1], tmp_path_factory.mktemp("quota")))
+
+
+@pytest.fixture(scope="module")
+def engine(gateway_factory, chat_upstream, tmp_path_factory):
+    return gateway_factory(chat_upstream.url, **_config(
+        [K1], tmp_path_factory.mktemp("quota"), llama_stack={"url": chat_upstream.url, "max_retries": 0, "api": "chat_completions"}))
+
+
+@pytest.fixture(params=["forward", "engine"])
+def mode(request, forward, engine, upstream, chat_upstream):
+    return (forward, upstream) if request.param == "forward" else (engine, chat_upstream)
+
+
+def _client(gateway, user: str = "alice") -> openai.OpenAI:
+    return gateway.client(default_query={"user_id": user})
+
+
+def _window(compacted: CompactedResponse) -> list[dict]:
+    """The output as the next request's input (the SDK types a user message as an output
+    message, so pydantic warns about its `input_text` parts when dumping it)."""
+    return [item.model_dump(exclude_none=True, warnings=False) for item in compacted.output]
+
+
+def _user_texts(upstream, engine: bool) -> list[str]:
+    """The user texts of the last model call the upstream received."""
+    if engine:
+        messages = upstream.last("/v1/chat/completions")["body"]["messages"]
+        return [m["content"] if isinstance(m["content"], str) else " ".join(p.get("text", "") for p in m["content"])
+                for m in messages if m["role"] == "user"]
+    items = upstream.last()["body"]["input"]
+    items = [{"role": "user", "content": items}] if isinstance(items, str) else items
+    return [i["content"] if isinstance(i["content"], str) else " ".join(p.get("text", "") for p in i["content"])
+            for i in items if i.get("role") == "user"]
+
+
+def test_compact_then_continue_from_the_compacted_window(mode):
+    gateway, upstream = mode
+    engine = "chat_completions" in gateway.config_path.read_text()
+    client = _client(gateway)
+    first = client.responses.create(model=MODEL, input="My favourite colour is teal.")
+    compacted = client.responses.compact(model=MODEL, previous_response_id=first.id,
+                                         input=[{"role": "user", "content": "My name is Alice."}])
+    assert compacted.object == "response.compaction" and compacted.id.startswith("resp_")
+    *messages, item = compacted.output
+    assert [(m.type, m.role, m.content[0].text) for m in messages] == [("message", "user", "My name is Alice.")]
+    assert item.type == "compaction" and item.id.startswith("cmp_")
+    # Opaque: sealed with the configured key, none of the window's words readable.
+    assert item.encrypted_content.startswith("gwc1.k1.")
+    assert "teal" not in item.encrypted_content and "Alice" not in item.encrypted_content
+    assert compacted.usage.total_tokens == compacted.usage.input_tokens + compacted.usage.output_tokens > 0
+    # The summary call: the chain, the input, then the operator's prompt as the last user message.
+    texts = _user_texts(upstream, engine)
+    assert texts[-1] == PROMPT and "My name is Alice." in texts
+    if engine:   # the engine sends the chain's history itself; the upstream chains it by id
+        assert "My favourite colour is teal." in texts
+    else:
+        sent = upstream.last()["body"]
+        assert sent["previous_response_id"] == first.id and sent["store"] is False
+
+    upstream.clear()
+    later = client.responses.create(model=MODEL, input=[*_window(compacted),
+                                                        {"role": "user", "content": "scripted-recap what I said"}])
+    assert later.status == "completed" and later.previous_response_id is None
+    # The model got the summary as a user message (never as instructions) and answers
+    # with the earlier facts, though the new chain never sent the first turn.
+    texts = _user_texts(upstream, engine)
+    summaries = [text for text in texts if text.startswith(INTRO)]
+    assert len(summaries) == 1 and "teal" in summaries[0] and "Alice" in summaries[0]
+    assert "teal" in later.output_text and "Alice" in later.output_text
+    sent = upstream.last("/v1/chat/completions" if engine else "/v1/responses")["body"]
+    system = str(sent.get("instructions")) + str([m for m in sent.get("messages", []) if m["role"] == "system"])
+    assert "teal" not in system
+    # The stored question is the client's own words, not the decrypted summary.
+    questions = [json.loads(row["content"])["q"] for row in GatewayDb.of(gateway)._query(
+        "SELECT content FROM gateway_turns WHERE content IS NOT NULL")]
+    assert "My name is Alice. scripted-recap what I said" in questions
+    assert not [question for question in questions if INTRO.strip() in question]
+
+
+def test_an_item_is_refused_when_tampered_foreign_or_of_an_unknown_key(forward, upstream):
+    alice = _client(forward)
+    compacted = alice.responses.compact(model=MODEL, input="The launch code is 1234.")
+    item = _window(compacted)[-1]
+    body = item["encrypted_content"]
+    tampered = body[:-3] + ("A" if body[-3] != "A" else "B") + body[-2:]
+    unknown = "gwc1.k9." + body.split(".", 2)[2]
+    upstream.clear()
+    cases = [("alice", {**item, "encrypted_content": tampered}, "altered, or made for another user"),
+             ("bob", item, "altered, or made for another user"),
+             ("alice", {**item, "encrypted_content": unknown}, "its key 'k9' is not configured"),
+             ("alice", {**item, "encrypted_content": "gAAAAABpM0Yj-openai"}, "not made by this gateway")]
+    for user, sent, reason in cases:
+        with pytest.raises(openai.UnprocessableEntityError) as refused:
+            _client(forward, user).responses.create(model=MODEL, input=[sent, {"role": "user", "content": "hi"}])
+        error = refused.value.body
+        assert error["code"] == "invalid_compaction_item" and error["param"] == "input[0]", error
+        assert reason in error["message"]
+        assert refused.value.response.json()["detail"]["response"] == "Invalid compaction item"
+    assert upstream.requests("/v1/responses") == []   # refused before anything reached the model
+    # Another user's compact of alice's response: not found, like any of her responses.
+    first = alice.responses.create(model=MODEL, input="private")
+    with pytest.raises(openai.NotFoundError):
+        _client(forward, "bob").responses.compact(model=MODEL, previous_response_id=first.id)
+
+
+def test_a_rotated_key_still_opens_old_items(gateway_factory, forward, upstream, tmp_path):
+    old = _window(_client(forward).responses.compact(model=MODEL, input="The meeting is on Friday."))
+    rotated = gateway_factory(upstream.url, **_config([K2, K1], tmp_path))   # another replica, a newer key first
+    client = _client(rotated)
+    later = client.responses.create(model=MODEL, input=[*old, {"role": "user", "content": "scripted-recap"}])
+    assert "Friday" in later.output_text
+    newer = client.responses.compact(model=MODEL, input=old)
+    assert newer.output[-1].encrypted_content.startswith("gwc1.k2.")   # the newest key seals
+    # An old replica without the new key cannot open it: a 422, never a 500.
+    reply = forward.post("/v1/responses?user_id=alice", {"model": MODEL, "input": _window(newer)})
+    assert reply.status == 422 and reply.json()["error"]["code"] == "invalid_compaction_item"
+
+
+def test_without_keys_the_endpoint_is_501_and_items_stay_lcore_422(gateway):
+    reply = gateway.post("/v1/responses/compact", {"model": MODEL, "input": "hi"})
+    assert reply.status == 501, reply.body
+    assert reply.json()["detail"] == {"response": "Not implemented", "cause": (
+        "Compaction is not configured on this gateway: its operator has set no `response_compaction.keys`")}
+    assert reply.json()["error"]["code"] == "compaction_not_configured"
+    item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gwc1.k1.AAAA"}
+    reply = gateway.post("/v1/responses", {"input": [item]})
+    assert reply.status == 422 and isinstance(reply.json()["detail"], list)   # LCORE's FastAPI list
+
+
+def test_lcore_422_bodies_are_unchanged_beside_an_item(forward):
+    item = _window(_client(forward).responses.compact(model=MODEL, input="context"))[-1]
+    bad = {"model": MODEL, "temperature": "hot", "tool_choice": 7}
+    with_item = forward.post("/v1/responses?user_id=alice", {**bad, "input": [item]})
+    with_message = forward.post("/v1/responses?user_id=alice",
+                                {**bad, "input": [{"type": "message", "role": "user", "content": "x"}]})
+    assert with_item.status == with_message.status == 422
+    assert with_item.json() == with_message.json()
+
+
+def test_the_compaction_call_is_charged(forward):
+    """Like any turn: what the summary call used comes off the caller's balance."""
+    def balance() -> int:
+        return forward.get("/v1/quotas?user_id=payer").ok()["available_quotas"]["daily"]
+
+    client = _client(forward, "payer")
+    client.responses.create(model=MODEL, input="warm up")
+    before = balance()
+    compacted = client.responses.compact(model=MODEL, input="Charge me for this summary.")
+    assert before - balance() == compacted.usage.total_tokens > 0
+
+
+def test_bad_requests(forward):
+    client = _client(forward)
+    reply = forward.post("/v1/responses/compact?user_id=alice", {"input": "no model"})
+    assert reply.status == 422 and reply.json()["detail"][0]["loc"] == ["body", "model"]
+    reply = forward.post("/v1/responses/compact?user_id=alice", {"model": MODEL, "bogus": 1})
+    assert reply.status == 422 and reply.json()["detail"][0]["type"] == "extra_forbidden"
+    reply = forward.post("/v1/responses/compact?user_id=alice", {"model": MODEL})
+    assert reply.status == 400 and reply.json()["error"]["param"] == "input"
+    with pytest.raises(openai.APIStatusError) as too_big:
+        client.responses.compact(model=MODEL, input="x" * 5000)
+    assert too_big.value.status_code == 413
+    assert too_big.value.body["code"] == "request_too_large"
+
+
+# Ported compliance checks (derived from the specification; see the module docstring).
+
+def test_compliance_compact_response(forward):
+    """`compaction-compact`: a CompactResource: id, object, created_at, output ending in
+    one compaction item after the user messages, usage."""
+    reply = forward.post("/v1/responses/compact?user_id=alice", {
+        "model": MODEL, "input": [{"type": "message", "role": "user", "content": "Create a landing page."},
+                                  {"type": "message", "role": "assistant", "content": "Here it is."}]})
+    data = reply.ok()
+    assert set(data) == {"id", "object", "created_at", "output", "usage"}
+    CompactedWindow.model_validate(data, strict=False)   # the spec's CompactResource
+    assert data["object"] == "response.compaction" and isinstance(data["created_at"], int)
+    assert [item["type"] for item in data["output"]] == ["message", "compaction"]
+    assert data["output"][0]["role"] == "user" and data["output"][0]["content"] == [
+        {"type": "input_text", "text": "Create a landing page."}]
+    assert set(data["usage"]) >= {"input_tokens", "output_tokens", "total_tokens"}
+
+
+def test_compliance_continue_from_compacted_window(forward):
+    """`compaction-continue`: a new response (no previous_response_id) whose input is the
+    compacted window plus a new user message completes."""
+    client = _client(forward)
+    compacted = client.responses.compact(model=MODEL, input="Remember the number 42.")
+    reply = forward.post("/v1/responses?user_id=alice", {"model": MODEL, "input": [
+        *_window(compacted), {"type": "message", "role": "user", "content": "Now continue."}]})
+    data = reply.ok()
+    assert data["status"] == "completed" and data["output"]
+
+
+def test_compliance_compact_previous_response(forward):
+    """`compaction-previous-response`: compacting a stored chain by previous_response_id."""
+    client = _client(forward)
+    first = client.responses.create(model=MODEL, input="The capital is Paris.")
+    compacted = client.responses.compact(model=MODEL, previous_response_id=first.id)
+    assert [item.type for item in compacted.output] == ["compaction"]
+    later = client.responses.create(model=MODEL, input=[*_window(compacted),
+                                                        {"role": "user", "content": "scripted-recap"}])
+    assert "Paris" in later.output_text
