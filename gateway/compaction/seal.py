@@ -6,7 +6,8 @@ so a client cannot read it, alter it, forge one, or use another user's: any of t
 fails the tag check. Each configured secret becomes a 256-bit key through HKDF-SHA256
 (the key id in its `info`), so any replica with the same configuration opens any item.
 The first configured key seals; every key opens (rotation: add a new key first, drop
-an old one once its items no longer matter).
+an old one once its items no longer matter). `cryptography`'s primitives (~8 MiB of
+RSS) are imported only when keys are configured.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import binascii
 import os
 from typing import Sequence
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from typing import TYPE_CHECKING, Any
 
 from gateway.config.compaction import CompactionKey
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 FORMAT = "gwc1"
 _NONCE = 12
@@ -36,7 +37,11 @@ class UnknownKey(SealError):
     """An item sealed with a key that is not (or no longer) configured."""
 
 
-def _derive(key: CompactionKey) -> AESGCM:
+def _derive(key: CompactionKey) -> "AESGCM":
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     material = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                     info=_INFO + key.id.encode()).derive(key.secret.encode())
     return AESGCM(material)
@@ -50,6 +55,10 @@ class CompactionSeal:
     def __init__(self, keys: Sequence[CompactionKey]):
         self._keys = {key.id: _derive(key) for key in keys}
         self._current = keys[0].id if keys else None
+        self._invalid: Any = None
+        if keys:
+            from cryptography.exceptions import InvalidTag
+            self._invalid = InvalidTag
 
     @property
     def enabled(self) -> bool:
@@ -79,6 +88,6 @@ class CompactionSeal:
             raise SealError("it is not well formed")
         try:
             plain = aead.decrypt(raw[:_NONCE], raw[_NONCE:], _associated(key_id, user_id))
-        except InvalidTag:
+        except self._invalid:
             raise SealError("it was altered, or made for another user") from None
         return plain.decode()

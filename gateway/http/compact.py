@@ -22,6 +22,7 @@ from gateway.http.services import SERVICES
 from gateway.legacy.stream import answer_text, failure
 from gateway.schema.errors import ApiError, body_too_large
 from gateway.schema.validation import parse_json_body
+from gateway.turns.blocked import is_blocked
 from gateway.turns.run import BodySink
 
 SEAL: web.AppKey[CompactionSeal] = web.AppKey("compaction_seal", CompactionSeal)
@@ -60,6 +61,9 @@ async def compact_response(request: web.Request) -> web.Response:
     turn = await services.turns.prepare(caller, summary_turn(compact, settings.prompt), request.headers,
                                         server_prompt="")
     await services.turns.run(turn, sink)
+    if is_blocked(turn):   # a question-validity shield's answer is no summary to seal
+        raise ApiError(400, "Compaction refused", "A shield refused the conversation to compact.",
+                       code="question_blocked", param="input")
     error = failure(str(sink.response.get("status")), sink.response, turn.model.id)
     if error is not None:
         raise error

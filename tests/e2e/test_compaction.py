@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import openai
 import pytest
 from openai.types.responses.compacted_response import CompactedResponse
@@ -215,7 +216,10 @@ def test_compliance_compact_response(forward):
                                   {"type": "message", "role": "assistant", "content": "Here it is."}]})
     data = reply.ok()
     assert set(data) == {"id", "object", "created_at", "output", "usage"}
-    CompactedWindow.model_validate(data, strict=False)   # the spec's CompactResource
+    CompactedWindow.model_validate(data)   # the spec's CompactResource
+    document = forward.get("/openapi.json").ok()   # and the gateway's own description of it
+    jsonschema.validate(data, {"$ref": "#/components/schemas/CompactedWindow", "components": document["components"]},
+                        cls=jsonschema.Draft202012Validator)
     assert data["object"] == "response.compaction" and isinstance(data["created_at"], int)
     assert [item["type"] for item in data["output"]] == ["message", "compaction"]
     assert data["output"][0]["role"] == "user" and data["output"][0]["content"] == [
@@ -225,13 +229,16 @@ def test_compliance_compact_response(forward):
 
 def test_compliance_continue_from_compacted_window(forward):
     """`compaction-continue`: a new response (no previous_response_id) whose input is the
-    compacted window plus a new user message completes."""
+    compacted window plus a new user message completes (JSON and streamed)."""
     client = _client(forward)
     compacted = client.responses.compact(model=MODEL, input="Remember the number 42.")
     reply = forward.post("/v1/responses?user_id=alice", {"model": MODEL, "input": [
         *_window(compacted), {"type": "message", "role": "user", "content": "Now continue."}]})
     data = reply.ok()
     assert data["status"] == "completed" and data["output"]
+    streamed = {"model": MODEL, "input": [*_window(compacted), {"role": "user", "content": "Streamed too."}]}
+    status, frames = forward.stream(streamed, path="/v1/responses?user_id=alice")
+    assert status == 200 and frames[-2][1]["type"] == "response.completed", frames[-3:]
 
 
 def test_compliance_compact_previous_response(forward):
