@@ -40,7 +40,9 @@ def _config(keys: list[dict], quota_dir, **extra):
 
 @pytest.fixture(scope="module")
 def forward(gateway_factory, upstream, tmp_path_factory):
-    return gateway_factory(upstream.url, **_config([K1], tmp_path_factory.mktemp("quota")))
+    # Everyone is an admin here, so a test can set a balance through the quota API.
+    return gateway_factory(upstream.url, **_config([K1], tmp_path_factory.mktemp("quota")),
+                           authorization={"access_rules": [{"role": "*", "actions": ["admin"]}]})
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +192,15 @@ def test_the_compaction_call_is_charged(forward):
     before = balance()
     compacted = client.responses.compact(model=MODEL, input="Charge me for this summary.")
     assert before - balance() == compacted.usage.total_tokens > 0
+
+
+def test_an_empty_balance_refuses_the_compaction_call(forward, upstream):
+    forward.request("PUT", "/v1/quotas/users/broke?user_id=admin", {"limiters": {"daily": 0}}).ok()
+    upstream.clear()
+    with pytest.raises(openai.RateLimitError) as refused:
+        _client(forward, "broke").responses.compact(model=MODEL, input="Summarize me for free.")
+    assert refused.value.body["code"] == "insufficient_quota"
+    assert upstream.requests("/v1/responses") == []
 
 
 def test_bad_requests(forward):
