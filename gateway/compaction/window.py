@@ -4,8 +4,8 @@ The request is the spec's `CompactResponseMethodPublicBody` (with the fields the
 `openai` package also sends, accepted and unused). The window to summarize is the
 request's `input`, after the chain its `previous_response_id` continues; it becomes one
 `store: false` turn whose last user message is the operator's prompt
-(`response_compaction.prompt`), so the model summarizes instead of answering and the
-turn is run and charged like any other. The answer, `response.compaction`, lists the
+(`response_compaction.prompt`), so the model summarizes instead of answering, with no
+tools offered (`tool_choice: "none"`), and the turn is run and charged like any other. The answer, `response.compaction`, lists the
 input's user messages, then one `compaction` item sealing the summary.
 """
 
@@ -57,7 +57,8 @@ def summary_turn(request: CompactRequest, prompt: str) -> dict[str, Any]:
                          if isinstance(request.input, str) else list(request.input or ()))
     raw: dict[str, Any] = {"model": request.model, "input": [*window, {"type": "message", "role": "user",
                                                                        "content": prompt}],
-                           "store": False, "stream": False, "generate_topic_summary": False}
+                           "store": False, "stream": False, "generate_topic_summary": False,
+                           "tool_choice": "none"}   # a summary calls no tool: none is offered
     if request.previous_response_id is not None:
         raw["previous_response_id"] = request.previous_response_id
     return raw

@@ -14,7 +14,7 @@ def test_the_summary_turn_is_the_window_then_the_prompt_unstored():
                                      "instructions": "be brief", "prompt_cache_key": "k"})
     raw = summary_turn(request, "Summarize.")
     assert raw == {"model": "m", "previous_response_id": "resp_1", "store": False, "stream": False,
-                   "generate_topic_summary": False,
+                   "generate_topic_summary": False, "tool_choice": "none",
                    "input": [{"type": "message", "role": "user", "content": "hello"},
                              {"type": "message", "role": "user", "content": "Summarize."}]}
 

@@ -40,9 +40,11 @@ def _config(keys: list[dict], quota_dir, **extra):
 
 @pytest.fixture(scope="module")
 def forward(gateway_factory, upstream, tmp_path_factory):
-    # Everyone is an admin here, so a test can set a balance through the quota API.
+    # Everyone is an admin here, so a test can set a balance through the quota API; an
+    # MCP server every turn gets (the upstream simulates it), but not the summary call.
     return gateway_factory(upstream.url, **_config([K1], tmp_path_factory.mktemp("quota")),
-                           authorization={"access_rules": [{"role": "*", "actions": ["admin"]}]})
+                           authorization={"access_rules": [{"role": "*", "actions": ["admin"]}]},
+                           mcp_servers=[{"name": "docs", "url": "http://127.0.0.1:9/docs"}])
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +84,7 @@ def test_compact_then_continue_from_the_compacted_window(mode):
     gateway, upstream = mode
     engine = "chat_completions" in gateway.config_path.read_text()
     client = _client(gateway)
+    upstream.clear()
     first = client.responses.create(model=MODEL, input="My favourite colour is teal.")
     compacted = client.responses.compact(model=MODEL, previous_response_id=first.id,
                                          input=[{"role": "user", "content": "My name is Alice."}])
@@ -96,6 +99,10 @@ def test_compact_then_continue_from_the_compacted_window(mode):
     # The summary call: the chain, the input, then the operator's prompt as the last user message.
     texts = _user_texts(upstream, engine)
     assert texts[-1] == PROMPT and "My name is Alice." in texts
+    summary_call = upstream.last("/v1/chat/completions" if engine else "/v1/responses")["body"]
+    assert not summary_call.get("tools")   # no tool offered to a summary
+    if not engine:   # where every other turn gets the configured MCP server
+        assert [tool["server_label"] for tool in upstream.requests("/v1/responses")[0]["body"]["tools"]] == ["docs"]
     if engine:   # the engine sends the chain's history itself; the upstream chains it by id
         assert "My favourite colour is teal." in texts
     else:
