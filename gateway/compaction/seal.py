@@ -48,7 +48,8 @@ def _derive(key: CompactionKey) -> "AESGCM":
 
 
 def _associated(key_id: str, user_id: str) -> bytes:
-    return b"\0".join((FORMAT.encode(), key_id.encode(), user_id.encode()))
+    # surrogatepass: whatever string an authentication module made the user id, never a 500.
+    return b"\0".join((FORMAT.encode(), key_id.encode(), user_id.encode("utf-8", "surrogatepass")))
 
 
 class CompactionSeal:

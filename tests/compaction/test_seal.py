@@ -60,3 +60,11 @@ def test_malformed_items_are_seal_errors(content):
 
 def test_no_keys_is_disabled():
     assert not CompactionSeal([]).enabled and CompactionSeal([OLD]).enabled
+
+
+def test_any_user_id_string_is_associated_data():
+    seal = CompactionSeal([OLD])
+    odd = "user\ud800\0with nul"
+    assert seal.open(odd, seal.seal(odd, "x")) == "x"
+    with pytest.raises(SealError):
+        seal.open("user", seal.seal(odd, "x"))
