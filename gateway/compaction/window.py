@@ -5,14 +5,15 @@ The request is the spec's `CompactResponseMethodPublicBody` (with the fields the
 request's `input`, after the chain its `previous_response_id` continues; it becomes one
 `store: false` turn whose last user message is the operator's prompt
 (`response_compaction.prompt`), so the model summarizes instead of answering, with no
-tools offered (`tool_choice: "none"`), and the turn is run and charged like any other. The answer, `response.compaction`, lists the
-input's user messages, then one `compaction` item sealing the summary.
+tools offered (`tool_choice: "none"`), and the turn is run and charged like any other.
+The answer, `response.compaction`, lists the window's user messages (the chain's, one per
+recorded turn, then the input's), then one `compaction` item sealing the summary.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -92,8 +93,11 @@ def usage(reported: Any) -> dict[str, Any]:
             "total_tokens": int(reported.get("total_tokens") or inputs + outputs)}
 
 
-def compacted(request: CompactRequest, sealed: str, reported_usage: Any) -> dict[str, Any]:
-    """The `response.compaction` object."""
+def compacted(request: CompactRequest, sealed: str, reported_usage: Any,
+              earlier: Sequence[str] = ()) -> dict[str, Any]:
+    """The `response.compaction` object: the user messages of the chain (`earlier`: the
+    text of each of its turns, oldest first), then the input's, then the item."""
     item = {"id": new_item_id("cmp"), "type": COMPACTION, "encrypted_content": sealed}
+    chain = [_user_message(None, text) for text in earlier]
     return {"id": new_item_id("resp"), "object": "response.compaction", "created_at": int(time.time()),
-            "output": [*user_messages(request.input), item], "usage": usage(reported_usage)}
+            "output": [*chain, *user_messages(request.input), item], "usage": usage(reported_usage)}

@@ -22,10 +22,14 @@ from gateway.http.services import SERVICES
 from gateway.legacy.stream import answer_text, failure
 from gateway.schema.errors import ApiError, body_too_large
 from gateway.schema.validation import parse_json_body
+from gateway.storage.conversations import ConversationRepository
+from gateway.turns.content import read_content
 from gateway.turns.blocked import is_blocked
 from gateway.turns.run import BodySink
 
 SEAL: web.AppKey[CompactionSeal] = web.AppKey("compaction_seal", CompactionSeal)
+# The most turns of a chain whose user messages the answer lists (the summary covers all).
+MAX_CHAIN_TURNS = 1000
 
 
 class _Body(BodySink):
@@ -50,6 +54,23 @@ async def _read_capped(request: web.Request, limit: int) -> bytes:
     return body
 
 
+async def chain_questions(conversations: ConversationRepository, response_id: str | None) -> list[str]:
+    """The user text of each recorded turn of the chain that ends at `response_id`,
+    oldest first, from the gateway's own turn store (both backends record every stored
+    turn's question there; `prepare()` has checked the caller owns the chain)."""
+    questions: list[str] = []
+    for _ in range(MAX_CHAIN_TURNS):
+        found = await conversations.find_turn(response_id) if response_id else None
+        if found is None:
+            break
+        question = read_content(await conversations.content(found[0].response_id))[0]
+        if question:
+            questions.append(question)
+        # A fork's first turn starts a conversation: its chain goes on where it forked.
+        response_id = found[0].prior_response_id or found[0].previous_response_id
+    return questions[::-1]
+
+
 async def compact_response(request: web.Request) -> web.Response:
     seal = request.app[SEAL]
     if not seal.enabled:
@@ -70,7 +91,8 @@ async def compact_response(request: web.Request) -> web.Response:
     summary = answer_text(sink.response).strip()
     if not summary:
         raise ApiError(500, "Compaction failed", "The model returned no summary.", code="compaction_failed")
-    return json_response(compacted(compact, seal.seal(caller.user_id, summary), sink.response.get("usage")))
+    earlier = await chain_questions(services.conversations, compact.previous_response_id)
+    return json_response(compacted(compact, seal.seal(caller.user_id, summary), sink.response.get("usage"), earlier))
 
 
 def add_routes(app: web.Application, prefix: str, config: Configuration) -> None:

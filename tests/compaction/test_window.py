@@ -52,3 +52,10 @@ def test_usage_shape_from_nothing():
     assert usage(None) == {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                            "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 0}
     assert user_messages(None) == []
+
+
+def test_the_chains_turns_come_first():
+    request = parse_compact_request({"model": "m", "previous_response_id": "resp_2", "input": "three"})
+    answer = compacted(request, "gwc1.k.sealed", None, ["one", "two"])
+    texts = [item["content"][0]["text"] for item in answer["output"][:-1]]
+    assert texts == ["one", "two", "three"] and answer["output"][-1]["type"] == "compaction"

@@ -90,7 +90,9 @@ def test_compact_then_continue_from_the_compacted_window(mode):
                                          input=[{"role": "user", "content": "My name is Alice."}])
     assert compacted.object == "response.compaction" and compacted.id.startswith("resp_")
     *messages, item = compacted.output
-    assert [(m.type, m.role, m.content[0].text) for m in messages] == [("message", "user", "My name is Alice.")]
+    # The window's user messages: the chain's (one per turn), then the input's.
+    assert [(m.type, m.role, m.content[0].text) for m in messages] == [
+        ("message", "user", "My favourite colour is teal."), ("message", "user", "My name is Alice.")]
     assert item.type == "compaction" and item.id.startswith("cmp_")
     # Opaque: sealed with the configured key, none of the window's words readable.
     assert item.encrypted_content.startswith("gwc1.k1.")
@@ -125,7 +127,7 @@ def test_compact_then_continue_from_the_compacted_window(mode):
     # The stored question is the client's own words, not the decrypted summary.
     questions = [json.loads(row["content"])["q"] for row in GatewayDb.of(gateway)._query(
         "SELECT content FROM gateway_turns WHERE content IS NOT NULL")]
-    assert "My name is Alice. scripted-recap what I said" in questions
+    assert "My favourite colour is teal. My name is Alice. scripted-recap what I said" in questions
     assert not [question for question in questions if INTRO.strip() in question]
 
 
@@ -263,8 +265,11 @@ def test_compliance_compact_previous_response(forward):
     """`compaction-previous-response`: compacting a stored chain by previous_response_id."""
     client = _client(forward)
     first = client.responses.create(model=MODEL, input="The capital is Paris.")
-    compacted = client.responses.compact(model=MODEL, previous_response_id=first.id)
-    assert [item.type for item in compacted.output] == ["compaction"]
+    second = client.responses.create(model=MODEL, input="It is in France.", previous_response_id=first.id)
+    compacted = client.responses.compact(model=MODEL, previous_response_id=second.id)
+    assert [(item.type, getattr(item, "role", None)) for item in compacted.output] == [
+        ("message", "user"), ("message", "user"), ("compaction", None)]
+    assert [item.content[0].text for item in compacted.output[:2]] == ["The capital is Paris.", "It is in France."]
     later = client.responses.create(model=MODEL, input=[*_window(compacted),
                                                         {"role": "user", "content": "scripted-recap"}])
     assert "Paris" in later.output_text
