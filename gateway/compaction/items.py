@@ -6,11 +6,15 @@ instructions. An item this gateway cannot open for this caller is a 422 that nam
 
 Only a request whose input holds such an item pays for more than one pass over its
 items; without configured keys nothing is replaced (the item is LCORE's 422 then).
+
+Items added to a conversation through the Conversations API are opened when added (a
+422 then, never later by surprise) and again when a turn takes them (`open_all`, by
+`turns/prepare.py`), always for the conversation's owner: the gateway keeps them sealed.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from gateway.compaction.seal import CompactionSeal, SealError
 from gateway.schema.errors import ApiError
@@ -20,19 +24,43 @@ COMPACTION = "compaction"
 SUMMARY_INTRO = "Summary of the earlier conversation (compacted):\n\n"
 
 
-def has_compaction(input_: Any) -> bool:
-    return isinstance(input_, list) and any(isinstance(item, dict) and item.get("type") == COMPACTION
-                                            for item in input_)
+def has_compaction(input_: Any) -> TypeGuard[list[Any]]:
+    return isinstance(input_, list) and any(is_compaction(item) for item in input_)
 
 
-def invalid_item(index: int, reason: str) -> ApiError:
-    return ApiError(422, "Invalid compaction item",
-                    f"The compaction item input[{index}] cannot be used: {reason}.",
-                    code="invalid_compaction_item", param=f"input[{index}]")
+def is_compaction(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == COMPACTION
+
+
+def invalid_item(where: str, reason: str, param: str | None = None) -> ApiError:
+    return ApiError(422, "Invalid compaction item", f"The compaction item {where} cannot be used: {reason}.",
+                    code="invalid_compaction_item", param=param or where)
 
 
 def summary_message(summary: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": SUMMARY_INTRO + summary}
+
+
+def opened(seal: CompactionSeal, user_id: str, item: dict[str, Any], where: str,
+           param: str | None = None) -> dict[str, Any]:
+    """The user message of the summary `item` seals for `user_id` (422 naming `where`
+    when it cannot be opened for them)."""
+    if not seal.enabled:
+        raise invalid_item(where, "this gateway has no compaction keys configured", param)
+    content = item.get("encrypted_content")
+    if not isinstance(content, str):
+        raise invalid_item(where, "`encrypted_content` must be a string", param)
+    try:
+        return summary_message(seal.open(user_id, content))
+    except SealError as exc:
+        raise invalid_item(where, str(exc), param) from None
+
+
+def open_all(seal: CompactionSeal, user_id: str, items: list[Any], field: str) -> list[Any]:
+    """`items` with each compaction item replaced by its summary's user message (422
+    naming `field[N]` for one that cannot be opened for `user_id`)."""
+    return [opened(seal, user_id, item, f"{field}[{index}]") if is_compaction(item) else item
+            for index, item in enumerate(items)]
 
 
 def expand(seal: CompactionSeal, user_id: str, raw: Any) -> Any:
@@ -41,17 +69,5 @@ def expand(seal: CompactionSeal, user_id: str, raw: Any) -> Any:
     input_ = raw.get("input") if isinstance(raw, dict) and seal.enabled else None
     if not has_compaction(input_):
         return None
-    expanded: list[Any] = []
-    for index, item in enumerate(input_):
-        if not isinstance(item, dict) or item.get("type") != COMPACTION:
-            expanded.append(item)
-            continue
-        content = item.get("encrypted_content")
-        if not isinstance(content, str):
-            raise invalid_item(index, "`encrypted_content` must be a string")
-        try:
-            expanded.append(summary_message(seal.open(user_id, content)))
-        except SealError as exc:
-            raise invalid_item(index, str(exc)) from None
-    raw["input"] = expanded
+    raw["input"] = open_all(seal, user_id, input_, "input")
     return input_

@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Mapping
 
-from gateway.compaction.items import expand as expand_compactions
+from gateway.compaction.items import expand as expand_compactions, has_compaction, is_compaction, opened
 from gateway.compaction.seal import CompactionSeal
 from gateway.config import Configuration
 from gateway.config.access import Action
@@ -195,6 +195,7 @@ class Preparer:
             # input, before the client's (an upstream conversation has them already).
             added = await self._items.take_pending(turn.existing.id)
             if added:
+                added = await self._opened_added(turn.existing, added)
                 raw = {**raw, "input": [as_input(item) for item in added] + input_items(raw["input"])}
                 turn.added_items = tuple(item["id"] for item in added)
         turn.body = backend.body(raw, request, turn, tools)
@@ -205,6 +206,20 @@ class Preparer:
             return turn
         self._summaries.start(turn, asked)   # beside the turn, once its conversation exists
         return turn
+
+    async def _opened_added(self, conversation: ConversationRecord, added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The added items with their `compaction` items opened for the conversation's
+        owner (the item's id kept, to give it back). One that no longer opens (its key
+        rotated out since it was added) is a 422 naming it; the items are given back."""
+        if not has_compaction(added):
+            return added
+        try:
+            return [{**opened(self._compaction, conversation.user_id, item, f"{item['id']} of the conversation",
+                              "conversation"), "id": item["id"]} if is_compaction(item) else item for item in added]
+        except ApiError:
+            if self._items is not None:
+                await self._items.restore(conversation.id, tuple(item["id"] for item in added))
+            raise
 
     @staticmethod
     def _blocked(turn: Turn, input_: Any) -> None:

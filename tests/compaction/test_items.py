@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.compaction.items import SUMMARY_INTRO, expand
+from gateway.compaction.items import SUMMARY_INTRO, expand, open_all, opened, summary_message
 from gateway.compaction.seal import CompactionSeal
 from gateway.config.compaction import CompactionKey
 from gateway.schema.errors import ApiError
@@ -48,3 +48,20 @@ def test_another_users_item_is_refused():
     with pytest.raises(ApiError) as refused:
         expand(SEAL, "alice", {"input": [item]})
     assert "bob's summary" not in str(refused.value.body())
+
+
+def test_open_all_replaces_items_of_a_list_naming_its_field():
+    item = {"type": "compaction", "id": "cmp_1", "encrypted_content": SEAL.seal("alice", "teal")}
+    plain = {"type": "message", "role": "user", "content": "x"}
+    assert open_all(SEAL, "alice", [plain, item], "items") == [plain, summary_message("teal")]
+    with pytest.raises(ApiError) as refused:
+        open_all(SEAL, "bob", [plain, item], "items")
+    assert refused.value.param == "items[1]" and "teal" not in str(refused.value.body())
+
+
+def test_without_keys_an_item_to_open_is_refused_saying_so():
+    with pytest.raises(ApiError) as refused:
+        opened(CompactionSeal([]), "alice", {"type": "compaction", "encrypted_content": "gwc1.k.AAAA"},
+               "cmp_1 of the conversation", "conversation")
+    assert refused.value.status == 422 and refused.value.param == "conversation"
+    assert "no compaction keys configured" in refused.value.cause and "cmp_1 of the conversation" in refused.value.cause

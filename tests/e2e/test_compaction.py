@@ -170,6 +170,78 @@ def test_a_rotated_key_still_opens_old_items(gateway_factory, forward, upstream,
     assert reply.status == 422 and reply.json()["error"]["code"] == "invalid_compaction_item"
 
 
+@pytest.fixture(scope="module")
+def forward_kept(gateway_factory, upstream, tmp_path_factory):
+    """Forward mode with the conversations the gateway keeps (`conversations: gateway`)."""
+    return gateway_factory(upstream.url, **_config([K1], tmp_path_factory.mktemp("quota"), llama_stack={
+        "url": upstream.url, "max_retries": 0, "conversations": "gateway"}))
+
+
+@pytest.fixture(params=["upstream", "gateway", "engine"])
+def kept(request, forward, forward_kept, engine, upstream, chat_upstream):
+    """Where a conversation's items live: the upstream's conversation, or the gateway's
+    (forward mode, and the engine)."""
+    return {"upstream": (forward, upstream), "gateway": (forward_kept, upstream),
+            "engine": (engine, chat_upstream)}[request.param] + (request.param,)
+
+
+def test_a_compaction_item_added_to_a_conversation(kept):
+    """Through OpenAI's Conversations API: opened for the conversation's owner when added
+    (422 for one that cannot be, nothing added), and given to the model as the summary
+    on the conversation's next turn; the gateway keeps it sealed."""
+    gateway, served, where = kept
+    alice = _client(gateway)
+    item = _window(alice.responses.compact(model=MODEL, input="My favourite colour is teal."))[-1]
+    body = item["encrypted_content"]
+    bobs = _window(_client(gateway, "bob").responses.compact(model=MODEL, input="Bob likes red."))[-1]
+    conversation = alice.conversations.create()
+    served.clear()
+    cases = [({**item, "encrypted_content": body[:-2] + ("AA" if body[-2:] != "AA" else "BB")}, "altered"),
+             (bobs, "altered, or made for another user"), ({**item, "encrypted_content": "gwc1.k9." + body[9:]},
+                                                          "its key 'k9' is not configured"),
+             ({"type": "compaction", "encrypted_content": "gAAAAABpM0Yj-openai"}, "not made by this gateway")]
+    for sent, reason in cases:
+        with pytest.raises(openai.UnprocessableEntityError) as refused:
+            alice.conversations.items.create(conversation.id, items=[{"role": "user", "content": "x"}, sent])
+        error = refused.value.body
+        assert (error["code"], error["param"]) == ("invalid_compaction_item", "items[1]") and reason in error["message"]
+    with pytest.raises(openai.UnprocessableEntityError):   # refused before the conversation is made
+        alice.conversations.create(items=[bobs])
+    assert alice.conversations.items.list(conversation.id).data == []
+    assert "compaction" not in json.dumps(served.requests())   # nothing reached the upstream
+
+    added = alice.conversations.items.create(conversation.id, items=[item]).data
+    if where == "upstream":
+        # The upstream's conversation gets the summary as a user message, never the item.
+        relayed = served.last(f"/v1/conversations/{conversation.id}/items")["body"]["items"]
+        assert [(i["type"], i["role"]) for i in relayed] == [("message", "user")]
+        assert relayed[0]["content"][0]["text"].startswith(INTRO) and "teal" in relayed[0]["content"][0]["text"]
+    else:
+        # The gateway keeps (and lists) it sealed: opaque to whoever reads the conversation.
+        assert [(i.type, i.encrypted_content) for i in added] == [("compaction", body)]
+        assert added[0].id.startswith("cmp_")
+        listed = alice.conversations.items.list(conversation.id).data
+        assert [(i.id, i.type) for i in listed] == [(added[0].id, "compaction")]
+        rows = GatewayDb.of(gateway)._query("SELECT item FROM gateway_conversation_items")
+        assert body in json.dumps(rows) and "teal" not in json.dumps(rows)
+
+    served.clear()
+    later = alice.responses.create(model=MODEL, input="scripted-recap what I said", conversation=conversation.id)
+    assert later.status == "completed" and "teal" in later.output_text
+    assert '"compaction"' not in json.dumps(served.requests())   # the upstream never got the item
+    if where != "upstream":
+        summaries = [text for text in _user_texts(served, where == "engine") if text.startswith(INTRO)]
+        assert len(summaries) == 1 and "teal" in summaries[0]
+        # The item stays listed, sealed; the turn's stored question is the client's own.
+        assert [i.type for i in alice.conversations.items.list(conversation.id).data] == ["compaction"]
+        history = gateway.get(f"/v1/conversations/{conversation.id}?user_id=alice").ok()["chat_history"]
+        assert [turn["messages"][0]["content"] for turn in history] == ["scripted-recap what I said"]
+    if where == "gateway":   # taken once: the next turn chains on without it
+        served.clear()
+        alice.responses.create(model=MODEL, input="and now?", conversation=conversation.id)
+        assert served.last()["body"]["input"] == "and now?"
+
+
 def test_without_keys_the_endpoint_is_501_and_items_stay_lcore_422(gateway):
     reply = gateway.post("/v1/responses/compact", {"model": MODEL, "input": "hi"})
     assert reply.status == 501, reply.body
@@ -179,6 +251,12 @@ def test_without_keys_the_endpoint_is_501_and_items_stay_lcore_422(gateway):
     item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gwc1.k1.AAAA"}
     reply = gateway.post("/v1/responses", {"input": [item]})
     assert reply.status == 422 and isinstance(reply.json()["detail"], list)   # LCORE's FastAPI list
+    # Added to a conversation, it is refused (nothing could ever open it), before anything is added.
+    conversation = gateway.post("/v1/conversations", {}).ok()["id"]
+    reply = gateway.post(f"/v1/conversations/{conversation}/items", {"items": [item]})
+    assert reply.status == 422 and reply.json()["error"]["code"] == "invalid_compaction_item"
+    assert "no compaction keys configured" in reply.json()["error"]["message"]
+    assert gateway.get(f"/v1/conversations/{conversation}/items").ok()["data"] == []
 
 
 def test_lcore_422_bodies_are_unchanged_beside_an_item(forward):
