@@ -26,6 +26,7 @@ from gateway.conversations.forget import Forgetting
 from gateway.conversations.pending_items import PendingItems
 from gateway.conversations.transcripts import Transcripts
 from gateway.http import authorized, feedback, health, infer, query, quotas, responses, root, shields, tools
+from gateway.http import compact
 from gateway.http import conversations as conversation_routes
 from gateway.http import openai_conversations
 from gateway.http import metrics as metrics_routes
@@ -168,6 +169,7 @@ def create_app(config: Configuration) -> web.Application:
                           middlewares=[gateway_middleware(config.service, config.authentication, actions, observer)])
     prefixes = [""] + ([config.service.root_path] if config.service.root_path else [])
     for prefix in prefixes:
+        compact.add_routes(app, prefix, config)   # before /v1/responses/{response_id}
         responses.add_routes(app, prefix)
         catalog_routes.add_routes(app, prefix)
         health.add_routes(app, prefix)

@@ -1,5 +1,6 @@
 """Start-up memory: a gateway whose configuration uses no MCP server, no PostgreSQL and
-no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng`, and nothing but
+no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng` (nor, without compaction keys,
+`cryptography`'s AEAD), and nothing but
 `/openapi.json` loads the `openai` package's types (together ~40 MiB of idle RSS). Each case runs in a fresh interpreter, builds the app as `gateway serve` and
 `gateway demo` do, starts its services, serves a turn over loopback, then reports
 which of those modules are loaded."""
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-HEAVY = ("mcp", "asyncpg", "jsonpath_ng", "openai")
+HEAVY = ("mcp", "asyncpg", "jsonpath_ng", "openai", "cryptography.hazmat.primitives.ciphers.aead")
 
 _PRELUDE = textwrap.dedent("""
     import asyncio, json, socket, sys
@@ -74,6 +75,9 @@ SERVE = _PRELUDE + textwrap.dedent("""
             pass
         from gateway.http.openapi import openapi_document
         openapi_document("gateway", "0", "")
+        from gateway.compaction.seal import CompactionSeal
+        from gateway.config.compaction import CompactionKey
+        CompactionSeal([CompactionKey(id="k", secret="s" * 32)])   # response_compaction.keys
         return loaded, sorted(name for name in HEAVY if name in sys.modules)
 
     print(json.dumps(asyncio.run(main())))
@@ -105,4 +109,5 @@ def test_gateway_serve_with_a_noop_config_loads_none_of_them(tmp_path):
     }))
     at_start, later = run(SERVE, str(config), str(port))
     assert at_start == []
-    assert later == ["jsonpath_ng", "mcp", "openai"]  # what the check would have seen
+    # What the check would have seen:
+    assert later == ["cryptography.hazmat.primitives.ciphers.aead", "jsonpath_ng", "mcp", "openai"]

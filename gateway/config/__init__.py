@@ -27,6 +27,7 @@ from gateway.config.access import AccessRule, AuthorizationConfig, RoleRule, raw
 from gateway.config.auth import (DEFAULT_USER_ID, DEFAULT_USERNAME, LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,
                                  AuthenticationConfig)
 from gateway.config.base import Strict, is_not_built, not_built
+from gateway.config.compaction import ResponseCompactionConfig
 from gateway.config.customization import CustomizationConfig
 from gateway.config.database import DatabaseConfig, PostgresConfig, SQLiteConfig
 from gateway.config.inference import InferenceConfig
@@ -44,7 +45,7 @@ __all__ = [
     "DEFAULT_USER_ID", "DEFAULT_USERNAME", "LCORE_AUTH_MODULES", "SUPPORTED_AUTH_MODULES",
     "ApprovalFilter", "AuthenticationConfig", "ByokRagConfig", "ClientToolsConfig", "ConfigError", "Configuration",
     "ConversationCacheConfig", "ConversationExpiryConfig", "CorsConfig", "CustomizationConfig", "DatabaseConfig", "GuardrailsConfig", "InferenceConfig", "LlamaStackConfig",
-    "McpServerConfig", "PostgresConfig", "QuestionValidityShield", "RedactionShield", "RlsapiV1Config", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
+    "McpServerConfig", "PostgresConfig", "QuestionValidityShield", "RedactionShield", "ResponseCompactionConfig", "RlsapiV1Config", "SQLiteConfig", "ServiceConfig", "UserDataCollectionConfig", "WebSearchConfig", "load_config", "parse_config",
     "substitute_env",
 ]
 
@@ -69,6 +70,7 @@ class Configuration(Strict):
     conversation_cache: ConversationCacheConfig = ConversationCacheConfig()
     conversation_expiry: ConversationExpiryConfig = ConversationExpiryConfig()   # ours
     compaction: Any = not_built()
+    response_compaction: ResponseCompactionConfig = ResponseCompactionConfig()   # ours: /v1/responses/compact
     approvals: Any = not_built()
     vector_store: Any = not_built()
     a2a_state: Any = not_built()

@@ -19,6 +19,7 @@ MAX_PAGE = 100
 DEFAULT_PAGE = 20
 # What a message's text parts are called, by role (OpenAI's `Message` content).
 _TEXT_PART = {"assistant": "output_text"}
+_PREFIX = {"compaction": "cmp"}   # OpenAI's (and `/v1/responses/compact`'s) ids
 
 
 def conversation(conversation_id: str, created_at: str, metadata: Mapping[str, str] | None) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def new_item(raw: dict[str, Any]) -> dict[str, Any]:
         item.setdefault("status", "completed")
         prefix = "msg"
     else:
-        prefix = str(item["type"]).split("_", 1)[0][:8] or "item"
+        prefix = _PREFIX.get(item["type"]) or str(item["type"]).split("_", 1)[0][:8] or "item"
     item["id"] = new_item_id(prefix)
     return item
 

@@ -20,8 +20,9 @@ Replies come from one scripted model (`model.py`) for both roles:
 ``Scripted reply (turn N, M messages): <last user text>`` where N counts user messages
 and M non-system messages; a tool call when tools are given and the last user message
 has a trigger word (tool, call, use, search, weather, add); ``Tool said: <output>`` after
-a tool result. MCP servers are simulated (tools `add` and `echo`); file_search returns
-made-up deterministic chunks.
+a tool result; ``Recap: <every earlier user text>`` when the last user text has
+``scripted-recap`` (what reached the model: a compaction summary). MCP servers are
+simulated (tools `add` and `echo`); file_search returns made-up deterministic chunks.
 
 Triggers (words in the last user text of the current turn; in a turn whose text has
 none, in its instructions (Responses) or its first message when that is the system's

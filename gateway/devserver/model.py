@@ -13,7 +13,10 @@ Rules, in order (reference §2 "Scripted upstream"):
 2. last message is ``tool`` -> ``Tool said: <content>`` (content cut to 200 chars);
 3. the last user text has ``scripted-answer: X`` -> exactly ``X`` (the rest of that
    line), so a test can script a verdict (a question-validity shield's ``ALLOWED``);
-4. otherwise ``Scripted reply (turn N, M messages): <last user text>``.
+4. the last user text has ``scripted-recap`` -> ``Recap: <every earlier user text, joined
+   by " | ">``, so a test sees what reached the model (a compaction summary, and what a
+   turn after it knows);
+5. otherwise ``Scripted reply (turn N, M messages): <last user text>``.
 
 Token usage is a word count: prompt = words of every message content, completion =
 words of the answer (or of the tool-call arguments).
@@ -150,12 +153,16 @@ def _is_system(role: Any) -> bool:
 
 
 SCRIPTED_ANSWER = "scripted-answer:"
+SCRIPTED_RECAP = "scripted-recap"
 
 
 def scripted_text(messages: list[dict[str, Any]]) -> str:
     text = last_user_text(messages)
     if SCRIPTED_ANSWER in text:
         return text.rsplit(SCRIPTED_ANSWER, 1)[1].split("\n", 1)[0].strip()
+    if SCRIPTED_RECAP in text:
+        earlier = [content_text(msg.get("content")) for msg in messages if msg.get("role") == "user"][:-1]
+        return "Recap: " + " | ".join(earlier)
     turn = 0
     counted = 0
     for msg in messages:

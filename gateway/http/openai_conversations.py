@@ -11,6 +11,12 @@ clients added in the gateway's database, sent as input on its next turn
 (`turns/prepare.py`). Ownership is LCORE's `/v1`: another user's conversation is a 403
 unless the caller's roles grant the `*_other_conversations` action the LCORE route
 would need; an unknown one a 404.
+
+A `compaction` item (issue 27) is opened for the conversation's owner before anything
+is added (a 422 for one that cannot be: `compaction/items.py`). The gateway keeps it
+sealed, and opens it again when the next turn takes it; an upstream's conversation gets
+its summary as a user message instead (the upstream never reads the gateway's items),
+as a turn of that conversation sending the item as input would leave it there.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ from aiohttp import web
 from multidict import MultiDict
 from pydantic import TypeAdapter
 
+from gateway.compaction.items import has_compaction, open_all
 from gateway.config.access import Action
 from gateway.conversations import openai
+from gateway.http.compact import SEAL
 from gateway.http.conversations import owned, path_conversation_id
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES, Services
@@ -68,6 +76,7 @@ async def create_conversation(request: web.Request) -> web.Response:
     caller = identity(request)
     if create.items:
         _within_limit(services, 0, len(create.items))   # before anything is created
+    opened = _opened(request, caller.user_id, create.items) if create.items else None
     upstream_id = await (await services.turns.backend()).create_conversation()
     conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
     now = datetime.now(timezone.utc).isoformat()
@@ -76,13 +85,22 @@ async def create_conversation(request: web.Request) -> web.Response:
     metadata = dict(create.metadata or {})
     await services.items.set_metadata(conversation_id, metadata)
     if create.items:
-        await _add(services, record, create.items)
+        await _add(services, record, create.items, opened)
     return json_response(openai.conversation(conversation_id, now, metadata))
 
 
-async def _add(services: Services, record: ConversationRecord, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _opened(request: web.Request, owner: str, raw: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The items with their compaction items opened for the conversation's owner (422
+    for one that cannot be), or None when they hold none."""
+    return open_all(request.app[SEAL], owner, raw, "items") if has_compaction(raw) else None
+
+
+async def _add(services: Services, record: ConversationRecord, raw: list[dict[str, Any]],
+               opened: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """`opened`: `raw` with its compaction items opened (`_opened`), None without any."""
     if record.upstream_id is not None:
-        return (await _relay(services, "POST", _item_path(record.upstream_id), json={"items": [openai.normalized(item) for item in raw]}))["data"]
+        sent = raw if opened is None else opened   # the upstream model reads the summary, never the item
+        return (await _relay(services, "POST", _item_path(record.upstream_id), json={"items": [openai.normalized(item) for item in sent]}))["data"]
     _within_limit(services, await services.items.count(record.id), len(raw))
     items = [openai.new_item(item) for item in raw]
     await services.items.add(record.id, items, pending=True)
@@ -127,7 +145,8 @@ async def create_items(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     record = await owned(services, identity(request), conversation_id, LCORE_V1,
                           Action.QUERY_OTHERS_CONVERSATIONS, "update")
-    return json_response(openai.item_list(await _add(services, record, create.items)))
+    opened = _opened(request, record.user_id, create.items)
+    return json_response(openai.item_list(await _add(services, record, create.items, opened)))
 
 
 async def get_item(request: web.Request) -> web.Response:

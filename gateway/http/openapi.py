@@ -52,6 +52,8 @@ GatewayResponse = _Later("gateway.schema.api_response", "GatewayResponse")
 _STREAM_EVENT = _Later("openai.types.responses", "ResponseStreamEvent")
 _QUERY_REQUEST = _Later("gateway.legacy.request", "QueryRequest")
 _INFER_REQUEST = _Later("gateway.legacy.infer", "InferRequest")
+_COMPACT_REQUEST = _Later("gateway.compaction.window", "CompactRequest")
+_COMPACTED = _Later("gateway.schema.compaction_api", "CompactedWindow")
 
 _PAGE = (("limit", "How many conversations (1-1000; default all)"),
          ("after", "A conversation id: only those listed after it"))
@@ -89,6 +91,11 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=(400, 401, 403, 404, 409, 413, 422, 429, 500, 503), action=Action.RESPONSES,
               note="LCORE's; naming a model also needs `model_override`, another user's conversation "
                    "`query_other_conversations`"),
+    Operation("compact_response", "post", "/v1/responses/compact",
+              "Compact a conversation's window into its user messages and one opaque `compaction` item",
+              "responses", ok=_COMPACTED, request=_COMPACT_REQUEST,
+              errors=(400, 401, 403, 404, 413, 422, 429, 500, 501, 503), action=Action.RESPONSES,
+              note="not in LCORE (OpenResponses'): a turn of `responses`, charged like one"),
     Operation("list_responses", "get", "/v1/responses",
               "The caller's stored responses, a cursor page (engine mode)", "responses",
               errors=(401, 403, 404, 422, 500, 501), action=Action.RESPONSES, note="not in LCORE: its nearest action",
@@ -339,6 +346,8 @@ def _schemas() -> dict[str, Any]:
     inputs.append(("FeedbackStatusUpdateRequest", "validation", TypeAdapter(FeedbackStatusUpdateRequest)))
     inputs.append(("QueryRequest", "validation", TypeAdapter(_QUERY_REQUEST.load())))
     inputs.append(("InferRequest", "validation", TypeAdapter(_INFER_REQUEST.load())))
+    inputs.append(("CompactRequest", "validation", TypeAdapter(_COMPACT_REQUEST.load())))
+    inputs.append(("CompactedWindow", "serialization", TypeAdapter(_COMPACTED.load())))
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))
     refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)
     definitions["$defs"]["ResponseStreamEvent"] = refs[("ResponseStreamEvent", "serialization")]

@@ -18,6 +18,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Mapping
 
+from gateway.compaction.items import expand as expand_compactions, has_compaction, is_compaction, opened
+from gateway.compaction.seal import CompactionSeal
 from gateway.config import Configuration
 from gateway.config.access import Action
 from gateway.identity import Identity
@@ -95,6 +97,7 @@ class Preparer:
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
         self._conversation_object = config.service.conversation_form == "object"
+        self._compaction = CompactionSeal(config.response_compaction.keys)   # `compaction` input items
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions", *, quota_subject: Any = CALLER,
@@ -105,6 +108,10 @@ class Preparer:
         pays for the turn (the caller by default; None: no quota check, `/v1/infer`
         without `rlsapi_v1.quota_subject`). `server_prompt`: the system prompt the
         adapter made from the operator's (`/v1/infer`'s template), not the client's."""
+        # A `compaction` item becomes the user message of its summary before LCORE's
+        # model reads the request (422 for one this caller cannot open); the question
+        # stays the client's own words (`asked`), so no summary is stored as one.
+        asked = expand_compactions(self._compaction, identity.user_id, raw)
         request = await self._parse(raw)
         if request.background and not request.store:
             # OpenAI's rule: a background response is only ever read back, so it is stored.
@@ -125,7 +132,7 @@ class Preparer:
                 identity if quota_subject is CALLER else replace(identity, user_id=quota_subject), raw)
             try:
                 turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field, server_prompt,
-                                           shields)
+                                           shields, raw["input"] if asked is None else asked)
             except BaseException:
                 if reservation is not None:
                     await asyncio.shield(self._quota.release(reservation))
@@ -138,7 +145,7 @@ class Preparer:
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
                        reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,
-                       shields: list[str]) -> Turn:
+                       shields: list[str], asked: Any) -> Turn:
         if operator_prompt is None:
             server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
         else:
@@ -150,7 +157,7 @@ class Preparer:
         await backend.check(raw, tools)
         # LCORE's question-validity shields, on the gateway's account (never charged). A
         # turn with no user text (tool outputs, approval answers) asks no question.
-        question = question_text(raw["input"]) if shields else ""
+        question = question_text(asked) if shields else ""
         blocked = await self._shields.judge(shields, question, model.id, backend.summarize) if question else None
         if reservation is not None:
             # The context the turn sends beyond its input, once known: reserved (or 429)
@@ -176,7 +183,7 @@ class Preparer:
         sent = raw.get("conversation")   # the form the client named it in, else the operator's
         turn.conversation_object = isinstance(sent, dict) if sent is not None else self._conversation_object
         if request.store:
-            turn.question = question_text(raw["input"])   # the turn store's (`turns/content.py`)
+            turn.question = question_text(asked)   # the turn store's (`turns/content.py`)
         if request.store and upstream_id is not None and turn.existing is not None \
                 and turn.existing.last_response_id and answers_approval(raw["input"]):
             # Llama Stack finds the approval request only in the previous response, and
@@ -189,6 +196,7 @@ class Preparer:
             # input, before the client's (an upstream conversation has them already).
             added = await self._items.take_pending(turn.existing.id)
             if added:
+                added = await self._opened_added(turn.existing, added)
                 raw = {**raw, "input": [as_input(item) for item in added] + input_items(raw["input"])}
                 turn.added_items = tuple(item["id"] for item in added)
         turn.body = backend.body(raw, request, turn, tools)
@@ -197,8 +205,22 @@ class Preparer:
         if blocked is not None:
             self._blocked(turn, raw["input"])
             return turn
-        self._summaries.start(turn, raw["input"])   # beside the turn, once its conversation exists
+        self._summaries.start(turn, asked)   # beside the turn, once its conversation exists
         return turn
+
+    async def _opened_added(self, conversation: ConversationRecord, added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The added items with their `compaction` items opened for the conversation's
+        owner (the item's id kept, to give it back). One that no longer opens (its key
+        rotated out since it was added) is a 422 naming it; the items are given back."""
+        if not has_compaction(added):
+            return added
+        try:
+            return [{**opened(self._compaction, conversation.user_id, item, f"{item['id']} of the conversation",
+                              "conversation"), "id": item["id"]} if is_compaction(item) else item for item in added]
+        except ApiError:
+            if self._items is not None:
+                await self._items.restore(conversation.id, tuple(item["id"] for item in added))
+            raise
 
     @staticmethod
     def _blocked(turn: Turn, input_: Any) -> None:

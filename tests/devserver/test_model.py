@@ -120,3 +120,10 @@ def test_deltas_knob_changes_text_and_usage():
 def test_chunk16():
     assert chunk16('{"location": "Paris"}') == ['{"location": "Pa', 'ris"}']
     assert chunk16("") == [""]
+
+
+def test_scripted_recap_repeats_every_earlier_user_text():
+    reply = decide([{"role": "system", "content": "Be terse."}, user("I like teal"),
+                    {"role": "assistant", "content": "Noted."}, user([{"type": "input_text", "text": "I am Al"}]),
+                    user("scripted-recap please")])
+    assert reply.text == "Recap: I like teal | I am Al"

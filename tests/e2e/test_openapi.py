@@ -72,3 +72,12 @@ def test_landing_page(guarded):
     reply = guarded.get("/", headers={"Authorization": "Bearer t"})
     assert reply.status == 200 and reply.headers["content-type"].startswith("text/html")
     assert b"<h1>gateway under test</h1>" in reply.body and b"/openapi.json" in reply.body
+
+
+def test_the_compact_operation_is_listed_with_its_action(document):
+    operation = document["paths"]["/v1/responses/compact"]["post"]
+    assert operation["operationId"] == "compact_response" and operation["x-lcore-action"] == "responses"
+    assert {"413", "422", "429", "501"} <= set(operation["responses"])
+    request = document["components"]["schemas"]["CompactRequest"]
+    assert request["required"] == ["model"] and request["additionalProperties"] is False
+    assert operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/CompactedWindow")

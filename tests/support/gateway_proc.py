@@ -119,7 +119,8 @@ class Gateway(Endpoint):
         api-key-token keys, every value of an MCP header read from a file (and its bare
         token), the gateway's own Kubernetes service-account token (`k8s_token_path`),
         the PostgreSQL passwords (`database`, `quota_handlers`), the vector stores'
-        `search_api_key`s, and the web search and moderation endpoints' keys."""
+        `search_api_key`s, the web search and moderation endpoints' keys, and the compaction
+        keys' secrets."""
         config = yaml.safe_load(self.config_path.read_text())
         found = {config.get("llama_stack", {}).get("api_key") or ""}
         authentication = config.get("authentication") or {}
@@ -131,6 +132,7 @@ class Gateway(Endpoint):
         found.add((config.get("web_search") or {}).get("api_key") or "")
         found.add((config.get("guardrails") or {}).get("api_key") or "")
         found.add(((config.get("quota_handlers") or {}).get("postgres") or {}).get("password") or "")
+        found |= {key.get("secret") or "" for key in (config.get("response_compaction") or {}).get("keys") or []}
         token_path = authentication.get("k8s_token_path")
         if token_path and Path(token_path).is_file():
             found.add(Path(token_path).read_text().strip())
