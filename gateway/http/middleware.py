@@ -104,16 +104,17 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
             return await handle(request, handler)
         match = request.match_info
         started = observer.started(match.route if match.http_exception is None else None)
-        status = 500
+        status, websocket = 500, False
         try:
             response = await handle(request, handler)
             status = response.status
             return response
         except (asyncio.CancelledError, ConnectionResetError):
             status = CLIENT_CLOSED   # the client left before its answer was complete
+            websocket = request.headers.get("Upgrade", "").lower() == "websocket"   # a socket dropped
             raise
         finally:
-            observer.ended(started, status)
+            observer.ended(started, status, websocket)
 
     async def handle(request: web.Request, handler: Handler) -> web.StreamResponse:
         rid = request_id(request.headers.get("X-Request-ID"))

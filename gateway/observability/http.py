@@ -69,7 +69,8 @@ class HttpObserver:
                 bound = None
         return bound, time.perf_counter()
 
-    def ended(self, started: tuple[_Route | None, float], status: int) -> None:
+    def ended(self, started: tuple[_Route | None, float], status: int, websocket: bool = False) -> None:
+        """`websocket`: a WebSocket whose client dropped it (one that ended normally is its 101)."""
         elapsed = time.perf_counter() - started[1]
         self._hot.in_flight -= 1
         bound = started[0]
@@ -79,7 +80,7 @@ class HttpObserver:
             key = (bound.template, status)
             calls = self._hot.rest_calls
             calls[key] = calls.get(key, 0) + 1
-        if status == 101:
+        if status == 101 or websocket:
             return   # a WebSocket (switched protocols): its "duration" is its session, not a response time
         pending = bound.timer.pending   # Buckets.observe, inline
         pending.append(elapsed)

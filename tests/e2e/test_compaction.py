@@ -351,3 +351,27 @@ def test_compliance_compact_previous_response(forward):
     later = client.responses.create(model=MODEL, input=[*_window(compacted),
                                                         {"role": "user", "content": "scripted-recap"}])
     assert "Paris" in later.output_text
+
+
+async def test_a_compaction_item_over_the_websocket(mode):
+    """A `compaction` item in a WebSocket turn's input is opened as on HTTP (either mode):
+    the summary reaches the model as a user message; another user's item is the same 422,
+    as an error message on a connection that stays usable."""
+    from tests.support.ws_client import connected, create, text_of
+    gateway, upstream = mode
+    compacted = _client(gateway).responses.compact(model=MODEL, input="The vault code is 7-7-3.")
+    window = _window(compacted)
+    async with connected(gateway, query="?user_id=alice") as socket:
+        await socket.send(create("", input=[*window, {"role": "user", "content": "scripted-recap"}], model=MODEL))
+        events = await socket.turn()
+        assert events[-1]["type"] == "response.completed" and "7-7-3" in text_of(events)
+        texts = _user_texts(upstream, "chat_completions" in gateway.config_path.read_text())
+        summaries = [text for text in texts if text.startswith(INTRO)]
+        assert len(summaries) == 1 and "7-7-3" in summaries[0] and texts[-1] == "scripted-recap"
+    async with connected(gateway, query="?user_id=mallory") as socket:
+        await socket.send(create("", input=[*window, {"role": "user", "content": "what was it?"}], model=MODEL))
+        refused = await socket.next()
+        assert refused["type"] == "error" and refused["status"] == 422
+        assert refused["error"]["code"] == "invalid_compaction_item"
+        await socket.send(create("still here?", model=MODEL))
+        assert (await socket.turn())[-1]["type"] == "response.completed"

@@ -39,7 +39,9 @@ def forward(gateway_factory, upstream, tmp_path_factory):
     return gateway_factory(upstream.url, service={"host": "127.0.0.1", "port": 8080, "access_log": False,
                                                   "cors": {"allow_origins": ["https://app.example"]},
                                                   "websocket": {"max_queued_messages": 2,
-                                                                "idle_timeout_seconds": 2}},
+                                                                # Long enough for a loaded CI machine
+                                                                # between two messages of one test.
+                                                                "idle_timeout_seconds": 6}},
                            quota_handlers={"sqlite": {"db_path": quotas}, "limiters": [DAILY]})
 
 
@@ -308,7 +310,7 @@ async def test_open_sockets_per_user_are_bounded(short):
 async def test_idle_connection_is_closed(forward):
     before = settled(forward)
     async with connected(forward) as socket:
-        error = await socket.next(timeout=10)
+        error = await socket.next(timeout=20)
         closing = await socket.ws.receive(5)
     assert error["error"]["code"] == "websocket_idle_timeout" and error["status"] == 408
     assert closing.type is aiohttp.WSMsgType.CLOSE and closing.data == 1000
