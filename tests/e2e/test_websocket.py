@@ -63,7 +63,8 @@ def short(gateway_factory, upstream, jwks):
     """Short limits and JWT authentication (tokens that expire during a connection)."""
     return gateway_factory(upstream.url, service={
         "host": "127.0.0.1", "port": 8080, "access_log": False,
-        "websocket": {"max_connection_seconds": 3, "idle_timeout_seconds": 60, "max_connections_per_user": 2}},
+        # 6 s: past the token expiry test's ~3.1 s on a loaded machine.
+        "websocket": {"max_connection_seconds": 6, "idle_timeout_seconds": 60, "max_connections_per_user": 2}},
         authentication={"module": "jwk-token", "jwk_config": {
             "url": jwks.url, "issuer": "https://issuer.test", "audience": "gateway", "leeway_seconds": 0,
             "jwt_configuration": {"user_id_claim": "sub", "username_claim": "preferred_username"}}})
@@ -285,10 +286,10 @@ async def test_auth_refused_at_the_upgrade_and_expired_between_turns(short):
 async def test_connection_limit_after_the_running_turn(short):
     started = time.monotonic()
     async with connected(short, bearer(sub="limited")) as socket:
-        await socket.send(create("slow one", metadata={"scripted_delay_ms": "300"}))
+        await socket.send(create("slow one", metadata={"scripted_delay_ms": "600"}))
         await socket.send(create("queued"))
-        events = await socket.turn(timeout=20)   # runs past the 3 s limit, and completes
-        assert events[-1]["type"] == "response.completed" and time.monotonic() - started > 3
+        events = await socket.turn(timeout=40)   # runs past the 6 s limit, and completes
+        assert events[-1]["type"] == "response.completed" and time.monotonic() - started > 6
         limit = [await socket.next(), await socket.next()]
         closing = await socket.ws.receive(5)
     assert [m["error"]["code"] for m in limit] == ["websocket_connection_limit_reached"] * 2
