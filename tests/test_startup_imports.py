@@ -1,5 +1,7 @@
 """Start-up memory: a gateway whose configuration uses no MCP server, no PostgreSQL and
-no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng`, and nothing but
+no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng`; with tracing off (no
+`OTEL_*` variables) nothing of OpenTelemetry is loaded, neither its API nor its SDK and
+exporter, so no OpenTelemetry call is made on any request; and nothing but
 `/openapi.json` loads the `openai` package's types (together ~40 MiB of idle RSS). Each case runs in a fresh interpreter, builds the app as `gateway serve` and
 `gateway demo` do, starts its services, serves a turn over loopback, then reports
 which of those modules are loaded."""
@@ -15,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-HEAVY = ("mcp", "asyncpg", "jsonpath_ng", "openai")
+HEAVY = ("mcp", "asyncpg", "jsonpath_ng", "openai", "opentelemetry", "opentelemetry.sdk",
+         "opentelemetry.exporter.otlp.proto.http")
 
 _PRELUDE = textwrap.dedent("""
     import asyncio, json, socket, sys
@@ -74,6 +77,9 @@ SERVE = _PRELUDE + textwrap.dedent("""
             pass
         from gateway.http.openapi import openapi_document
         openapi_document("gateway", "0", "")
+        from gateway.observability.observers import RequestObservers
+        RequestObservers(load_config(sys.argv[1]),
+                         {"OTEL_SDK_DISABLED": "false", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
         return loaded, sorted(name for name in HEAVY if name in sys.modules)
 
     print(json.dumps(asyncio.run(main())))
@@ -105,4 +111,5 @@ def test_gateway_serve_with_a_noop_config_loads_none_of_them(tmp_path):
     }))
     at_start, later = run(SERVE, str(config), str(port))
     assert at_start == []
-    assert later == ["jsonpath_ng", "mcp", "openai"]  # what the check would have seen
+    assert later == ["jsonpath_ng", "mcp", "openai", "opentelemetry", "opentelemetry.exporter.otlp.proto.http",
+                     "opentelemetry.sdk"]  # what the check would have seen
