@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import json
 import logging
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -28,26 +30,26 @@ TURN = {"model": "m1", "input_tokens": 12, "output_tokens": 34, "upstream": 0.00
         "streamed": True}
 
 
-def written(caplog, access: AccessLog, kept: RequestRecord, status: int = 200, user: str | None = "ab" * 32) -> str:
-    caplog.clear()
-    with caplog.at_level(logging.INFO, logger="gateway.access"):
-        access.write(kept, REQUEST, "/v1/responses", status, 0.0123, user)
-    [line] = [entry.getMessage() for entry in caplog.records if entry.name == "gateway.access"]
+@pytest.fixture(autouse=True)
+def info_level():
+    """`gateway serve` logs at INFO (GATEWAY_LOG_LEVEL's default); pytest's root is at WARNING."""
+    logger = logging.getLogger("gateway.access")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    yield
+    logger.setLevel(level)
+
+
+def written(access_format: str, kept: RequestRecord, status: int = 200, user: str | None = "ab" * 32,
+            color: bool = False) -> str:
+    stream = io.StringIO()
+    AccessLog(access_format, color, stream).write(kept, REQUEST, "/v1/responses", status, 0.0123, user)
+    [line] = stream.getvalue().splitlines()
     return line
 
 
-@pytest.fixture
-def json_access():
-    access = AccessLog("json", color=True)
-    logger = logging.getLogger("gateway.access")
-    yield access
-    for handler in [h for h in logger.handlers if getattr(h, "_gateway_access", False)]:
-        logger.removeHandler(handler)
-    logger.propagate = True
-
-
-def test_json_line_carries_every_field(caplog, json_access):
-    line = json.loads(written(caplog, json_access, record(**TURN)))
+def test_json_line_carries_every_field():
+    line = json.loads(written("json", record(**TURN)))
     assert line["time"].endswith("Z") and len(line["time"]) == len("2026-11-26T07:00:00.000Z")
     assert {key: value for key, value in line.items() if key != "time"} == {
         "type": "access", "request_id": "rid-1", "user": "ab" * 32, "method": "POST", "route": "/v1/responses",
@@ -55,35 +57,43 @@ def test_json_line_carries_every_field(caplog, json_access):
         "upstream_ms": 8.1, "first_event_ms": 3.2}
 
 
-def test_json_line_of_a_request_without_a_turn(caplog, json_access):
-    line = json.loads(written(caplog, json_access, record(), status=404, user=None))
+def test_json_line_of_a_request_without_a_turn():
+    line = json.loads(written("json", record(), status=404, user=None))
     assert line["status"] == 404 and line["user"] is None and line["model"] is None
     assert line["first_event_ms"] is None and line["upstream_ms"] is None
 
 
-def test_json_line_of_a_json_turn_has_no_first_event(caplog, json_access):
-    line = json.loads(written(caplog, json_access, record(**{**TURN, "streamed": False})))
+def test_json_line_of_a_json_turn_has_no_first_event():
+    line = json.loads(written("json", record(**{**TURN, "streamed": False})))
     assert line["first_event_ms"] is None and line["output_tokens"] == 34
 
 
-def test_text_line_is_readable(caplog):
-    line = written(caplog, AccessLog("text", color=False), record(**TURN))
-    assert line == ("POST /v1/responses 200 12.3ms request_id=rid-1 user=abababababababab model=m1 tokens=12/34 "
+def test_text_line_is_readable():
+    line = written("text", record(**TURN))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO gateway.access: .*", line)
+    assert line.split(": ", 1)[1] == ("POST /v1/responses 200 12.3ms request_id=rid-1 user=abababababababab model=m1 tokens=12/34 "
                     "upstream=8.1ms first_event=3.2ms")
 
 
-def test_text_line_is_colored_only_on_a_terminal(caplog, monkeypatch):
-    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
-    assert "\x1b[33m404\x1b[0m" in written(caplog, AccessLog("text", color=True), record(), 404)
-    assert "\x1b[" not in written(caplog, AccessLog("text", color=False), record(), 404)
-    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
-    assert "\x1b[" not in written(caplog, AccessLog("text", color=True), record(), 500)
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
 
-def test_no_line_below_the_level(caplog):
-    with caplog.at_level(logging.WARNING, logger="gateway.access"):
-        AccessLog("text", color=False).write(record(), REQUEST, "/", 200, 0.001, None)
-    assert not caplog.records
+def test_text_line_is_colored_only_on_a_terminal():
+    def line(stream: io.StringIO, color: bool) -> str:
+        AccessLog("text", color, stream).write(record(), REQUEST, "/", 404, 0.001, None)
+        return stream.getvalue()
+
+    assert "\x1b[33m404\x1b[0m" in line(Terminal(), True)
+    assert "\x1b[" not in line(Terminal(), False) and "\x1b[" not in line(io.StringIO(), True)
+
+
+def test_no_line_below_the_level():
+    stream = io.StringIO()
+    logging.getLogger("gateway.access").setLevel(logging.WARNING)   # GATEWAY_LOG_LEVEL=WARNING
+    AccessLog("text", False, stream).write(record(), REQUEST, "/", 200, 0.001, None)
+    assert stream.getvalue() == ""
 
 
 def test_user_ids_are_a_keyed_hmac_sha256():
