@@ -13,6 +13,7 @@ written at the `gateway.access` logger's INFO, so `GATEWAY_LOG_LEVEL=WARNING` si
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import Any, TextIO
@@ -36,6 +37,15 @@ class AccessLog:
         self._json = fmt == "json"
         self._stream = stream
         self._color = color and not self._json and (stream or sys.stderr).isatty()
+        # stderr's descriptor: a line is one os.write of its bytes, without the text
+        # layer (stderr is line-buffered, so nothing of other lines is pending in it).
+        self._fd: int | None = None
+        if stream is None:
+            try:
+                sys.stderr.flush()
+                self._fd = sys.stderr.fileno()
+            except (AttributeError, OSError, ValueError):   # no descriptor: write text
+                self._fd = None
         self._second = -1
         self._stamp = ""
 
@@ -47,17 +57,23 @@ class AccessLog:
         first = record.first_event if record.streamed else None
         now = time.time()
         if self._json:
-            line = orjson.dumps({
+            data = orjson.dumps({
                 "time": self._time(now) + f".{int(now % 1 * 1000):03d}Z", "type": "access",
                 "request_id": request.get("request_id"), "user": user, "method": request.method,
                 "route": route or None, "status": status, "duration_ms": round(duration * 1000, 3),
                 "model": record.model, "input_tokens": record.input_tokens, "output_tokens": record.output_tokens,
                 "upstream_ms": round(upstream * 1000, 3) if upstream else None,
                 "first_event_ms": round(first * 1000, 3) if first is not None else None,
-            }, option=orjson.OPT_APPEND_NEWLINE).decode()
+            }, option=orjson.OPT_APPEND_NEWLINE)
         else:
-            line = self._text(now, record, request, route, status, duration, user, upstream, first)
-        (self._stream or sys.stderr).write(line)
+            data = self._text(now, record, request, route, status, duration, user, upstream, first).encode()
+        if self._fd is not None:
+            try:
+                os.write(self._fd, data)
+                return
+            except OSError:   # stderr gone: the line is lost, as a logging handler's would be
+                return
+        (self._stream or sys.stderr).write(data.decode())
 
     def _time(self, now: float) -> str:
         """The seconds part of the time, formatted once a second: UTC in JSON, local time
