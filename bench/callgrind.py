@@ -125,7 +125,7 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_http(f"http://127.0.0.1:{upstream_port}/v1/models", 30)
-        _wait_http(f"{base}/liveness", 300)
+        _wait_http(f"{base}/liveness", 600)   # valgrind on a busy machine starts slowly
         dumps: set[Path] = set()
         results: dict[str, float] = {}
         workloads = [("json turn", lambda: _json_turns(base + "/v1/responses", turns))]
