@@ -9,6 +9,7 @@ import logging
 import os
 from typing import Any, Mapping, Sequence
 
+from gateway import outbound
 from gateway.config import Configuration
 from gateway.engine.hooks import EngineHooks, shielded
 from gateway.observability.access_log import AccessLog
@@ -28,7 +29,11 @@ class RequestObservers:
         if tracing_requested(environ):
             from gateway.observability.tracing import RequestTracing, Tracing
 
+            from gateway.observability.tracing import OutboundTracing
+
             self.tracing = Tracing(environ, config.observability.trace_content)
+            # Every outbound client and session made from now on carries the trace.
+            outbound.install(OutboundTracing(self.tracing))
         hasher = UserHasher(environ)
         if self.tracing is not None and not hasher.keyed:
             log.warning("tracing: %s is not set: user ids are hashed with a key of this process's own, so "
@@ -86,6 +91,7 @@ class RequestObservers:
 
     async def close(self) -> None:
         if self.tracing is not None:
+            outbound.install(None)
             await self.tracing.close()
 
 

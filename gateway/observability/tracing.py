@@ -27,6 +27,7 @@ import logging
 
 from contextvars import ContextVar
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 import orjson
 from opentelemetry import context as otel_context
@@ -37,6 +38,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from gateway.engine.hooks import EngineHooks
+from gateway.outbound import OutboundHooks
 from gateway.observability.calls import operation
 from gateway.observability.requests import RequestRecord
 from gateway.upstream.client import UpstreamHooks
@@ -116,21 +118,28 @@ def _child(tracer: Any, name: str, kind: SpanKind = SpanKind.INTERNAL, **attribu
 _UPSTREAM_SPAN: ContextVar[Any] = ContextVar("gateway_upstream_span", default=None)
 
 
+def _trace_headers(span: Any) -> dict[str, str]:
+    """The W3C `traceparent` (and `tracestate`) naming `span`: what an outbound call carries."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier
+
+
 class UpstreamTracing(UpstreamHooks):
     """`outgoing` is the client's per-request header hook: it opens the call's span
-    and returns the `traceparent` (and `tracestate`) lines naming it."""
+    and returns the `traceparent` (and `tracestate`) lines naming it. `name`: the span's
+    name for every call (an engine's endpoint); None: `upstream <operation>`."""
 
-    def __init__(self, tracing: Tracing, server: str):
+    def __init__(self, tracing: Tracing, server: str, name: str | None = None):
         self._tracer = tracing.tracer
-        self._server = server
+        self._server = urlsplit(server).hostname or ""   # the host only: a URL may carry a key
+        self._name = name
 
     def outgoing(self, method: str, path: str) -> bytes:
-        span = _child(self._tracer, f"upstream {operation(path)}", SpanKind.CLIENT, **{
+        span = _child(self._tracer, self._name or f"upstream {operation(path)}", SpanKind.CLIENT, **{
             "http.request.method": method, "url.path": path.split("?", 1)[0], "server.address": self._server})
         _UPSTREAM_SPAN.set(span)
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
-        return "".join(f"{name}: {value}\r\n" for name, value in carrier.items()).encode("latin-1")
+        return "".join(f"{name}: {value}\r\n" for name, value in _trace_headers(span).items()).encode("latin-1")
 
     def answered(self, path: str, status: int, seconds: float) -> None:
         span = _UPSTREAM_SPAN.get()
@@ -152,6 +161,55 @@ class UpstreamTracing(UpstreamHooks):
         span = _UPSTREAM_SPAN.get()
         if span is not None:
             span.add_event("retry", {"outcome": outcome})
+
+
+class OutboundTracing(OutboundHooks):
+    """Every other outbound call (`gateway/outbound.py`): the engine's endpoints' own
+    clients (web_search, vector-store search, moderation) get the upstream's header hook
+    and span hooks; aiohttp sessions (identity providers, the MCP OAuth probe) get
+    aiohttp's request hooks, which open a CLIENT span and put its `traceparent` (and the
+    request's `X-Request-ID` where the session asks for it) in the request's headers."""
+
+    def __init__(self, tracing: Tracing):
+        self._tracing = tracing
+
+    def client(self, client: Any) -> None:
+        name = client.display_name.lower().removeprefix("the ")
+        traced = UpstreamTracing(self._tracing, client.base_url, name)
+        client.outgoing = traced.outgoing
+        client.hooks = traced
+
+    def trace_configs(self, name: str) -> list[Any]:
+        import aiohttp
+
+        tracer = self._tracing.tracer
+
+        async def started(session: Any, context: Any, params: Any) -> None:
+            span = _child(tracer, name, SpanKind.CLIENT, **{
+                "http.request.method": params.method, "url.path": params.url.path,
+                "server.address": params.url.host or ""})
+            context.span = span
+            params.headers.update(_trace_headers(span))
+
+        async def ended(session: Any, context: Any, params: Any) -> None:
+            span = getattr(context, "span", None)
+            if span is not None:
+                span.set_attribute("http.response.status_code", params.response.status)
+                if params.response.status >= 500:
+                    span.set_status(Status(StatusCode.ERROR))
+                span.end()
+
+        async def failed(session: Any, context: Any, params: Any) -> None:
+            span = getattr(context, "span", None)
+            if span is not None:   # the class only: a message may name the URL
+                span.set_status(Status(StatusCode.ERROR, type(params.exception).__name__))
+                span.end()
+
+        config = aiohttp.TraceConfig()
+        config.on_request_start.append(started)
+        config.on_request_end.append(ended)
+        config.on_request_exception.append(failed)
+        return [config]
 
 
 # The engine's round or tool call open in this task, and the context token it attached.

@@ -21,6 +21,7 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
+from gateway import outbound
 from gateway.config import LlamaStackConfig
 from gateway.schema.errors import ApiError, upstream_unavailable
 from gateway.upstream.errors import map_upstream_error
@@ -91,6 +92,7 @@ class UpstreamClient:
         # Header lines (`Name: value\r\n`) for one request, asked for just before it is
         # sent: the trace context (gateway/observability/tracing.py); None: tracing off.
         self.outgoing: Callable[[str, str], bytes] | None = None
+        outbound.client_made(self)   # tracing on: every client's calls carry the trace (gateway/outbound.py)
 
     async def start(self) -> None:
         self._pool = Pool(self._host, self._port, self._tls, limit=self._config.max_connections,

@@ -2,14 +2,18 @@
 variables, exported over OTLP/HTTP to a receiver that decodes the protobuf
 (tests/support/otlp_receiver.py): the span tree of a streamed engine turn with an MCP
 tool call (a real MCP server) and of a forwarded turn, the client's `traceparent`
-reaching the upstream and the MCP server, and no prompt text in any span."""
+reaching the upstream and the MCP server, and no prompt text in any span. The other
+outbound calls carry it too: the engine's web_search endpoint (its own client) and
+LCORE's OAuth probe of an MCP server (an aiohttp session)."""
 
 from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -17,6 +21,7 @@ import pytest
 from tests.support.engine_gateway import engine_config
 from tests.support.mcp_server import clear_recorded_requests, recorded_requests, running_mcp_server
 from tests.support.otlp_receiver import start_receiver
+from tests.support.search_server import recorded_searches, running_search_server
 
 PROMPT = "Use the add tool with 2 and 3"
 SERVER, CLIENT = 2, 3   # the protobuf's SpanKind values
@@ -42,10 +47,42 @@ def otel_env(receiver: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def engine(gateway_factory, chat_upstream, mcp, receiver, tmp_path_factory):
+def search(tmp_path_factory):
+    yield from running_search_server(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def engine(gateway_factory, chat_upstream, mcp, search, receiver, tmp_path_factory):
     quota = {"sqlite": {"db_path": str(tmp_path_factory.mktemp("traced-quota") / "q.db")}, "limiters": LIMITS}
     return gateway_factory(chat_upstream.url, env=otel_env(receiver), quota_handlers=quota,
-                           mcp_servers=[{"name": "calc", "url": mcp.url}], **engine_config(chat_upstream.url))
+                           mcp_servers=[{"name": "calc", "url": mcp.url}],
+                           **engine_config(chat_upstream.url, web_search={"url": search.url, "timeout": 2}))
+
+
+class _OAuthProtected(BaseHTTPRequestHandler):
+    """An MCP server that wants OAuth: every request is a 401 with a challenge."""
+    seen: list[dict[str, str]] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.seen.append({name.lower(): value for name, value in self.headers.items()})
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Bearer resource_metadata="http://127.0.0.1/x"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def probed(gateway_factory, upstream, receiver):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OAuthProtected)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    yield gateway_factory(upstream.url, env=otel_env(receiver), mcp_servers=[
+        {"name": "secure", "url": url, "authorization_headers": {"Authorization": "oauth"}}])
+    server.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +183,34 @@ def test_forwarded_turn(forward, upstream, receiver):
     assert sent["headers"]["traceparent"] == f"00-{trace_id}-{call['span_id']}-01"
     assert sent["headers"]["x-request-id"] == "traced-forward-1"
     assert not [span["name"] for span in all_spans(receiver) if "Hello traced" in json.dumps(span["attributes"])]
+
+
+def test_the_engines_web_search_call_carries_the_trace(engine, search, receiver):
+    header, trace_id, _ = traceparent()
+    status, frames = engine.stream({"input": "search the web for traced news", "tools": [{"type": "web_search"}]},
+                                   headers={"traceparent": header, "X-Request-ID": "traced-search-1"})
+    assert status == 200 and frames[-2][1]["type"] == "response.completed"
+    spans = spans_of(receiver, trace_id, lambda found: bool(named(found, "web search service")))
+    [tool] = named(spans, "tool web_search")
+    [call] = named(spans, "web search service")
+    assert call["kind"] == CLIENT and call["parent_span_id"] == tool["span_id"]
+    assert call["attributes"]["http.response.status_code"] == 200
+    [sent] = [r for r in recorded_searches(search) if r["headers"].get("x-request-id") == "traced-search-1"]
+    assert sent["headers"]["traceparent"] == f"00-{trace_id}-{call['span_id']}-01"
+
+
+def test_the_oauth_probe_carries_the_trace(probed, receiver):
+    header, trace_id, client_parent = traceparent()
+    _OAuthProtected.seen.clear()
+    reply = probed.post("/v1/responses", {"input": "hello"},
+                        headers={"traceparent": header, "X-Request-ID": "traced-probe-1"})
+    assert reply.status == 401
+    spans = spans_of(receiver, trace_id, lambda found: bool(named(found, "mcp oauth probe"))
+                     and bool(named(found, "POST /v1/responses")))
+    [request] = named(spans, "POST /v1/responses")
+    [probe] = named(spans, "mcp oauth probe")
+    assert request["parent_span_id"] == client_parent and probe["parent_span_id"] == request["span_id"]
+    assert probe["kind"] == CLIENT and probe["attributes"]["http.response.status_code"] == 401
+    [seen] = _OAuthProtected.seen
+    assert seen["traceparent"] == f"00-{trace_id}-{probe['span_id']}-01"
+    assert seen["x-request-id"] == "traced-probe-1"
