@@ -10,6 +10,8 @@ hop, each hung on a named hook, never in the code it observes.
 - Each upstream call: a CLIENT span from the request's sending until its answer's head,
   whose context goes upstream as `traceparent` (`UpstreamTracing`, the client's hooks
   and its `outgoing` headers).
+- Every other outbound call: the engine's endpoints' own clients, the MCP OAuth probe,
+  identity providers (`OutboundTracing`, installed in `gateway/outbound.py`).
 - The engine: a span per model round and per tool call (`EngineTracing`); a tool
   call's span is current while it runs, so the `mcp` package's own spans are its
   children and the `traceparent` it puts in its requests' `_meta` continues the trace.

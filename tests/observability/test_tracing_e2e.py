@@ -4,7 +4,8 @@ variables, exported over OTLP/HTTP to a receiver that decodes the protobuf
 tool call (a real MCP server) and of a forwarded turn, the client's `traceparent`
 reaching the upstream and the MCP server, and no prompt text in any span. The other
 outbound calls carry it too: the engine's web_search endpoint (its own client) and
-LCORE's OAuth probe of an MCP server (an aiohttp session)."""
+LCORE's OAuth probe of an MCP server and the JWKS fetch of `jwk-token` (aiohttp
+sessions)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.auth_peers import JwksServer, SigningKey, claims
 from tests.support.engine_gateway import engine_config
 from tests.support.mcp_server import clear_recorded_requests, recorded_requests, running_mcp_server
 from tests.support.otlp_receiver import start_receiver
@@ -214,3 +216,25 @@ def test_the_oauth_probe_carries_the_trace(probed, receiver):
     [seen] = _OAuthProtected.seen
     assert seen["traceparent"] == f"00-{trace_id}-{probe['span_id']}-01"
     assert seen["x-request-id"] == "traced-probe-1"
+
+
+def test_the_jwks_fetch_carries_the_trace(gateway_factory, upstream, receiver):
+    key = SigningKey.rsa("traced-key")
+    jwks = JwksServer(key)
+    try:
+        gateway = gateway_factory(upstream.url, env=otel_env(receiver), authentication={
+            "module": "jwk-token", "jwk_config": {"url": jwks.url, "issuer": "https://issuer.test",
+                                                  "audience": "gateway",
+                                                  "jwt_configuration": {"user_id_claim": "sub",
+                                                                        "username_claim": "preferred_username"}}})
+        header, trace_id, _ = traceparent()
+        reply = gateway.post("/v1/responses", {"input": "hello"},
+                             headers={"traceparent": header, "Authorization": f"Bearer {key.sign(claims(sub='u'))}"})
+        assert reply.status == 200, reply.body
+        spans = spans_of(receiver, trace_id, lambda found: bool(named(found, "jwks fetch")))
+        [authenticate] = named(spans, "authenticate")
+        [fetch] = named(spans, "jwks fetch")
+        assert fetch["kind"] == CLIENT and fetch["parent_span_id"] == authenticate["span_id"]
+        assert jwks.headers[0]["traceparent"] == f"00-{trace_id}-{fetch['span_id']}-01"
+    finally:
+        jwks.close()
