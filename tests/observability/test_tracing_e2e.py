@@ -4,8 +4,8 @@ variables, exported over OTLP/HTTP to a receiver that decodes the protobuf
 tool call (a real MCP server) and of a forwarded turn, the client's `traceparent`
 reaching the upstream and the MCP server, and no prompt text in any span. The other
 outbound calls carry it too: the engine's web_search endpoint (its own client) and
-LCORE's OAuth probe of an MCP server and the JWKS fetch of `jwk-token` (aiohttp
-sessions)."""
+LCORE's OAuth probe of an MCP server, the JWKS fetch of `jwk-token` and the `k8s`
+module's reviews (aiohttp sessions)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.auth_peers import JwksServer, SigningKey, claims
+from tests.support.auth_peers import FakeKubeApi, JwksServer, SigningKey, TestCa, claims
 from tests.support.engine_gateway import engine_config
 from tests.support.mcp_server import clear_recorded_requests, recorded_requests, running_mcp_server
 from tests.support.otlp_receiver import start_receiver
@@ -192,7 +192,8 @@ def test_the_engines_web_search_call_carries_the_trace(engine, search, receiver)
     status, frames = engine.stream({"input": "search the web for traced news", "tools": [{"type": "web_search"}]},
                                    headers={"traceparent": header, "X-Request-ID": "traced-search-1"})
     assert status == 200 and frames[-2][1]["type"] == "response.completed"
-    spans = spans_of(receiver, trace_id, lambda found: bool(named(found, "web search service")))
+    spans = spans_of(receiver, trace_id, lambda found: bool(named(found, "web search service"))
+                     and bool(named(found, "tool web_search")))
     [tool] = named(spans, "tool web_search")
     [call] = named(spans, "web search service")
     assert call["kind"] == CLIENT and call["parent_span_id"] == tool["span_id"]
@@ -231,10 +232,36 @@ def test_the_jwks_fetch_carries_the_trace(gateway_factory, upstream, receiver):
         reply = gateway.post("/v1/responses", {"input": "hello"},
                              headers={"traceparent": header, "Authorization": f"Bearer {key.sign(claims(sub='u'))}"})
         assert reply.status == 200, reply.body
-        spans = spans_of(receiver, trace_id, lambda found: bool(named(found, "jwks fetch")))
+        spans = spans_of(receiver, trace_id, lambda found: bool(named(found, "jwks fetch"))
+                         and bool(named(found, "authenticate")))
         [authenticate] = named(spans, "authenticate")
         [fetch] = named(spans, "jwks fetch")
         assert fetch["kind"] == CLIENT and fetch["parent_span_id"] == authenticate["span_id"]
         assert jwks.headers[0]["traceparent"] == f"00-{trace_id}-{fetch['span_id']}-01"
     finally:
         jwks.close()
+
+
+def test_the_kubernetes_reviews_carry_the_trace(gateway_factory, upstream, receiver, tmp_path):
+    kube = FakeKubeApi(TestCa(tmp_path / "ca"), users={"alice-token": {"username": "alice", "uid": "uid-alice"}},
+                       allowed={"alice"})
+    try:
+        (tmp_path / "sa").write_text("gateway-sa-token\n")
+        gateway = gateway_factory(upstream.url, env=otel_env(receiver), authentication={
+            "module": "k8s", "k8s_cluster_api": kube.url, "k8s_ca_cert_path": str(kube.ca.ca_path),
+            "k8s_token_path": str(tmp_path / "sa")})
+        header, trace_id, _ = traceparent()
+        reply = gateway.post("/v1/responses", {"input": "hello"},
+                             headers={"traceparent": header, "Authorization": "Bearer alice-token"})
+        assert reply.status == 200, reply.body
+        reviews = [review for review in kube.reviews if review["kind"] != "ClusterVersion"]
+        assert [review["kind"] for review in reviews] == ["TokenReview", "SubjectAccessReview"]
+        spans = spans_of(receiver, trace_id, lambda found: len(named(found, "kubernetes api")) >= 2
+                         and bool(named(found, "authenticate")))
+        [authenticate] = named(spans, "authenticate")
+        calls = named(spans, "kubernetes api")
+        assert all(call["kind"] == CLIENT and call["parent_span_id"] == authenticate["span_id"] for call in calls)
+        assert sorted(review["traceparent"] for review in reviews) == sorted(
+            f"00-{trace_id}-{call['span_id']}-01" for call in calls)
+    finally:
+        kube.close()

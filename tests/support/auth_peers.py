@@ -217,7 +217,8 @@ class FakeKubeApi:
         self.url = f"https://127.0.0.1:{self.server.port}"
 
     def _record(self, request: web.Request, kind: str, body: dict[str, Any]) -> None:
-        self.reviews.append({"kind": kind, "caller": request.headers.get("Authorization"), "spec": body["spec"]})
+        self.reviews.append({"kind": kind, "caller": request.headers.get("Authorization"), "spec": body["spec"],
+                             "traceparent": request.headers.get("traceparent")})
 
     async def _token_review(self, request: web.Request) -> web.Response:
         body = await request.json()
