@@ -11,6 +11,11 @@ after the response), with a dump (`callgrind_control -d`) whose total is read.
 
     python -m bench.callgrind                                   # this checkout
     python -m bench.callgrind --gateway ../base/.venv/bin/gateway --json
+    python -m bench.callgrind --access-log-cost                 # the access line: off, text, json
+
+`--access-log text|json` measures with the access line on (`service.access_log`, at
+GATEWAY_LOG_LEVEL=INFO so it is written); `--access-log-cost` measures the JSON turn and
+the SSE events with it off, as text and as JSON, in one run.
 """
 
 from __future__ import annotations
@@ -99,7 +104,7 @@ def _dump_total(pid: int, out: Path, before: set[Path]) -> int:
 
 
 def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
-            only: str | None = None, dialect: str = "llama-stack") -> dict[str, float]:
+            only: str | tuple[str, ...] | None = None, dialect: str = "llama-stack") -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix="bench-callgrind-"))
     upstream_port, port = free_port(), free_port()
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(upstream_port),
@@ -111,7 +116,9 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
     out = work / "callgrind.out"
     # As `gateway serve` runs itself (it re-executes on glibc's allocator otherwise,
     # which valgrind would not follow).
-    env = {**os.environ, "PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": "WARNING"}
+    # WARNING keeps the log quiet, unless the access line is measured: then it is written.
+    level = "INFO" if config["service"].get("access_log") else "WARNING"
+    env = {**os.environ, "PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": level}
     target = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                                gateway, "serve", "-c", str(work / "config.yaml")],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -163,15 +170,46 @@ def main() -> None:
                         help="one workload family (json turn / sse events / legacy token events)")
     parser.add_argument("--dialect", default="llama-stack", choices=("llama-stack", "openai"),
                         help="the upstream's default dialect (what the legacy workloads stream)")
+    parser.add_argument("--access-log", choices=("off", "on", "text", "json"), default="off",
+                        help="service.access_log and its format (written at GATEWAY_LOG_LEVEL=INFO); `on` "
+                             "sets no format (a checkout before issue 25: aiohttp's access log)")
+    parser.add_argument("--access-log-cost", action="store_true",
+                        help="the JSON turn and SSE events with the access line off, text and json, in one run")
     parser.add_argument("--json", action="store_true", help="print {workload: instructions per unit}")
     args = parser.parse_args()
-    results = measure(args.gateway, args.turns, args.streams, {"metrics": False} if args.no_metrics else None,
-                      args.only, args.dialect)
+    if args.access_log_cost:
+        _access_log_cost(args)
+        return
+    service = {"metrics": False} if args.no_metrics else {}
+    service.update(_access_log(args.access_log))
+    results = measure(args.gateway, args.turns, args.streams, service, args.only, args.dialect)
     if args.json:
         print(json.dumps(results))
         return
     for name, value in results.items():
         print(f"{name:28} {value / 1000:10.1f}k instructions")
+
+
+def _access_log(mode: str) -> dict:
+    if mode in ("off", "on"):
+        return {"access_log": mode == "on"}
+    return {"access_log": True, "access_log_format": mode}
+
+
+def _access_log_cost(args: argparse.Namespace) -> None:
+    """What the access line costs per JSON turn and per SSE event: the same workloads on
+    three gateways (off, text, json), one after the other."""
+    base = {"metrics": False} if args.no_metrics else {}
+    runs = {mode: measure(args.gateway, args.turns, args.streams, {**base, **_access_log(mode)}, ("json", "sse"),
+                          args.dialect) for mode in ("off", "text", "json")}
+    if args.json:
+        print(json.dumps(runs))
+        return
+    print(f"{'workload':28} {'off':>10} {'text':>10} {'json':>10} {'text/off':>9} {'json/off':>9}")
+    for name, off in runs["off"].items():
+        text, as_json = runs["text"][name], runs["json"][name]
+        print(f"{name:28} {off / 1000:9.1f}k {text / 1000:9.1f}k {as_json / 1000:9.1f}k "
+              f"{text / off:8.3f}x {as_json / off:8.3f}x")
 
 
 if __name__ == "__main__":

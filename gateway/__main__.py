@@ -61,7 +61,9 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
     try:
         server.run(app, config.service, loop=_event_loop(), host=host or config.service.host,
                    port=port or config.service.port,
-                   access_log=logging.getLogger("aiohttp.access") if config.service.access_log else None,
+                   # aiohttp's access log is replaced by the gateway's own line (service.access_log,
+                   # gateway/observability/access_log.py), written by the middleware.
+                   access_log=None,
                    announce=logging.getLogger("gateway").info, shutdown_timeout=10)
     except DatabaseUnavailable as exc:  # at start-up: the message names the key and the server
         sys.exit(f"error: {exc}")

@@ -39,6 +39,7 @@ from gateway.observability import startup
 from gateway.observability.calls import EngineMetrics, UpstreamMetrics
 from gateway.observability.http import HttpObserver
 from gateway.observability.metrics import Metrics
+from gateway.observability.observers import RequestObservers
 from gateway.observability.state import StateCollector, time_database
 from gateway.observability.turns import TurnMetrics
 from gateway.quota.service import QuotaService, open_quota
@@ -66,21 +67,28 @@ from gateway.upstream.responses_api import UpstreamResponses
 log = logging.getLogger("gateway")
 
 
-async def build_services(config: Configuration, metrics: Metrics | None = None) -> Services:
+async def build_services(config: Configuration, metrics: Metrics | None = None,
+                         observers: RequestObservers | None = None) -> Services:
     db = await open_database(config.database)
     tools = ConfiguredTools(config)
     upstream = UpstreamClient(config.llama_stack, redact=tools.redactor.text)
     if metrics is not None:
         upstream.hooks = UpstreamMetrics(metrics)
         time_database(db, metrics)
+    if observers is not None:   # the access line's upstream time, the traces' spans and traceparent
+        observers.upstream(upstream, upstream.hooks)
     await upstream.start()
     catalog = ModelCatalog(upstream, config.llama_stack.models_cache_seconds)
     conversations = ConversationRepository(db)
     items = ConversationItems(db)   # OpenAI's Conversations API's items and metadata
     await items.load()
     quota = await open_quota(config.quota_handlers, db, config.database)
+    if observers is not None:
+        quota = observers.quota(quota)
     quota.start()
     writer = TurnWriter(conversations, quota.batch)   # the turns' charges commit with their records
+    if observers is not None:
+        writer.hooks = observers.writer()
     writer.start()
     capabilities = Capabilities(upstream, config.llama_stack)
     engine = LocalEngine(upstream, ResponseStore(db), config.inference,
@@ -93,15 +101,24 @@ async def build_services(config: Configuration, metrics: Metrics | None = None) 
     if metrics is not None:
         engine.hooks = EngineMetrics(metrics)
         metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db))
+    if observers is not None:
+        engine.hooks = observers.engine(engine.hooks)
     turns = _turns(config, conversations, writer, catalog, quota, tools, settler=Settler(conversations, writer, quota),
                    forward=UpstreamResponses(upstream, capabilities), engine=engine, capabilities=capabilities,
                    items=items, metrics=metrics)
+    for hooks in observers.turn_hooks() if observers is not None else ():
+        turns.runner.hooks.add(hooks)
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
                     writer=writer, turns=turns, quota=quota, items=items, tools=tools,
-                    authenticator=build_authenticator(config.authentication, config.role_rules, config.access_rules),
+                    authenticator=_traced(observers, build_authenticator(config.authentication, config.role_rules,
+                                                                         config.access_rules)),
                     background=runs, **_conversation_services(config, db, conversations, turns))
+
+
+def _traced(observers: RequestObservers | None, authenticator: Any) -> Any:
+    return observers.authenticator(authenticator) if observers is not None else authenticator
 
 
 def _conversation_services(config: Configuration, db: Database, conversations: ConversationRepository,
@@ -165,8 +182,10 @@ def create_app(config: Configuration) -> web.Application:
     # Each application its own registry: never the process-global one.
     metrics = Metrics() if config.service.metrics else None
     observer = HttpObserver(metrics, config.service.root_path, config.authentication.module) if metrics else None
+    observers = RequestObservers(config)   # the access line, and the traces when OTEL_* turn them on
     app = web.Application(client_max_size=config.service.max_request_body_bytes,
-                          middlewares=[gateway_middleware(config.service, config.authentication, actions, observer)])
+                          middlewares=[gateway_middleware(config.service, config.authentication, actions, observer,
+                                                          observers.middleware)])
     prefixes = [""] + ([config.service.root_path] if config.service.root_path else [])
     for prefix in prefixes:
         compact.add_routes(app, prefix, config)   # before /v1/responses/{response_id}
@@ -194,7 +213,7 @@ def create_app(config: Configuration) -> web.Application:
         app[metrics_routes.METRICS] = metrics
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        services = await build_services(config, metrics)
+        services = await build_services(config, metrics, observers)
         app[SERVICES] = services
         await _reach_upstream(services, metrics)
         watch = BackgroundWatch(services.background)
@@ -217,6 +236,7 @@ def create_app(config: Configuration) -> web.Application:
         await services.turns.close()
         await services.authenticator.close()
         await services.db.close()
+        await observers.close()   # the spans still queued exported
 
     websocket.install(app, config.service.websocket)   # open WebSockets: counted per user, closed at shutdown
     app.cleanup_ctx.append(lifecycle)

@@ -10,10 +10,22 @@ import pytest
 
 from tests.support import postgres as pg
 from tests.support.auth_peers import TestCa
-from tests.support.gateway_proc import Gateway, Upstream, gateway_config, start_gateway, start_upstream
+from tests.support.gateway_proc import STARTED, Gateway, Upstream, gateway_config, start_gateway, start_upstream
 from tests.support.mcp_server import CLIENT_MCP_ON_LOOPBACK
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llama-stack-0.7.3"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_any_log() -> Iterator[None]:
+    """At the session's end, every gateway it started (`gateway serve`, through
+    tests/support/gateway_proc.py) is checked: no configured secret and no credential a
+    client sent it (API keys, bearer tokens, identity headers, MCP credentials) is in its
+    log, access lines included. Torn down last: the logs are complete by then."""
+    yield
+    leaks = {str(gateway.config_path): sorted(f"{secret[:3]}…" for secret in gateway.logged_secrets())
+             for gateway in STARTED}
+    assert not any(leaks.values()), f"secrets in gateway logs: { {k: v for k, v in leaks.items() if v} }"
 
 
 @pytest.fixture(scope="session")

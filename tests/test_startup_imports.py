@@ -1,6 +1,8 @@
 """Start-up memory: a gateway whose configuration uses no MCP server, no PostgreSQL and
 no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng` (nor, without compaction keys,
-`cryptography`'s AEAD), and nothing but
+`cryptography`'s AEAD); with tracing off (no `OTEL_*` variables) nothing of OpenTelemetry
+is loaded, neither its API nor its SDK and exporter, so no OpenTelemetry call is made on
+any request; and nothing but
 `/openapi.json` loads the `openai` package's types (together ~40 MiB of idle RSS). Each case runs in a fresh interpreter, builds the app as `gateway serve` and
 `gateway demo` do, starts its services, serves a turn over loopback, then reports
 which of those modules are loaded."""
@@ -16,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-HEAVY = ("mcp", "asyncpg", "jsonpath_ng", "openai", "cryptography.hazmat.primitives.ciphers.aead")
+HEAVY = ("mcp", "asyncpg", "jsonpath_ng", "openai", "cryptography.hazmat.primitives.ciphers.aead", "opentelemetry",
+         "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 
 _PRELUDE = textwrap.dedent("""
     import asyncio, json, socket, sys
@@ -78,6 +81,9 @@ SERVE = _PRELUDE + textwrap.dedent("""
         from gateway.compaction.seal import CompactionSeal
         from gateway.config.compaction import CompactionKey
         CompactionSeal([CompactionKey(id="k", secret="s" * 32)])   # response_compaction.keys
+        from gateway.observability.observers import RequestObservers
+        RequestObservers(load_config(sys.argv[1]),
+                         {"OTEL_SDK_DISABLED": "false", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
         return loaded, sorted(name for name in HEAVY if name in sys.modules)
 
     print(json.dumps(asyncio.run(main())))
@@ -109,5 +115,5 @@ def test_gateway_serve_with_a_noop_config_loads_none_of_them(tmp_path):
     }))
     at_start, later = run(SERVE, str(config), str(port))
     assert at_start == []
-    # What the check would have seen:
-    assert later == ["cryptography.hazmat.primitives.ciphers.aead", "jsonpath_ng", "mcp", "openai"]
+    assert later == ["cryptography.hazmat.primitives.ciphers.aead", "jsonpath_ng", "mcp", "openai", "opentelemetry",
+                     "opentelemetry.exporter.otlp.proto.http", "opentelemetry.sdk"]  # what the check would have seen

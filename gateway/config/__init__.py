@@ -29,6 +29,7 @@ from gateway.config.auth import (DEFAULT_USER_ID, DEFAULT_USERNAME, LCORE_AUTH_M
 from gateway.config.base import Strict, is_not_built, not_built
 from gateway.config.compaction import ResponseCompactionConfig
 from gateway.config.customization import CustomizationConfig
+from gateway.config.observability import ObservabilityConfig
 from gateway.config.database import DatabaseConfig, PostgresConfig, SQLiteConfig
 from gateway.config.inference import InferenceConfig
 from gateway.config.llama_stack import LlamaStackConfig
@@ -78,7 +79,7 @@ class Configuration(Strict):
     azure_entra_id: Any = not_built()
     rlsapi_v1: RlsapiV1Config = RlsapiV1Config()
     splunk: Any = not_built()
-    observability: Any = not_built()
+    observability: ObservabilityConfig = ObservabilityConfig()   # `otel` accepted, ignored (OTEL_* rule)
     deployment_environment: Any = not_built()
     rag: Any = not_built()
     skills: Any = not_built()
@@ -89,7 +90,8 @@ class Configuration(Strict):
 
     _role_rules: list[RoleRule] = PrivateAttr(default_factory=list)
 
-    @field_validator("customization", "conversation_cache", "user_data_collection", "rlsapi_v1", mode="before")
+    @field_validator("customization", "conversation_cache", "user_data_collection", "rlsapi_v1", "observability",
+                     mode="before")
     @classmethod
     def _empty_section(cls, value: Any) -> Any:
         return {} if value is None else value  # LCORE's `customization:` with nothing under it

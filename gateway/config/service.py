@@ -26,6 +26,9 @@ class ServiceConfig(Strict):
     workers: int = not_built(1, ge=1)
     color_log: bool = True
     access_log: bool = True
+    # Ours: the access line's format (docs/tracing-and-logs.md): `text` (colored by
+    # `color_log` on a terminal) or `json` (one object a line, for log shippers).
+    access_log_format: Literal["text", "json"] = "text"
     root_path: str = ""
     cors: CorsConfig = CorsConfig()
     tls_config: dict[str, Any] | None = not_built()

@@ -12,8 +12,14 @@ log = logging.getLogger("gateway.engine")
 class EngineHooks:
     """An observer of the loop; this base observes nothing."""
 
+    def round_started(self) -> None:
+        """A model round is about to call the upstream (traces open its span here)."""
+
     def round(self, ok: bool) -> None:
         """A model round (one Chat Completions call) ended: answered, or failed."""
+
+    def tool_started(self, tool_type: str) -> None:
+        """A server-side tool call starts, in the task that runs it."""
 
     def tool(self, tool_type: str, ok: bool, seconds: float) -> None:
         """A server-side tool call ended (`tool_type`: the request tool's `type`)."""

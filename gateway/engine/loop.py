@@ -95,6 +95,8 @@ class Loop:
                 chat["tool_choice"] = choice
             round_ = ChatRound(emitter, plan.seen_call_ids)
             emitter.round_text.clear()
+            if self._hooks is not None:
+                shielded(self._hooks, "round_started")
             try:
                 async for chunks in self._model(chat):
                     if not started:
@@ -232,6 +234,8 @@ async def _refused(message: str) -> ToolResult:
 
 
 async def _run(executor: ToolExecutor, call: ToolCall, hooks: EngineHooks | None) -> ToolResult:
+    if hooks is not None:
+        shielded(hooks, "tool_started", str(call.tool.get("type") or "function"))
     started = time.perf_counter()
     try:
         result = await executor.execute(call)

@@ -10,8 +10,7 @@ parser's 400 (its log line rewritten by the filter below, without the value). Th
 is what a connection may make the process hold before its head is refused: it used to
 be the request body limit (10 MB a line, 128 lines), and a few connections sending such
 heads took hundreds of MB. How long a head may take is `gateway/http/server.py`'s.
-The access log (`service.access_log`) keeps a short prefix of the header values it
-shows (`User-Agent`, `Referer`): a refused one would otherwise be logged whole."""
+The access line (`gateway/observability/access_log.py`) shows no header value at all."""
 
 from __future__ import annotations
 
@@ -19,13 +18,10 @@ import logging
 from typing import Any
 
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.web_log import AccessLogger
 
 from gateway.config import ServiceConfig
 
 
-# What the access log keeps of a header value (`User-Agent`, `Referer`).
-LOGGED_HEADER_CHARS = 128
 # Headers a request may carry: real clients and proxies send a few dozen at most.
 MAX_HEADERS = 64
 # The parser's per-line bound is never below this, whatever `max_header_bytes` is.
@@ -55,24 +51,3 @@ class ParserErrorsWithoutValues(logging.Filter):
 
 def install_log_filter() -> None:
     logging.getLogger("aiohttp.server").addFilter(ParserErrorsWithoutValues())
-
-
-class AccessLogWithShortHeaders(AccessLogger):
-    """aiohttp's access log line, with each header value cut to a short prefix: a header
-    refused with 431 (up to the parser's bound) is otherwise logged whole."""
-
-    def log(self, request: Any, response: Any, time: float) -> None:
-        try:
-            values: list[Any] = []
-            extra: dict[str, Any] = {}
-            for key, value in self._format_line(request, response, time):
-                if isinstance(key, tuple):  # %{Name}i, %{Name}o: a header's value
-                    if len(value) > LOGGED_HEADER_CHARS:
-                        value = value[:LOGGED_HEADER_CHARS] + f"...({len(value)} chars)"
-                    extra.setdefault(key[0], {})[key[1]] = value
-                else:
-                    extra[key] = value
-                values.append(value)
-            self.logger.info(self._log_format % tuple(values), extra=extra)
-        except Exception:
-            self.logger.exception("Error in logging")

@@ -22,9 +22,11 @@ from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL
 from gateway.identity import Identity
 from gateway.identity.audit import REFUSALS, log_refusal
 from gateway.observability.http import HttpObserver, auth_failure_reason
+from gateway.observability.requests import RequestObserver
 from gateway.schema.errors import (ApiError, body_too_large, database_error, endpoint_forbidden, header_too_large,
                                    internal_error, method_not_allowed, route_not_found)
 from gateway.storage.database import DatabaseUnavailable
+from gateway.upstream.client import REQUEST_ID
 
 log = logging.getLogger("gateway.http")
 
@@ -72,10 +74,11 @@ _NO_AUTH = Identity(user_id=DEFAULT_USER_ID, username=DEFAULT_USERNAME, skip_use
 
 
 def gateway_middleware(service: ServiceConfig, authentication: AuthenticationConfig,
-                       route_actions: Mapping[Any, str], observer: HttpObserver | None = None):
+                       route_actions: Mapping[Any, str], observer: HttpObserver | None = None,
+                       requests: RequestObserver | None = None):
     """`route_actions`: each route's action (`openapi.route_actions`); the application
     fills it in once its routes are registered. `observer`: the request metrics (None:
-    metrics off)."""
+    metrics off). `requests`: the access line and the request's span (None: neither)."""
     cors = service.cors
     origins = set(cors.allow_origins)
     module = authentication.module
@@ -100,10 +103,12 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if observer is None:
+        if observer is None and requests is None:
             return await handle(request, handler)
         match = request.match_info
-        started = observer.started(match.route if match.http_exception is None else None)
+        started = observer.started(match.route if match.http_exception is None else None) \
+            if observer is not None else None
+        record = requests.begin(request) if requests is not None else None
         status, websocket = 500, False
         try:
             response = await handle(request, handler)
@@ -114,11 +119,15 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
             websocket = request.headers.get("Upgrade", "").lower() == "websocket"   # a socket dropped
             raise
         finally:
-            observer.ended(started, status, websocket)
+            if started is not None:
+                observer.ended(started, status, websocket)
+            if record is not None:
+                requests.end(record, request, status)
 
     async def handle(request: web.Request, handler: Handler) -> web.StreamResponse:
         rid = request_id(request.headers.get("X-Request-ID"))
         request["request_id"] = rid
+        REQUEST_ID.set(rid)   # sent upstream with every call this request makes
         extra = {"X-Request-ID": rid, **cors_headers(request)}
         try:
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:

@@ -24,7 +24,7 @@ from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from aiohttp.web_server import Server
 
 from gateway.config import ServiceConfig
-from gateway.http.header_limits import MAX_HEADERS, AccessLogWithShortHeaders, parser_limits
+from gateway.http.header_limits import MAX_HEADERS, parser_limits
 from gateway.http.responses_io import json_response
 from gateway.schema.errors import ApiError
 
@@ -144,7 +144,7 @@ def run(app: web.Application, service: ServiceConfig, *, host: str, port: int, l
 
     async def serve() -> None:
         runner = GatewayRunner(app, handle_signals=True, access_log=access_log,
-                               access_log_class=AccessLogWithShortHeaders, handler_cancellation=True,
+                               handler_cancellation=True,
                                shutdown_timeout=shutdown_timeout, keepalive_timeout=KEEPALIVE_SECONDS,
                                header_timeout=service.header_timeout_seconds, **parser_limits(service))
         await runner.setup()

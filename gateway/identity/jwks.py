@@ -22,6 +22,7 @@ import aiohttp
 from jwt import PyJWKSet
 from jwt.exceptions import PyJWKSetError
 
+from gateway import outbound
 from gateway.config.auth import JWT_ALGORITHMS, JwkConfig
 
 log = logging.getLogger("gateway.identity.jwk")
@@ -164,7 +165,8 @@ class JwksCache:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self._config.jwks_timeout_seconds),
-                connector=aiohttp.TCPConnector(ssl=self._ssl_context()))
+                connector=aiohttp.TCPConnector(ssl=self._ssl_context()),
+                trace_configs=outbound.trace_configs("jwks fetch"))
         try:
             async with self._session.get(self._config.url, headers={"Accept": "application/json"}) as reply:
                 if reply.status != 200:

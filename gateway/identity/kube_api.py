@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import aiohttp
 
+from gateway import outbound
 from gateway.config.auth import IN_CLUSTER_CA, IN_CLUSTER_TOKEN, AuthenticationConfig
 from gateway.schema.errors import upstream_unavailable
 
@@ -100,7 +101,8 @@ class KubeApi:
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=_TIMEOUT, connector=aiohttp.TCPConnector(ssl=self._ssl))
+            self._session = aiohttp.ClientSession(timeout=_TIMEOUT, connector=aiohttp.TCPConnector(ssl=self._ssl),
+                                                  trace_configs=outbound.trace_configs("kubernetes api"))
         headers = {"Authorization": f"Bearer {self.service_account_token()}"}
         try:
             async with self._session.request(method, self._base + path, json=body, headers=headers) as reply:

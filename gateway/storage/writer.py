@@ -44,6 +44,9 @@ class TurnWriter:
         self._task: asyncio.Task | None = None
         self._closing = False
         self._concurrent = False  # the last batch held more than one turn
+        # Observers of the group commit (traces: `queued(waiter)` as a turn queues,
+        # `writing(waiters)` → a token given back to `written(token, failed)`); None: off.
+        self.hooks: Any = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -55,6 +58,8 @@ class TurnWriter:
             raise ValueError("a charge for a turn writer without a batch participant")
         done = asyncio.get_running_loop().create_future()
         self._queue.append(((conversation, turn), charge, done))
+        if self.hooks is not None:
+            self.hooks.queued(done)
         if len(self._queue) >= self._max_queued:
             self._room.clear()
         self._wakeup.set()
@@ -96,6 +101,7 @@ class TurnWriter:
 
     async def _write(self, batch: list[Queued]) -> None:
         participant = self._participant
+        observed = self.hooks.writing([done for _, _, done in batch]) if self.hooks is not None else None
         try:
             charges = [charge for _, charge, _ in batch if charge is not None]
             returned = await self._repository.save_many(
@@ -122,5 +128,7 @@ class TurnWriter:
                     await participant.committed(charges, returned)
                 except Exception as exc:  # its reader falls back to reading for itself
                     log.warning("after a batch of turns: %s", exc)
+        if observed is not None:
+            self.hooks.written(observed, sum(error is not None for error in results))
         for (_, _, done), error in zip(batch, results):
             committed(done, error)

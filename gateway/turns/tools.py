@@ -35,12 +35,14 @@ from typing import Any, Mapping
 import aiohttp
 import orjson
 
+from gateway import outbound
 from gateway.config import Configuration, McpServerConfig
 from gateway.destinations import RESOLVE_TIMEOUT, DestinationPolicy, ForbiddenDestination
 from gateway.identity import Identity
 from gateway.mcp_approval import tighter
 from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError, invalid_attribute, not_found, tool_conflict
+from gateway.upstream.client import REQUEST_ID
 
 # How long the OAuth probe waits for a server's answer.
 OAUTH_PROBE_TIMEOUT = 5.0
@@ -267,9 +269,12 @@ async def _probe(server: McpServerConfig, authorization: str | None = None) -> N
     sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if authorization is not None:
         sent["Authorization"] = authorization
+    if request_id := REQUEST_ID.get():   # as on every call to the upstream: both logs name the request
+        sent["X-Request-ID"] = request_id
     try:
         timeout = aiohttp.ClientTimeout(total=OAUTH_PROBE_TIMEOUT)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        async with aiohttp.ClientSession(timeout=timeout,
+                                         trace_configs=outbound.trace_configs("mcp oauth probe")) as session:
             async with session.post(server.url, data=_PROBE_BODY, headers=sent) as reply:
                 if reply.status == 401:
                     challenge = reply.headers.get("WWW-Authenticate") or "Bearer"

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import ssl
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Mapping
@@ -20,6 +21,7 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
+from gateway import outbound
 from gateway.config import LlamaStackConfig
 from gateway.schema.errors import ApiError, upstream_unavailable
 from gateway.upstream.errors import map_upstream_error
@@ -33,6 +35,9 @@ log = logging.getLogger("gateway.upstream")
 KEEPALIVE_S = 3.0
 # The cause of the 503 for an upstream that did not answer in time (the OpenAI client's words).
 TIMED_OUT = "Request timed out."
+# The id of the request being handled (set by the middleware; a plain token or a UUID),
+# sent upstream as X-Request-ID so both sides' logs name the same request.
+REQUEST_ID: ContextVar[str] = ContextVar("gateway_request_id", default="")
 
 
 class UpstreamHooks:
@@ -84,6 +89,10 @@ class UpstreamClient:
         self._heads: dict[tuple[str, str], bytes] = {}  # rendered once per fixed endpoint
         self._pool: Pool | None = None
         self.hooks: UpstreamHooks | None = None   # set by the wiring when metrics are on
+        # Header lines (`Name: value\r\n`) for one request, asked for just before it is
+        # sent: the trace context (gateway/observability/tracing.py); None: tracing off.
+        self.outgoing: Callable[[str, str], bytes] | None = None
+        outbound.client_made(self)   # tracing on: every client's calls carry the trace (gateway/outbound.py)
 
     async def start(self) -> None:
         self._pool = Pool(self._host, self._port, self._tls, limit=self._config.max_connections,
@@ -169,6 +178,11 @@ class UpstreamClient:
             fixed = ("\r\n".join(lines) + "\r\n").encode("latin-1")
             if not params and not headers and len(self._heads) < 64:  # fixed endpoints, not every id
                 self._heads[key] = fixed
+        rid = REQUEST_ID.get()
+        if rid:
+            fixed = b"%sX-Request-ID: %s\r\n" % (fixed, rid.encode("latin-1"))
+        if self.outgoing is not None:
+            fixed += self.outgoing(method, path)
         if length is None:
             return fixed + b"\r\n"
         return b"%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (fixed, length)

@@ -162,3 +162,14 @@ def test_quota_handlers_errors_name_the_key(quota, expected):
     with pytest.raises(ConfigError) as caught:
         parse_config({**MINIMAL, "quota_handlers": quota})
     assert caught.value.problems[0].startswith(expected), caught.value.problems
+
+
+def test_observability_otel_is_accepted_and_ignored_and_trace_content_is_ours():
+    config = parse_config({**MINIMAL, "observability": {"otel": {"endpoint": "http://collector:4318"}}})
+    assert [w.split(":")[0] for w in config.warnings()] == ["observability.otel"]
+    assert config.observability.trace_content is False and config.service.access_log_format == "text"
+    assert parse_config({**MINIMAL, "observability": None}).warnings() == []
+    on = parse_config({**MINIMAL, "observability": {"trace_content": True}, "service": {"access_log_format": "json"}})
+    assert on.observability.trace_content and on.service.access_log_format == "json"
+    assert problems({**MINIMAL, "service": {"access_log_format": "xml"}})[0].startswith("service.access_log_format")
+    assert problems({**MINIMAL, "observability": {"traces": True}})[0].startswith("observability.traces")

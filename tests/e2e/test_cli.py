@@ -14,6 +14,7 @@ import yaml
 
 from tests.support.gateway_proc import GATEWAY_BIN, Gateway, gateway_config
 from tests.support.processes import free_port, spawn, wait_http
+from tests.support.raw_client import wait_until
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -125,6 +126,10 @@ def test_demo_serves_a_working_gateway(tmp_path, flags, mode):
         assert body["output_text"] == "Scripted reply (turn 1, 1 messages): Hello gateway"
         assert (tmp_path / "gateway.db").exists()
         assert "curl" in proc.log() and f"Mode: {mode}" in proc.log()
+        # A readable access line per request (docs/tracing-and-logs.md).
+        wait_until(lambda: "gateway.access: POST /v1/responses 200 " in proc.log(), "the demo's access line")
+        line = next(line for line in proc.log().splitlines() if "gateway.access: POST /v1/responses 200 " in line)
+        assert "model=" in line and "tokens=" in line and "request_id=" in line
         if flags:  # the engine keeps the responses itself
             with urllib.request.urlopen(f"{base}/v1/responses", timeout=10) as resp:
                 assert [item["id"] for item in json.loads(resp.read())["data"]] == [body["id"]]

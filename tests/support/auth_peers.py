@@ -139,6 +139,7 @@ class JwksServer:
     def __init__(self, *keys: SigningKey, ca: "TestCa | None" = None):
         self.keys = list(keys)
         self.fetches = 0
+        self.headers: list[dict[str, str]] = []   # each fetch's, names lower-cased
         app = web.Application()
         app.router.add_get("/jwks", self._jwks)
         self.server = ThreadServer(app, ca.server_context() if ca is not None else None)
@@ -146,6 +147,7 @@ class JwksServer:
 
     async def _jwks(self, request: web.Request) -> web.Response:
         self.fetches += 1
+        self.headers.append({name.lower(): value for name, value in request.headers.items()})
         return web.json_response({"keys": [key.jwk() for key in self.keys]})
 
     def close(self) -> None:
@@ -215,7 +217,8 @@ class FakeKubeApi:
         self.url = f"https://127.0.0.1:{self.server.port}"
 
     def _record(self, request: web.Request, kind: str, body: dict[str, Any]) -> None:
-        self.reviews.append({"kind": kind, "caller": request.headers.get("Authorization"), "spec": body["spec"]})
+        self.reviews.append({"kind": kind, "caller": request.headers.get("Authorization"), "spec": body["spec"],
+                             "traceparent": request.headers.get("traceparent")})
 
     async def _token_review(self, request: web.Request) -> web.Response:
         body = await request.json()

@@ -21,6 +21,11 @@ import yaml
 from tests.support.processes import Proc, free_port, python_module, spawn, wait_http
 
 GATEWAY_BIN = Path(sys.executable).parent / "gateway"
+# Every gateway this session started (their logs are scanned for secrets at its end:
+# tests/conftest.py).
+STARTED: list["Gateway"] = []
+# Shorter values are words, not secrets (a scan for them would find them anywhere).
+MIN_SECRET = 6
 
 
 @dataclass
@@ -108,6 +113,7 @@ class Gateway(Endpoint):
     direct_port: int
     relay: Proc | None = None
     recording: Path | None = None
+    credentials: Path | None = None
 
     def stop(self) -> None:
         if self.relay is not None:
@@ -152,6 +158,15 @@ class Gateway(Endpoint):
         sent = self.recording.read_bytes()
         return {secret for secret in self.secrets() if secret.encode() in sent}
 
+    def logged_secrets(self) -> set[str]:
+        """The configured secrets, and the credentials clients sent (Authorization and
+        identity headers, MCP-HEADERS' values), found anywhere in the gateway's log."""
+        found = self.secrets()
+        if self.credentials is not None and self.credentials.exists():
+            found |= {line for line in self.credentials.read_text().splitlines() if len(line) >= MIN_SECRET}
+        log = self.log()
+        return {secret for secret in found if secret in log}
+
     @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
@@ -163,7 +178,12 @@ class Gateway(Endpoint):
                       **kwargs)
 
     def log(self) -> str:
-        return self.proc.log()
+        """The whole log (`Proc.log()` is its tail, for failure messages): with the access
+        line on, start-up lines would otherwise scroll out of reach."""
+        try:
+            return self.proc.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
 
     def stream(self, body: dict[str, Any], path: str = "/v1/responses",
                headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, list[tuple[str, Any]]]:
@@ -192,7 +212,9 @@ def parse_sse(body: bytes) -> list[tuple[str, Any]]:
 def gateway_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[str, Any]:
     config: dict[str, Any] = {
         "name": "gateway under test",
-        "service": {"host": "127.0.0.1", "port": 8080, "access_log": False},
+        # The access line on, as JSON: every e2e gateway's log is scanned for secrets at
+        # the session's end (tests/conftest.py), its access lines included.
+        "service": {"host": "127.0.0.1", "port": 8080, "access_log": True, "access_log_format": "json"},
         "llama_stack": {"url": upstream_url, "max_retries": 0, "timeout": 30},
         "authentication": {"module": "noop"},
         "database": {"sqlite": {"db_path": str(db_path)}},
@@ -222,13 +244,15 @@ def start_gateway(workdir: Path, config: dict[str, Any], env: dict[str, str] | N
     proc = spawn(f"gateway-{port}", argv, workdir, env={"GATEWAY_LOG_LEVEL": "INFO", **(env or {})})
     wait_http(proc, f"http://127.0.0.1:{port}/liveness")
     relay_port = free_port()
-    recording = workdir / "sent-to-clients.bin"
+    recording, credentials = workdir / "sent-to-clients.bin", workdir / "client-credentials.txt"
     relay = spawn(f"relay-{relay_port}", python_module("tests.support.recording_proxy", "--listen", str(relay_port),
-                                                       "--target", str(port), "--record", str(recording)), workdir)
+                                                       "--target", str(port), "--record", str(recording),
+                                                       "--credentials", str(credentials)), workdir)
     wait_http(relay, f"http://127.0.0.1:{relay_port}/liveness")
     gateway = Gateway(proc, relay_port)
     gateway.config_path, gateway.direct_port = config_path, port
-    gateway.relay, gateway.recording = relay, recording
+    gateway.relay, gateway.recording, gateway.credentials = relay, recording, credentials
+    STARTED.append(gateway)
     return gateway
 
 
