@@ -191,8 +191,3 @@ class Metrics:
 
     def metric(self, name: str) -> Family:
         return self._metrics[name]
-
-    def fold(self) -> None:
-        """Every histogram's pending observations into its buckets (`plain.Buckets`)."""
-        for family in self._metrics.values():
-            family.fold()
