@@ -45,15 +45,8 @@ class HttpObserver:
         self._authz_children: dict[tuple[str, bool], Any] = {}
         self._auth_ok = self._auth.labels(auth_module, "success", "ok")
 
-    def template(self, route: Any) -> str:
-        """A matched route's path template (`/v1/responses/{response_id}`), never the raw path."""
-        return self._route(route).template
-
     def _route(self, route: Any) -> _Route:
-        template = route.resource.canonical if route.resource is not None else ""
-        root = self._root_path
-        if root and (template == root or template.startswith(root + "/")):
-            template = template[len(root):] or "/"
+        template = route_template(route, self._root_path)
         bound = self._routes[route] = _Route(template, self._duration.labels(template) if template else None)
         return bound
 
@@ -111,6 +104,15 @@ class HttpObserver:
         if child is None:
             child = self._authz_children[key] = self._authz.labels(action, "allowed" if allowed else "denied")
         child.value += 1
+
+
+def route_template(route: Any, root_path: str) -> str:
+    """A matched route's path template (`/v1/responses/{response_id}`, `root_path`
+    stripped), never the raw path."""
+    template = route.resource.canonical if route.resource is not None else ""
+    if root_path and (template == root_path or template.startswith(root_path + "/")):
+        template = template[len(root_path):] or "/"
+    return template
 
 
 def auth_failure_reason(status: int, had_credential: bool) -> str:

@@ -13,6 +13,7 @@ import time
 from contextvars import ContextVar
 from typing import Any, Callable
 
+from gateway.observability.http import route_template
 from gateway.observability.otel_env import UserHasher
 from gateway.turns.hooks import TurnHooks
 from gateway.turns.turn import Turn
@@ -61,12 +62,7 @@ class RequestObserver:
         route = match.route
         template = self._templates.get(route)
         if template is None:
-            resource = route.resource
-            template = resource.canonical if resource is not None else ""
-            root = self._root_path
-            if root and (template == root or template.startswith(root + "/")):
-                template = template[len(root):] or "/"
-            self._templates[route] = template
+            template = self._templates[route] = route_template(route, self._root_path)
         return template
 
     def begin(self, request: Any) -> RequestRecord:
