@@ -41,7 +41,7 @@ from gateway.observability.http import HttpObserver
 from gateway.observability.metrics import Metrics
 from gateway.observability.observers import RequestObservers
 from gateway.observability.state import StateCollector, time_database
-from gateway.observability.turns import TurnMetrics
+from gateway.observability.turns import ClusterBalances, TurnMetrics
 from gateway.quota.service import QuotaService, open_quota
 from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRepository
@@ -156,8 +156,9 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
     if metrics is not None:
         cluster = frozenset(limiter.name for limiter in (config.quota_handlers.limiters if config.quota_handlers else ())
                             if limiter.type == "cluster_limiter")
-        runner.hooks.add(TurnMetrics(metrics, {id(forwarding): "forward", id(local): "engine"}, cluster,
-                                     tools.labels))
+        runner.hooks.add(TurnMetrics(metrics, {id(forwarding): "forward", id(local): "engine"}, tools.labels))
+        if cluster:
+            runner.hooks.add(ClusterBalances(metrics, cluster))
     return TurnService(preparer, runner, settler, selector)
 
 

@@ -19,6 +19,8 @@ _RECORDED = ("completed", "incomplete", "requires_action")   # the statuses a tu
 
 
 class PendingItems(TurnHooks):
+    shielded = True   # _give_back catches and logs its own errors
+
     def __init__(self, items: ConversationItems):
         self._items = items
 
@@ -32,11 +34,14 @@ class PendingItems(TurnHooks):
     def _give_back(self, turn: Turn) -> None:
         if not turn.added_items or turn.conversation_id is None:
             return
-        result = turn.result
-        if result is not None and result.get("status") in _RECORDED:
-            return
-        item_ids, turn.added_items = turn.added_items, ()   # once
-        self._items.restore_soon(turn.conversation_id, item_ids).add_done_callback(_logged)
+        try:
+            result = turn.result
+            if result is not None and result.get("status") in _RECORDED:
+                return
+            item_ids, turn.added_items = turn.added_items, ()   # once
+            self._items.restore_soon(turn.conversation_id, item_ids).add_done_callback(_logged)
+        except Exception:   # shielded: a hook never fails a turn
+            log.exception("giving back the items of a failed turn failed")
 
 
 def _logged(task: asyncio.Future) -> None:

@@ -26,7 +26,7 @@ from gateway.observability.requests import RequestObserver
 from gateway.schema.errors import (ApiError, body_too_large, database_error, endpoint_forbidden, header_too_large,
                                    internal_error, method_not_allowed, route_not_found)
 from gateway.storage.database import DatabaseUnavailable
-from gateway.upstream.client import REQUEST_ID
+from gateway.request_scope import REQUEST
 
 log = logging.getLogger("gateway.http")
 
@@ -104,14 +104,15 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if observer is None and requests is None:
-            return await handle(request, handler)
+            return await handle(request, handler, "")
         match = request.match_info
         started = observer.started(match.route if match.http_exception is None else None) \
             if observer is not None else None
         record = requests.begin(request) if requests is not None else None
         status, websocket = 500, False
         try:
-            response = await handle(request, handler)
+            # The route template, for the turn metrics' `endpoint` label.
+            response = await handle(request, handler, started[0].template if started and started[0] else "")
             status = response.status
             return response
         except (asyncio.CancelledError, ConnectionResetError):
@@ -124,10 +125,10 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
             if record is not None:
                 requests.end(record, request, status)
 
-    async def handle(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def handle(request: web.Request, handler: Handler, endpoint: str) -> web.StreamResponse:
         rid = request_id(request.headers.get("X-Request-ID"))
         request["request_id"] = rid
-        REQUEST_ID.set(rid)   # sent upstream with every call this request makes
+        REQUEST.set((rid, endpoint))   # the id is sent upstream with every call this request makes
         extra = {"X-Request-ID": rid, **cors_headers(request)}
         try:
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:

@@ -35,7 +35,7 @@ class UpstreamMetrics(UpstreamHooks):
         self._errors = metrics.metric("gateway_upstream_errors_total")
         self._retries = metrics.metric("gateway_upstream_retries_total")
         self._children: dict[tuple[Any, str, str], Any] = {}
-        self._answers: dict[tuple[str, int], tuple[Any, Any]] = {}
+        self._answers: dict[str, dict[int, tuple[Any, Any]]] = {}   # path → status → (latency, errors)
 
     def _child(self, metric: Any, path: str, outcome: str) -> Any:
         key = (metric, path, outcome)
@@ -50,14 +50,11 @@ class UpstreamMetrics(UpstreamHooks):
 
     def answered(self, path: str, status: int, seconds: float) -> None:
         # The common answer (a known path, 200) costs this one call: its children are
-        # kept by (path, status), the histogram observed inline.
-        bound = self._answers.get((path, status))
+        # kept by path then status (no key to build), the histogram observed inline.
+        by_status = self._answers.get(path)
+        bound = by_status.get(status) if by_status is not None else None
         if bound is None:
-            outcome = _status_outcome(status)
-            bound = (self._child(self._latency, path, outcome),
-                     self._child(self._errors, path, outcome) if outcome != "ok" else None)
-            if len(self._answers) < 256:
-                self._answers[path, status] = bound
+            bound = self._bind_answer(path, status)
         latency, errors = bound
         pending = latency.pending   # Buckets.observe, inline
         pending.append(seconds)
@@ -65,6 +62,14 @@ class UpstreamMetrics(UpstreamHooks):
             latency.fold()
         if errors is not None:
             errors.value += 1
+
+    def _bind_answer(self, path: str, status: int) -> tuple[Any, Any]:
+        outcome = _status_outcome(status)
+        bound = (self._child(self._latency, path, outcome),
+                 self._child(self._errors, path, outcome) if outcome != "ok" else None)
+        if len(self._answers) < 256:   # fixed paths, not every id
+            self._answers.setdefault(path, {})[status] = bound
+        return bound
 
     def failed(self, path: str, outcome: str, seconds: float) -> None:
         self._child(self._latency, path, outcome).observe(seconds)

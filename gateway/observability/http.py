@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gateway.observability.context import ENDPOINT
-from gateway.observability.plain import FOLD_AT
+from gateway.observability.plain import FOLD_AT, Summed, Value
 from gateway.observability.metrics import Metrics
 
 # The route LCORE does not count in `ls_rest_api_calls_total` (it still times it).
@@ -17,14 +16,16 @@ METRICS_PATH = "/metrics"
 
 
 class _Route:
-    """One route's template and its bound duration child; its calls by status are
-    counted in the hot counters (`rest_calls`, keyed by this template and the int status)."""
+    """One route's template, its bound duration child and its calls by status (the
+    hot counters' dict for its template, shared by the template's routes; None for
+    `/metrics`, which LCORE does not count)."""
 
-    __slots__ = ("template", "timer")
+    __slots__ = ("template", "timer", "calls")
 
-    def __init__(self, template: str, timer: Any):
+    def __init__(self, template: str, timer: Any, calls: dict[int, int] | None):
         self.template = template
         self.timer = timer
+        self.calls = calls
 
 
 class HttpObserver:
@@ -42,12 +43,18 @@ class HttpObserver:
         self._module = auth_module
         self._routes: dict[Any, _Route] = {}        # aiohttp route → its template and timer
         self._auth_children: dict[tuple[str, str], Any] = {}
-        self._authz_children: dict[tuple[str, bool], Any] = {}
-        self._auth_ok = self._auth.labels(auth_module, "success", "ok")
+        self._authz_children: dict[str, tuple[Any, Any]] = {}   # action → its (denied, allowed) children
+        # Every successful authentication is one route authorization check, or one pass
+        # to a route any authenticated caller may use: the success counter is their sum,
+        # read at scrape, so a request counts one add instead of two.
+        self._open_passes = Value()
+        self._passes: list[Value] = [self._open_passes]
+        self._auth.derive((auth_module, "success", "ok"), Summed(self._passes))
 
     def _route(self, route: Any) -> _Route:
         template = route_template(route, self._root_path)
-        bound = self._routes[route] = _Route(template, self._duration.labels(template) if template else None)
+        calls = self._hot.rest_calls.setdefault(template, {}) if template and template != METRICS_PATH else None
+        bound = self._routes[route] = _Route(template, self._duration.labels(template) if template else None, calls)
         return bound
 
     def started(self, route: Any) -> tuple[_Route | None, float]:
@@ -56,9 +63,7 @@ class HttpObserver:
         bound = None
         if route is not None:
             bound = self._routes.get(route) or self._route(route)
-            if bound.template:
-                ENDPOINT.set(bound.template)
-            else:
+            if not bound.template:
                 bound = None
         return bound, time.perf_counter()
 
@@ -69,10 +74,9 @@ class HttpObserver:
         bound = started[0]
         if bound is None:
             return
-        if bound.template != METRICS_PATH:
-            key = (bound.template, status)
-            calls = self._hot.rest_calls
-            calls[key] = calls.get(key, 0) + 1
+        calls = bound.calls
+        if calls is not None:
+            calls[status] = calls.get(status, 0) + 1
         if status == 101 or websocket:
             return   # a WebSocket (switched protocols): its "duration" is its session, not a response time
         pending = bound.timer.pending   # Buckets.observe, inline
@@ -83,26 +87,21 @@ class HttpObserver:
     def passed(self, action: str | None, allowed: bool) -> None:
         """Authenticated (the common case), then the route's action checked (None: a
         route any authenticated caller may use)."""
-        self._auth_ok.value += 1
-        if action is not None:
-            key = (action, allowed)
-            child = self._authz_children.get(key)
-            if child is None:
-                child = self._authz_children[key] = self._authz.labels(action, "allowed" if allowed else "denied")
-            child.value += 1
+        if action is None:
+            self._open_passes.value += 1
+        else:   # counted in the check, and so in the successful authentications (`Summed`)
+            (self._authz_children.get(action) or self._authz_pair(action))[allowed].value += 1
+
+    def _authz_pair(self, action: str) -> tuple[Any, Any]:
+        pair = self._authz_children[action] = (self._authz.labels(action, "denied"), self._authz.labels(action, "allowed"))
+        self._passes.extend(pair)
+        return pair
 
     def authenticated(self, result: str, reason: str) -> None:
         key = (result, reason)
         child = self._auth_children.get(key)
         if child is None:
             child = self._auth_children[key] = self._auth.labels(self._module, result, reason)
-        child.value += 1
-
-    def authorized(self, action: str, allowed: bool) -> None:
-        key = (action, allowed)
-        child = self._authz_children.get(key)
-        if child is None:
-            child = self._authz_children[key] = self._authz.labels(action, "allowed" if allowed else "denied")
         child.value += 1
 
 

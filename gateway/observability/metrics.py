@@ -154,15 +154,16 @@ class HotCounters(Collector):
 
     def __init__(self) -> None:
         self.in_flight = 0
-        self.rest_calls: dict[tuple[str, int], int] = {}    # (path template, status) → calls
+        self.rest_calls: dict[str, dict[int, int]] = {}    # path template → status → calls
         self.streams_open: dict[str, int] = dict.fromkeys(BACKENDS, 0)
         self.stream_events: dict[str, int] = dict.fromkeys(BACKENDS, 0)
 
     def collect(self) -> Iterable:
         calls = CounterMetricFamily("ls_rest_api_calls", BY_NAME["ls_rest_api_calls_total"].help,
                                     labels=("path", "status_code"))
-        for (path, status), count in list(self.rest_calls.items()):
-            calls.add_metric((path, str(status)), count)
+        for path, by_status in list(self.rest_calls.items()):
+            for status, count in list(by_status.items()):
+                calls.add_metric((path, str(status)), count)
         yield calls
         yield GaugeMetricFamily("gateway_http_requests_in_flight",
                                 BY_NAME["gateway_http_requests_in_flight"].help, value=self.in_flight)

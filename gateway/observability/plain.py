@@ -78,6 +78,35 @@ class Buckets:
         self.sum += sum(pending)
 
 
+class Counted:
+    """A counter child that is the number of observations of histogram children: a turn
+    observed once in `ls_llm_inference_duration_seconds` is one `ls_llm_calls_total`, so
+    the call is counted by that observation instead of by an add of its own."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self, *of: Buckets):
+        self._of = of
+
+    @property
+    def value(self) -> int:
+        return sum(sum(buckets.counts) + len(buckets.pending) for buckets in self._of)
+
+
+class Summed:
+    """A counter child that is the sum of other counter children, read when scraped:
+    `children` is kept by its owner and may grow."""
+
+    __slots__ = ("children",)
+
+    def __init__(self, children: list[Value]):
+        self.children = children
+
+    @property
+    def value(self) -> float:
+        return sum(child.value for child in self.children)
+
+
 class Family:
     """One metric and its children, by label values."""
 
@@ -96,6 +125,12 @@ class Family:
                 raise ValueError(f"{self.name} takes labels {self.label_names}, not {values}")
             child = self.children[values] = Buckets(self._bounds) if self.kind == "histogram" else Value()
         return child
+
+    def derive(self, values: tuple[str, ...], child: Counted | Summed) -> None:
+        """A counter child read from other children (`Counted`, `Summed`) when scraped."""
+        if self.kind != "counter" or len(values) != len(self.label_names) or values in self.children:
+            raise ValueError(f"{self.name}: cannot derive {values}")
+        self.children[values] = child
 
     # An unlabelled family is its own child.
     def inc(self, amount: float = 1) -> None:

@@ -23,8 +23,8 @@ import logging
 import time
 from typing import Any, Mapping
 
-from gateway.observability.context import ENDPOINT
-from gateway.observability.plain import FOLD_AT
+from gateway.observability.plain import FOLD_AT, Counted
+from gateway.request_scope import REQUEST
 from gateway.observability.metrics import CLIENT_MCP, TURN_OUTCOMES, Metrics
 from gateway.schema.errors import ApiError, QuotaExceeded
 from gateway.turns.hooks import TurnHooks
@@ -41,38 +41,35 @@ _OUTCOMES = {"completed": "completed", "incomplete": "incomplete", "failed": "fa
 
 
 class _Llm:
-    """LCORE's LLM children of one (provider, model, endpoint), bound once."""
+    """LCORE's LLM children of one (provider, model, endpoint), bound once. Every turn
+    that reaches `finished` is observed once in the inference histogram, as a success
+    or a failure: its calls and failures counters are those observations' counts
+    (`plain.Counted`), read at scrape rather than added to per turn."""
 
-    __slots__ = ("calls", "failures", "sent", "received", "succeeded_in", "failed_in")
+    __slots__ = ("provider", "sent", "received", "succeeded_in", "failed_in")
 
-    def __init__(self, m: Any, labels: tuple[str, str, str]):
-        self.calls = m("ls_llm_calls_total").labels(*labels)
-        self.failures = m("ls_llm_calls_failures_total").labels(*labels)
+    def __init__(self, m: Any, provider: str | None, labels: tuple[str, str, str]):
+        self.provider = provider   # the catalog's, to notice a model that moved to another
         self.sent = m("ls_llm_token_sent_total").labels(*labels)
         self.received = m("ls_llm_token_received_total").labels(*labels)
         inference = m("ls_llm_inference_duration_seconds")
         self.succeeded_in = inference.labels(*labels, "success")
         self.failed_in = inference.labels(*labels, "failure")
+        m("ls_llm_calls_total").derive(labels, Counted(self.succeeded_in, self.failed_in))
+        m("ls_llm_calls_failures_total").derive(labels, Counted(self.failed_in))
 
 
 class _Kind:
     """The gateway's turn children of one (backend, mode), bound once."""
 
-    __slots__ = ("backend", "mode", "first", "turns", "stream_time")
+    __slots__ = ("backend", "streaming", "first", "turns", "stream_time")
 
     def __init__(self, m: Any, backend: str, mode: str):
-        self.backend, self.mode = backend, mode
+        self.backend, self.streaming = backend, mode != "json"
         self.first = m("gateway_time_to_first_event_seconds").labels(backend, mode)
         turns = m("gateway_turns_total")
         self.turns = {outcome: turns.labels(backend, mode, outcome) for outcome in TURN_OUTCOMES}
         self.stream_time = m("gateway_stream_duration_seconds").labels(backend)
-
-
-class _Observed:
-    """What a turn's metrics keep between its hooks (made without an `__init__` call:
-    a Python call is most of what recording costs)."""
-
-    __slots__ = ("llm", "kind", "started", "first")
 
 
 def llm_labels(turn: Turn, endpoint: str) -> tuple[str, str, str]:
@@ -88,11 +85,9 @@ class TurnMetrics(TurnHooks):
 
     shielded = True
 
-    def __init__(self, metrics: Metrics, backends: Mapping[int, str], cluster_limiters: frozenset[str] = frozenset(),
-                 mcp_labels: frozenset[str] = frozenset()):
+    def __init__(self, metrics: Metrics, backends: Mapping[int, str], mcp_labels: frozenset[str] = frozenset()):
         self._hot = metrics.hot
         self._backends = dict(backends)
-        self._cluster = cluster_limiters
         self._mcp_labels = mcp_labels   # the operator's MCP servers: every other label is `client`
         self._m = m = metrics.metric
         self._validation = m("ls_llm_validation_errors_total")
@@ -100,18 +95,17 @@ class TurnMetrics(TurnHooks):
         self._admissions = m("gateway_quota_admissions_total")
         self._refusals = m("gateway_quota_refusals_total")
         self._charged = m("gateway_quota_tokens_charged_total")
-        self._balance = m("gateway_quota_cluster_balance_tokens")
         self._background = m("gateway_background_responses_total")
         self._running = m("gateway_background_responses_running").labels()   # its one child
         self._tool_calls = m("gateway_tool_calls_total")
         self._mcp_failures = m("gateway_mcp_failures_total")
-        self._llm: dict[tuple[str, str, str], _Llm] = {}
-        self._kinds: dict[tuple[int, bool, bool], _Kind] = {}
-        self._bound: dict[tuple, tuple[_Llm, _Kind]] = {}   # (model, provider, endpoint, backend, modes) → both
+        self._llm: dict[tuple[str, str, str], _Llm] = {}            # by labels
+        self._llm_of: dict[str, dict[str, _Llm]] = {}               # endpoint → model id → its children
+        self._kinds: dict[Any, tuple[_Kind, _Kind, _Kind]] = {}    # backend → its json, stream, background
 
     def refused(self, error: ApiError) -> None:
         try:
-            endpoint = ENDPOINT.get()
+            endpoint = REQUEST.get()[1]
             if isinstance(error, QuotaExceeded):
                 self._quota_checks.labels(endpoint, "exceeded").inc()
                 if error.limiter:
@@ -123,17 +117,21 @@ class TurnMetrics(TurnHooks):
 
     def prepared(self, turn: Turn) -> None:
         try:
-            endpoint = ENDPOINT.get()
-            if turn.backend.__class__ is BlockedBackend:
+            endpoint = REQUEST.get()[1]
+            backend = turn.backend
+            if backend.__class__ is BlockedBackend:
                 # A question a shield blocked: LCORE's validation error, not a model call
                 # (the check's own call is the gateway's, counted with upstream requests).
                 self._validation.labels(endpoint).value += 1
                 return   # `observed` stays None: no other hook records it
             model = turn.model
-            key = (model.id, model.provider_id, endpoint, id(turn.backend), turn.background, turn.stream)
-            bound = self._bound.get(key) or self._bind(turn, endpoint, key)
-            observed = turn.observed = _Observed.__new__(_Observed)
-            (observed.llm, observed.kind), observed.started, observed.first = bound, time.perf_counter(), None
+            of_endpoint = self._llm_of.get(endpoint)
+            llm = of_endpoint.get(model.id) if of_endpoint is not None else None
+            if llm is None or llm.provider != model.provider_id:
+                llm = self._bind_llm(turn, endpoint)
+            kinds = self._kinds.get(backend) or self._bind_kinds(backend)
+            # What the other hooks read: (llm, kind, started), as a tuple (no object to make).
+            turn.observed = (llm, kinds[2 if turn.background else turn.stream], time.perf_counter())  # True: 1
             if turn.background:
                 self._running.value += 1
             reservation = turn.reservation
@@ -144,57 +142,49 @@ class TurnMetrics(TurnHooks):
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: prepared failed")
 
-    def _bind(self, turn: Turn, endpoint: str, key: tuple) -> tuple[_Llm, _Kind]:
-        """The children a kind of turn records into, bound on its first turn (one key,
-        one lookup per turn)."""
-        model_id, provider, _, backend, background, stream = key
-        llm = self._llm.get((model_id, provider, endpoint))
+    def _bind_llm(self, turn: Turn, endpoint: str) -> _Llm:
+        """The LLM children of a model on an endpoint, bound on its first turn (and again
+        if the catalog moves the model to another provider)."""
+        labels = llm_labels(turn, endpoint)
+        llm = self._llm.get(labels)
         if llm is None:
-            llm = self._llm[model_id, provider, endpoint] = _Llm(self._m, llm_labels(turn, endpoint))
-        kind = self._kinds.get((backend, background, stream))
-        if kind is None:
-            kind = self._kinds[backend, background, stream] = _Kind(
-                self._m, self._backends.get(backend, "forward"),
-                "background" if background else "stream" if stream else "json")
-        bound = self._bound[key] = (llm, kind)
-        return bound
+            llm = self._llm[labels] = _Llm(self._m, turn.model.provider_id, labels)
+        self._llm_of.setdefault(endpoint, {})[turn.model.id] = llm
+        return llm
+
+    def _bind_kinds(self, backend: Any) -> tuple[_Kind, _Kind, _Kind]:
+        label = self._backends.get(id(backend), "forward")
+        kinds = self._kinds[backend] = (_Kind(self._m, label, "json"), _Kind(self._m, label, "stream"),
+                                        _Kind(self._m, label, "background"))
+        return kinds
 
     def first_event(self, turn: Turn) -> None:
         try:
             observed = turn.observed
             if observed is None:
                 return
-            observed.first = now = time.perf_counter()
-            kind = observed.kind
+            now = time.perf_counter()
+            kind = observed[1]
             pending = kind.first.pending   # Buckets.observe, inline
-            pending.append(now - observed.started)
+            pending.append(now - observed[2])
             if len(pending) >= FOLD_AT:
                 kind.first.fold()
-            if kind.mode != "json":
+            if kind.streaming:
                 self._hot.streams_open[kind.backend] += 1
+                turn.observed = (*observed, now)   # the stream is open: `streamed` closes it
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: first_event failed")
-
-    def settled(self, turn: Turn) -> None:
-        try:
-            quotas = turn.quotas
-            if quotas and self._cluster:
-                for name, balance in quotas.items():
-                    if name in self._cluster:   # the balance every replica shares, as last read here
-                        self._balance.labels(name).set(balance)
-        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
-            log.exception("turn metrics: settled failed")
 
     def streamed(self, turn: Turn, events: int) -> None:
         try:
             observed = turn.observed
             if observed is None:
                 return
-            kind = observed.kind
+            kind = observed[1]
             self._hot.stream_events[kind.backend] += events
-            if observed.first is not None:
+            if len(observed) > 3:   # it had a first event
                 self._hot.streams_open[kind.backend] -= 1
-            kind.stream_time.observe(time.perf_counter() - observed.started)
+            kind.stream_time.observe(time.perf_counter() - observed[2])
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: streamed failed")
 
@@ -203,7 +193,7 @@ class TurnMetrics(TurnHooks):
             observed = turn.observed
             if observed is None:
                 return
-            elapsed = time.perf_counter() - observed.started
+            elapsed = time.perf_counter() - observed[2]
             result = turn.result if turn.result.__class__ is dict else None
             if turn.abandoned:
                 outcome = "abandoned"
@@ -211,14 +201,10 @@ class TurnMetrics(TurnHooks):
                 outcome = "error"
             else:
                 outcome = _OUTCOMES.get(result.get("status"), "error")  # type: ignore[arg-type]
-            observed.kind.turns[outcome].value += 1
-            llm = observed.llm
-            llm.calls.value += 1
-            if outcome == "failed" or outcome == "error":
-                llm.failures.value += 1
-                timer = llm.failed_in
-            else:
-                timer = llm.succeeded_in
+            observed[1].turns[outcome].value += 1
+            llm = observed[0]
+            # One observation, a success or a failure: also the call and, if so, the failure.
+            timer = llm.failed_in if outcome == "failed" or outcome == "error" else llm.succeeded_in
             pending = timer.pending   # Buckets.observe, inline
             pending.append(elapsed)
             if len(pending) >= FOLD_AT:
@@ -273,3 +259,25 @@ class TurnMetrics(TurnHooks):
     def _server(self, item: dict[str, Any]) -> str:
         label = item.get("server_label")
         return label if label in self._mcp_labels else CLIENT_MCP
+
+
+class ClusterBalances(TurnHooks):
+    """The balance every replica shares, per cluster limiter, as this replica last read
+    it when a turn settled (registered only when the quota has cluster limiters, so the
+    `settled` moment costs nothing otherwise)."""
+
+    shielded = True
+
+    def __init__(self, metrics: Metrics, cluster_limiters: frozenset[str]):
+        self._cluster = cluster_limiters
+        self._balance = metrics.metric("gateway_quota_cluster_balance_tokens")
+
+    def settled(self, turn: Turn) -> None:
+        try:
+            quotas = turn.quotas
+            if quotas:
+                for name, balance in quotas.items():
+                    if name in self._cluster:
+                        self._balance.labels(name).set(balance)
+        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
+            log.exception("turn metrics: settled failed")

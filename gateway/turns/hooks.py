@@ -12,7 +12,7 @@ Hooks are synchronous and cheap; one that raises is logged and never fails a req
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Callable, Sequence
 
 from gateway.schema.errors import ApiError
 from gateway.turns.turn import Turn
@@ -20,6 +20,7 @@ from gateway.turns.turn import Turn
 log = logging.getLogger("gateway.turns")
 
 _MOMENTS = ("refused", "prepared", "first_event", "settled", "streamed", "finished")
+_TWO_ARGUMENTS = ("streamed", "finished")
 
 
 class TurnHooks:
@@ -49,60 +50,70 @@ class TurnHooks:
 
 
 class Hooks(TurnHooks):
-    """Every registered observer, each shielded from the others and from the turn."""
+    """Every registered observer, each shielded from the others and from the turn.
+
+    Each moment is bound, whenever an observer is added, to the cheapest call that
+    reaches the observers overriding it: nothing at all for a moment none of them
+    takes, the observer's own method when one shielded observer takes it, and a loop
+    otherwise (with a `try` per observer unless every one is shielded). The runner
+    calls a moment on every turn, so a moment nobody watches must cost one no-op call."""
 
     def __init__(self, observers: Sequence[TurnHooks] = ()):
         self._observers: tuple[TurnHooks, ...] = ()
         for observer in observers:
             self.add(observer)
+        if not self._observers:
+            self._bind()
 
     def add(self, observer: TurnHooks) -> None:
         self._observers = (*self._observers, observer)
-        only = self._observers[0] if len(self._observers) == 1 and self._observers[0].shielded else None
+        self._bind()
+
+    def _bind(self) -> None:
         for moment in _MOMENTS:
-            if only is not None:
-                setattr(self, moment, getattr(only, moment))   # shadows the loop below
-            else:
-                self.__dict__.pop(moment, None)
+            takers = tuple(observer for observer in self._observers if _takes(observer, moment))
+            setattr(self, moment, _dispatch(moment, takers))
 
-    def refused(self, error: ApiError) -> None:
-        for observer in self._observers:
-            try:
-                observer.refused(error)
-            except Exception:
-                log.exception("turn hook %s.refused failed", type(observer).__name__)
 
-    def prepared(self, turn: Turn) -> None:
-        for observer in self._observers:
-            try:
-                observer.prepared(turn)
-            except Exception:
-                log.exception("turn hook %s.prepared failed", type(observer).__name__)
+def _takes(observer: TurnHooks, moment: str) -> bool:
+    """Whether the observer overrides the moment (in its class or on itself)."""
+    return getattr(type(observer), moment, None) is not getattr(TurnHooks, moment) or moment in vars(observer)
 
-    def first_event(self, turn: Turn) -> None:
-        for observer in self._observers:
-            try:
-                observer.first_event(turn)
-            except Exception:
-                log.exception("turn hook %s.first_event failed", type(observer).__name__)
 
-    def settled(self, turn: Turn) -> None:
-        for observer in self._observers:
-            try:
-                observer.settled(turn)
-            except Exception:
-                log.exception("turn hook %s.settled failed", type(observer).__name__)
+def _nothing(*args: object) -> None:
+    """A moment no observer takes."""
 
-    def streamed(self, turn: Turn, events: int) -> None:
-        for observer in self._observers:
-            try:
-                observer.streamed(turn, events)
-            except Exception:
-                log.exception("turn hook %s.streamed failed", type(observer).__name__)
 
-    def finished(self, turn: Turn, error: BaseException | None) -> None:
-        for observer in self._observers:
+def _dispatch(moment: str, takers: tuple[TurnHooks, ...]) -> Callable[..., None]:
+    if not takers:
+        return _nothing
+    calls = tuple(getattr(observer, moment) for observer in takers)
+    if all(observer.shielded for observer in takers):
+        if len(calls) == 1:
+            return calls[0]   # no dispatch between the runner and it
+        if len(calls) == 2:   # the usual pair (the metrics and one more): no loop, no argument tuple
+            first, second = calls
+            if moment in _TWO_ARGUMENTS:
+                def both2(a: object, b: object) -> None:
+                    first(a, b)
+                    second(a, b)
+                return both2
+
+            def both(a: object) -> None:
+                first(a)
+                second(a)
+            return both
+
+        def each(*args: object) -> None:
+            for call in calls:
+                call(*args)
+        return each
+    named = tuple((type(observer).__name__, call) for observer, call in zip(takers, calls))
+
+    def shielding(*args: object) -> None:
+        for name, call in named:
             try:
-                observer.finished(turn, error)
+                call(*args)
             except Exception:
-                log.exception("turn hook %s.finished failed", type(observer).__name__)
+                log.exception("turn hook %s.%s failed", name, moment)
+    return shielding

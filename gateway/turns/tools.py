@@ -42,7 +42,7 @@ from gateway.identity import Identity
 from gateway.mcp_approval import tighter
 from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError, invalid_attribute, not_found, tool_conflict
-from gateway.upstream.client import REQUEST_ID
+from gateway.request_scope import REQUEST
 
 # How long the OAuth probe waits for a server's answer.
 OAUTH_PROBE_TIMEOUT = 5.0
@@ -269,7 +269,7 @@ async def _probe(server: McpServerConfig, authorization: str | None = None) -> N
     sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if authorization is not None:
         sent["Authorization"] = authorization
-    if request_id := REQUEST_ID.get():   # as on every call to the upstream: both logs name the request
+    if request_id := REQUEST.get()[0]:   # as on every call to the upstream: both logs name the request
         sent["X-Request-ID"] = request_id
     try:
         timeout = aiohttp.ClientTimeout(total=OAUTH_PROBE_TIMEOUT)

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import ssl
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Mapping
@@ -23,6 +22,7 @@ import orjson
 
 from gateway import outbound
 from gateway.config import LlamaStackConfig
+from gateway.request_scope import REQUEST
 from gateway.schema.errors import ApiError, upstream_unavailable
 from gateway.upstream.errors import map_upstream_error
 from gateway.upstream.http11 import ConnectFailed, Exchange, Pool, ReadTimeout, UpstreamHttpError
@@ -37,7 +37,6 @@ KEEPALIVE_S = 3.0
 TIMED_OUT = "Request timed out."
 # The id of the request being handled (set by the middleware; a plain token or a UUID),
 # sent upstream as X-Request-ID so both sides' logs name the same request.
-REQUEST_ID: ContextVar[str] = ContextVar("gateway_request_id", default="")
 
 
 class UpstreamHooks:
@@ -178,7 +177,7 @@ class UpstreamClient:
             fixed = ("\r\n".join(lines) + "\r\n").encode("latin-1")
             if not params and not headers and len(self._heads) < 64:  # fixed endpoints, not every id
                 self._heads[key] = fixed
-        rid = REQUEST_ID.get()
+        rid = REQUEST.get()[0]
         if rid:
             fixed = b"%sX-Request-ID: %s\r\n" % (fixed, rid.encode("latin-1"))
         if self.outgoing is not None:

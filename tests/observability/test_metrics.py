@@ -41,7 +41,7 @@ def test_lcore_names_labels_and_buckets():
 
 def test_every_definition_is_exposed_once_and_hot_counters_at_scrape_time():
     metrics = Metrics()
-    metrics.hot.rest_calls[("/v1/responses", 200)] = 7
+    metrics.hot.rest_calls["/v1/responses"] = {200: 7}
     metrics.hot.stream_events["forward"] += 40
     text = generate_latest(metrics.registry).decode()
     assert 'ls_rest_api_calls_total{path="/v1/responses",status_code="200"} 7.0' in text
@@ -154,8 +154,66 @@ def test_turn_metrics_never_raise_into_the_turn(caplog):
     metrics = TurnMetrics(Metrics(), {})
     hooks = Hooks([metrics])
     assert hooks.finished == metrics.finished
-    broken = SimpleNamespace(observed=SimpleNamespace(started="not a time"), result=None, abandoned=False)
+    broken = SimpleNamespace(observed=(None, None, "not a time"), result=None, abandoned=False)
     hooks.first_event(broken)
     hooks.finished(broken, None)
     hooks.streamed(broken, 3)
     assert "turn metrics: finished failed" in caplog.text
+
+
+def _turn(outcome: str | None, stream: bool = False) -> SimpleNamespace:
+    model = SimpleNamespace(id="openai/gpt-4o-mini", provider_id="openai")
+    result = {"status": outcome, "output": [], "usage": {"input_tokens": 3, "output_tokens": 4}} if outcome else None
+    return SimpleNamespace(backend="the forward backend", model=model, background=False, stream=stream,
+                           reservation=None, observed=None, result=result, abandoned=False, observed_settled=True)
+
+
+def test_llm_calls_and_failures_are_the_inference_observations():
+    """`ls_llm_calls_total` and `ls_llm_calls_failures_total` are read from the inference
+    histogram's counts (one observation per finished turn): exactly one per turn."""
+    metrics = Metrics()
+    hooks = TurnMetrics(metrics, {})
+    for outcome, error in (("completed", None), ("incomplete", None), ("failed", None), (None, RuntimeError())):
+        turn = _turn(outcome)
+        hooks.prepared(turn)
+        hooks.first_event(turn)
+        hooks.finished(turn, error)
+    text = generate_latest(metrics.registry).decode()
+    labels = 'endpoint="",model="gpt-4o-mini",provider="openai"'
+    assert f"ls_llm_calls_total{{{labels}}} 4.0" in text
+    assert f"ls_llm_calls_failures_total{{{labels}}} 2.0" in text   # failed, and the error
+    assert f'ls_llm_inference_duration_seconds_count{{{labels},result="success"}} 2.0' in text
+    assert f"ls_llm_token_sent_total{{{labels}}} 9.0" in text        # the three with a usage
+    assert 'gateway_turns_total{backend="forward",mode="json",outcome="error"} 1.0' in text
+
+
+def test_streams_open_close_only_once_they_had_a_first_event():
+    metrics = Metrics()
+    hooks = TurnMetrics(metrics, {})
+    opened, refused = _turn("completed", stream=True), _turn(None, stream=True)
+    for turn in (opened, refused):
+        hooks.prepared(turn)
+    hooks.first_event(opened)
+    assert metrics.hot.streams_open["forward"] == 1
+    for turn in (opened, refused):
+        hooks.streamed(turn, 5)
+        hooks.finished(turn, None)
+    assert metrics.hot.streams_open["forward"] == 0 and metrics.hot.stream_events["forward"] == 10
+
+
+def test_successful_authentications_are_the_checks_that_followed_them():
+    """`ls_auth_attempts_total{result="success"}` is the sum of the route checks (and of
+    the passes to routes with no action) that each successful authentication led to."""
+    from gateway.observability.http import HttpObserver
+    metrics = Metrics()
+    observer = HttpObserver(metrics, "", "noop")
+    observer.passed("query", True)
+    observer.passed("query", False)
+    observer.passed(None, True)
+    observer.passed("responses", True)
+    observer.authenticated("failure", "no_credential")
+    text = generate_latest(metrics.registry).decode()
+    assert 'ls_auth_attempts_total{auth_module="noop",reason="ok",result="success"} 4.0' in text
+    assert 'ls_auth_attempts_total{auth_module="noop",reason="no_credential",result="failure"} 1.0' in text
+    assert 'ls_authorization_checks_total{action="query",result="denied"} 1.0' in text
+    assert 'ls_authorization_checks_total{action="query",result="allowed"} 1.0' in text

@@ -42,10 +42,37 @@ def test_a_second_observer_or_an_unshielded_one_goes_through_the_shielding_loop(
     shielded, plain = _Shielded(), _Plain()
     hooks = Hooks([shielded])
     hooks.add(plain)
-    assert "prepared" not in vars(hooks)
+    assert hooks.prepared != shielded.prepared
     hooks.prepared(object())                  # type: ignore[arg-type]: never raises
     assert shielded.seen == plain.seen == ["prepared"]
     assert "turn hook _Plain.prepared failed" in caplog.text
     lone_plain = Hooks([_Plain()])
-    assert "prepared" not in vars(lone_plain)
+    assert lone_plain.prepared != lone_plain._observers[0].prepared
     lone_plain.prepared(object())             # type: ignore[arg-type]
+
+
+class _Finishing(TurnHooks):
+    shielded = True
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def finished(self, turn, error) -> None:  # type: ignore[no-untyped-def]
+        self.seen.append(f"finished {error}")
+
+
+def test_a_moment_reaches_only_the_observers_that_take_it():
+    seen: list[str] = []
+    shielded, first, second = _Shielded(), _Finishing(seen), _Finishing(seen)
+    hooks = Hooks([shielded, first])
+    assert hooks.prepared == shielded.prepared   # `first` does not take `prepared`
+    assert hooks.finished == first.finished       # nor `shielded` `finished`
+    hooks.add(second)
+    hooks.finished(object(), None)                # type: ignore[arg-type]: both, in order, no shielding loop
+    assert seen == ["finished None", "finished None"]
+    hooks.add(_Finishing(seen))
+    hooks.finished(object(), "error")            # type: ignore[arg-type]: three
+    assert seen[2:] == ["finished error"] * 3
+    nobody = Hooks()
+    assert nobody.settled(object()) is None       # type: ignore[arg-type]: a moment nobody takes
+    assert hooks.streamed == nobody.streamed
