@@ -12,6 +12,14 @@ after the response), with a dump (`callgrind_control -d`) whose total is read.
     python -m bench.callgrind                                   # this checkout
     python -m bench.callgrind --gateway ../base/.venv/bin/gateway --json
     python -m bench.callgrind --access-log-cost                 # the access line: off, text, json
+    python -m bench.callgrind --metrics-pairs 5 --only json --turns 1200   # what metrics cost
+
+`--metrics-pairs N` measures what recording metrics costs: N pairs of gateways alike but
+for `service.metrics`, the two of a pair run side by side (so the machine's load falls
+on both), each pair's on/off ratio printed and their median. One pair is not enough:
+the group commit's batches and the garbage collector's passes fall differently in each
+process, which moves a whole process's count per turn by ~1 % either way; more turns
+(`--turns`) and more pairs narrow it.
 
 `--access-log text|json` measures with the access line on (`service.access_log`, at
 GATEWAY_LOG_LEVEL=INFO so it is written); `--access-log-cost` measures the JSON turn and
@@ -175,10 +183,15 @@ def main() -> None:
                              "sets no format (a checkout before issue 25: aiohttp's access log)")
     parser.add_argument("--access-log-cost", action="store_true",
                         help="the JSON turn and SSE events with the access line off, text and json, in one run")
+    parser.add_argument("--metrics-pairs", type=int, default=0, metavar="N",
+                        help="N side-by-side pairs of metrics on and off: each pair's ratio, and their median")
     parser.add_argument("--json", action="store_true", help="print {workload: instructions per unit}")
     args = parser.parse_args()
     if args.access_log_cost:
         _access_log_cost(args)
+        return
+    if args.metrics_pairs:
+        _metrics_pairs(args)
         return
     service = {"metrics": False} if args.no_metrics else {}
     service.update(_access_log(args.access_log))
@@ -210,6 +223,32 @@ def _access_log_cost(args: argparse.Namespace) -> None:
         text, as_json = runs["text"][name], runs["json"][name]
         print(f"{name:28} {off / 1000:9.1f}k {text / 1000:9.1f}k {as_json / 1000:9.1f}k "
               f"{text / off:8.3f}x {as_json / off:8.3f}x")
+
+
+def _metrics_pairs(args: argparse.Namespace) -> None:
+    """Metrics on against off, in pairs run side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+    from statistics import median
+
+    base = _access_log(args.access_log)
+    ratios: dict[str, list[float]] = {}
+    runs = []
+    for pair in range(args.metrics_pairs):
+        with ThreadPoolExecutor(2) as pool:
+            on, off = pool.map(lambda service: measure(args.gateway, args.turns, args.streams, service, args.only,
+                                                       args.dialect),
+                               ({**base}, {**base, "metrics": False}))
+        runs.append({"on": on, "off": off})
+        for name in on:
+            ratios.setdefault(name, []).append(on[name] / off[name])
+            print(f"pair {pair + 1}: {name:28} on {on[name] / 1000:9.1f}k  off {off[name] / 1000:9.1f}k  "
+                  f"on/off {on[name] / off[name]:.4f}", flush=True)
+    if args.json:
+        print(json.dumps({"pairs": runs, "median": {name: median(each) for name, each in ratios.items()}}))
+        return
+    for name, each in ratios.items():
+        print(f"{name:28} median on/off {median(each):.4f} over {len(each)} pairs "
+              f"({', '.join(f'{ratio:.4f}' for ratio in each)})")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """The one middleware every request passes: request id, CORS, authentication,
 authorization (the route's action, `gateway/http/openapi.py`) and the error envelope.
 One function instead of five keeps the per-request cost to one coroutine frame on the
-hot path (two with metrics on: the request metrics wrap it)."""
+hot path (two with metrics or the access line on: `observability/http.py` `observing`
+wraps it)."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
 import logging
@@ -21,7 +21,7 @@ from gateway.http.responses_io import json_response
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL
 from gateway.identity import Identity
 from gateway.identity.audit import REFUSALS, log_refusal
-from gateway.observability.http import HttpObserver, auth_failure_reason
+from gateway.observability.http import HttpObserver, auth_failure_reason, observing
 from gateway.observability.requests import RequestObserver
 from gateway.schema.errors import (ApiError, body_too_large, database_error, endpoint_forbidden, header_too_large,
                                    internal_error, method_not_allowed, route_not_found)
@@ -31,8 +31,6 @@ from gateway.request_scope import REQUEST
 log = logging.getLogger("gateway.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# The status metrics record for a request whose client left mid-answer (nginx's 499).
-CLIENT_CLOSED = 499
 
 # A client's X-Request-ID is kept only when it is a plain token: it is echoed in
 # headers and written to logs.
@@ -101,31 +99,7 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
         openai = request.path.startswith(openai_paths) if openai_paths else False
         return json_response(error.body(openai), error.status, {**extra, **error.headers})
 
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if observer is None and requests is None:
-            return await handle(request, handler, "")
-        match = request.match_info
-        started = observer.started(match.route if match.http_exception is None else None) \
-            if observer is not None else None
-        record = requests.begin(request) if requests is not None else None
-        status, websocket = 500, False
-        try:
-            # The route template, for the turn metrics' `endpoint` label.
-            response = await handle(request, handler, started[0].template if started and started[0] else "")
-            status = response.status
-            return response
-        except (asyncio.CancelledError, ConnectionResetError):
-            status = CLIENT_CLOSED   # the client left before its answer was complete
-            websocket = request.headers.get("Upgrade", "").lower() == "websocket"   # a socket dropped
-            raise
-        finally:
-            if started is not None:
-                observer.ended(started, status, websocket)
-            if record is not None:
-                requests.end(record, request, status)
-
-    async def handle(request: web.Request, handler: Handler, endpoint: str) -> web.StreamResponse:
+    async def handle(request: web.Request, handler: Handler, endpoint: str = "") -> web.StreamResponse:
         rid = request_id(request.headers.get("X-Request-ID"))
         request["request_id"] = rid
         REQUEST.set((rid, endpoint))   # the id is sent upstream with every call this request makes
@@ -182,7 +156,9 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
             response.headers.update(extra)
         return response
 
-    return middleware
+    if observer is None and requests is None:
+        return web.middleware(handle)
+    return web.middleware(observing(handle, observer, requests))
 
 
 def _preflight(request: web.Request, cors, headers: dict[str, str]) -> web.Response:

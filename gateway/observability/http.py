@@ -5,14 +5,17 @@ children are bound once per route and status and kept."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
+import asyncio
+from time import perf_counter
+from typing import Any, Awaitable, Callable
 
 from gateway.observability.plain import FOLD_AT, Summed, Value
 from gateway.observability.metrics import Metrics
 
 # The route LCORE does not count in `ls_rest_api_calls_total` (it still times it).
 METRICS_PATH = "/metrics"
+# The status recorded for a request whose client left mid-answer (nginx's 499).
+CLIENT_CLOSED = 499
 
 
 class _Route:
@@ -29,10 +32,10 @@ class _Route:
 
 
 class HttpObserver:
-    """Each request costs two Python calls here (`started`, `ended`) and one when it is
-    authenticated (`passed` or `authenticated`): counters are bumped inline on their
-    plain children (`observability/plain.py`), never through `inc()`, because a Python
-    call is most of what recording costs."""
+    """A request's start and end are recorded by `observing()`'s middleware, inline; the
+    middleware calls `passed` or `authenticated` once it is authenticated. Counters are
+    bumped on their plain children (`observability/plain.py`), never through `inc()`,
+    because a Python call is most of what recording costs."""
 
     def __init__(self, metrics: Metrics, root_path: str, auth_module: str):
         self._hot = metrics.hot
@@ -51,38 +54,11 @@ class HttpObserver:
         self._passes: list[Value] = [self._open_passes]
         self._auth.derive((auth_module, "success", "ok"), Summed(self._passes))
 
-    def _route(self, route: Any) -> _Route:
+    def _bind(self, route: Any) -> _Route:
         template = route_template(route, self._root_path)
         calls = self._hot.rest_calls.setdefault(template, {}) if template and template != METRICS_PATH else None
         bound = self._routes[route] = _Route(template, self._duration.labels(template) if template else None, calls)
         return bound
-
-    def started(self, route: Any) -> tuple[_Route | None, float]:
-        """A request to a known route (None: unknown, 404/405: not counted, as LCORE)."""
-        self._hot.in_flight += 1
-        bound = None
-        if route is not None:
-            bound = self._routes.get(route) or self._route(route)
-            if not bound.template:
-                bound = None
-        return bound, time.perf_counter()
-
-    def ended(self, started: tuple[_Route | None, float], status: int, websocket: bool = False) -> None:
-        """`websocket`: a WebSocket whose client dropped it (one that ended normally is its 101)."""
-        elapsed = time.perf_counter() - started[1]
-        self._hot.in_flight -= 1
-        bound = started[0]
-        if bound is None:
-            return
-        calls = bound.calls
-        if calls is not None:
-            calls[status] = calls.get(status, 0) + 1
-        if status == 101 or websocket:
-            return   # a WebSocket (switched protocols): its "duration" is its session, not a response time
-        pending = bound.timer.pending   # Buckets.observe, inline
-        pending.append(elapsed)
-        if len(pending) >= FOLD_AT:
-            bound.timer.fold()
 
     def passed(self, action: str | None, allowed: bool) -> None:
         """Authenticated (the common case), then the route's action checked (None: a
@@ -103,6 +79,59 @@ class HttpObserver:
         if child is None:
             child = self._auth_children[key] = self._auth.labels(self._module, result, reason)
         child.value += 1
+
+
+def observing(handle: Callable[[Any, Any, str], Awaitable[Any]], observer: HttpObserver | None,
+              requests: Any | None) -> Callable[[Any, Any], Awaitable[Any]]:
+    """The aiohttp middleware around the gateway's own (`handle(request, handler,
+    endpoint)`): the request metrics (`observer`: in-flight requests, REST calls by route
+    and status, response time; None: metrics off) and the access line and request span
+    (`requests`, a `RequestObserver`; None: neither). The metrics' start and end are
+    written here, not called: two Python calls a request less (bench/README.md,
+    "Metrics"). `endpoint` is the route template, for the turn metrics' label."""
+    hot = observer._hot if observer is not None else None
+    routes = observer._routes if observer is not None else {}
+
+    async def observed(request: Any, handler: Any) -> Any:
+        bound = None
+        if hot is not None:
+            hot.in_flight += 1
+            match = request.match_info
+            if match.http_exception is None:   # a request no route matched (404/405) is not counted, as LCORE
+                route = match.route
+                bound = routes.get(route) or observer._bind(route)   # type: ignore[union-attr]
+                if not bound.template:
+                    bound = None
+        record = requests.begin(request) if requests is not None else None
+        started = perf_counter()
+        status, websocket = 500, False
+        try:
+            response = await handle(request, handler, bound.template if bound is not None else "")
+            status = response.status
+            return response
+        except (asyncio.CancelledError, ConnectionResetError):
+            status = CLIENT_CLOSED   # the client left before its answer was complete
+            websocket = request.headers.get("Upgrade", "").lower() == "websocket"   # a socket dropped
+            raise
+        finally:
+            if hot is not None:
+                elapsed = perf_counter() - started
+                hot.in_flight -= 1
+                if bound is not None:
+                    calls = bound.calls
+                    if calls is not None:
+                        calls[status] = calls.get(status, 0) + 1
+                    # A WebSocket (switched protocols, or dropped): its "duration" is its
+                    # session, not a response time.
+                    if status != 101 and not websocket:
+                        pending = bound.timer.pending   # Buckets.observe, inline
+                        pending.append(elapsed)
+                        if len(pending) >= FOLD_AT:
+                            bound.timer.fold()
+            if record is not None:
+                requests.end(record, request, status)   # type: ignore[union-attr]
+
+    return observed
 
 
 def route_template(route: Any, root_path: str) -> str:
