@@ -103,7 +103,7 @@ def observing(handle: Callable[[Any, Any, str], Awaitable[Any]], observer: HttpO
                 if not bound.template:
                     bound = None
         record = requests.begin(request) if requests is not None else None
-        started = perf_counter()
+        started = perf_counter() if hot is not None else 0.0
         status, websocket = 500, False
         try:
             response = await handle(request, handler, bound.template if bound is not None else "")
