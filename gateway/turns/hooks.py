@@ -77,7 +77,8 @@ class Hooks(TurnHooks):
 
 def _takes(observer: TurnHooks, moment: str) -> bool:
     """Whether the observer overrides the moment (in its class or on itself)."""
-    return getattr(type(observer), moment, None) is not getattr(TurnHooks, moment) or moment in vars(observer)
+    return getattr(type(observer), moment, None) is not getattr(TurnHooks, moment) \
+        or moment in getattr(observer, "__dict__", ())
 
 
 def _nothing(*args: object) -> None:
