@@ -41,6 +41,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=int, default=5, help="measured seconds per run (default 5)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of direct, relay, gateway per scenario; medians are reported (default 3)")
+    parser.add_argument("--metrics-calibration", action="store_true",
+                        help="the metrics workload with metrics off on both gateways (the method's bias and spread)")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
     parser.add_argument("--streams", type=int, default=1000, help="streams held open for the memory scenario")
     parser.add_argument("--paced-streams", type=int, default=256, help="streams per wave in the paced scenario")
@@ -136,7 +138,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
             results.auth = await jwk_token(settings, upstream, workdir, args.rounds)
         if "metrics" in wanted:
             from bench.metrics import metrics_workload
-            results.metrics = await metrics_workload(settings, upstream, workdir, args.rounds)
+            results.metrics = await metrics_workload(settings, upstream, workdir, args.rounds,
+                                                     calibration=args.metrics_calibration)
         if "forms" in wanted:
             from bench.forms import forms_workload
             results.forms = await forms_workload(settings, upstream, workdir, args.rounds, dialects)

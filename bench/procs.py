@@ -235,7 +235,12 @@ def start_nginx(workdir: Path, upstream_url: str) -> Proc:
 def gateway_config(upstream_url: str, db_path: Path, port: int, authentication: dict | None = None) -> dict:
     return {
         "name": "gateway benchmark",
-        "service": {"host": "127.0.0.1", "port": port, "access_log": False},
+        # Every connection of the load generators is the one noop user: the cap on a user's
+        # responses in progress (64 by default, a defence against one account) would
+        # refuse the memory and paced scenarios' streams, which a deployment serves to
+        # many users.
+        "service": {"host": "127.0.0.1", "port": port, "access_log": False,
+                    "max_responses_in_progress_per_user": 1_000_000},
         # A generous pool: the benchmark, not the pool, should decide the concurrency.
         "llama_stack": {"url": upstream_url, "max_retries": 0, "max_connections": 4096, "timeout": 60},
         "authentication": authentication or {"module": "noop"},

@@ -4,7 +4,7 @@ exposes its own (Prometheus aggregates them); see docs/operating.md."""
 from __future__ import annotations
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway.observability.metrics import Metrics
 
@@ -12,7 +12,7 @@ METRICS: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(body=generate_latest(request.app[METRICS].registry),
+    return web.Response(body=request.app[METRICS].exposition.render(),
                         headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gateway.observability.exposition import Exposition
 from gateway.observability.plain import Family, PlainCollector
 
 # No `_created` series: they double the output and no dashboard reads them.
@@ -180,7 +181,8 @@ class HotCounters(Collector):
 
 class Metrics:
     """One application's metrics, in its own registry: `metric(name)` is the family of
-    a definition (`observability/plain.py`; callers bind its label children once)."""
+    a definition (`observability/plain.py`; callers bind its label children once);
+    `exposition.render()` is the registry's text for `/metrics`."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -189,6 +191,7 @@ class Metrics:
                          if d.name not in HOT and d.name not in SCRAPED}
         self.registry.register(self.hot)
         self.registry.register(PlainCollector(self._metrics.values()))
+        self.exposition = Exposition(self.registry)
 
     def metric(self, name: str) -> Family:
         return self._metrics[name]
