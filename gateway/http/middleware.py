@@ -1,11 +1,12 @@
 """The one middleware every request passes: request id, CORS, authentication,
 authorization (the route's action, `gateway/http/openapi.py`) and the error envelope.
 One function instead of five keeps the per-request cost to one coroutine frame on the
-hot path (two with metrics or the access line on: `observability/http.py` `observing`
-wraps it)."""
+hot path, with metrics and the access line on too: their start and end are two calls
+in it (`observability/http.py` `request_hooks`)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import logging
@@ -21,7 +22,7 @@ from gateway.http.responses_io import json_response
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL
 from gateway.identity import Identity
 from gateway.identity.audit import REFUSALS, log_refusal
-from gateway.observability.http import HttpObserver, auth_failure_reason, observing
+from gateway.observability.http import CLIENT_CLOSED, UNOBSERVED, HttpObserver, auth_failure_reason, request_hooks
 from gateway.observability.requests import RequestObserver
 from gateway.schema.errors import (ApiError, body_too_large, database_error, endpoint_forbidden, header_too_large,
                                    internal_error, method_not_allowed, route_not_found)
@@ -99,66 +100,85 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
         openai = request.path.startswith(openai_paths) if openai_paths else False
         return json_response(error.body(openai), error.status, {**extra, **error.headers})
 
-    async def handle(request: web.Request, handler: Handler, endpoint: str = "") -> web.StreamResponse:
+    async def admit(request: web.Request) -> None:
+        """The request's headers, caller and route action checked: raises the refusal."""
+        # aiohttp's parser lets headers up to the body limit through (http/header_limits.py)
+        # so that a large one is refused here, in the envelope, before anything reads it.
+        for name, value in request.raw_headers:
+            if len(name) + len(value) > max_header:
+                raise header_too_large(max_header)
+        match = request.match_info
+        if match.http_exception is not None or match.handler in request.app[PUBLIC]:
+            return
+        authenticator = request.app[SERVICES].authenticator
+        if match.handler in request.app[SKIP_WITHOUT_CREDENTIAL] \
+                and authenticator.credential_header not in request.headers:
+            # LCORE: a probe without credentials skips authentication and authorization.
+            request["identity"] = _NO_AUTH
+            if observer is not None:
+                observer.authenticated("skipped", "probe")
+            return
+        if observer is None:
+            caller = await authenticator.authenticate(request.headers, request.query)
+        else:
+            try:
+                caller = await authenticator.authenticate(request.headers, request.query)
+            except ApiError as exc:
+                observer.authenticated("failure", auth_failure_reason(
+                    exc.status, authenticator.credential_header in request.headers))
+                raise
+        request["identity"] = caller
+        action = actions[match.route]
+        allowed = action == AUTHENTICATED_ONLY or action in caller.actions
+        if observer is not None:   # authenticated, and the action checked
+            observer.passed(action if action != AUTHENTICATED_ONLY else None, allowed)
+        if not allowed:
+            raise endpoint_forbidden(caller.user_id)
+
+    hooks = request_hooks(observer, requests)
+    begin, end = hooks if hooks is not None else (None, None)
+
+    async def handle(request: web.Request, handler: Handler) -> web.StreamResponse:
+        # The observers' start and end are calls here, not a middleware around this one:
+        # every await of the handler would resume that frame too (bench/README.md, "Metrics").
+        began = begin(request) if begin is not None else UNOBSERVED
         rid = request_id(request.headers.get("X-Request-ID"))
         request["request_id"] = rid
-        REQUEST.set((rid, endpoint))   # the id is sent upstream with every call this request makes
+        REQUEST.set((rid, began[0]))   # the id is sent upstream with every call this request makes
         extra = {"X-Request-ID": rid, **cors_headers(request)}
+        status, websocket = 500, False
         try:
-            if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
-                return _preflight(request, cors, extra)
-            # aiohttp's parser lets headers up to the body limit through (http/header_limits.py)
-            # so that a large one is refused here, in the envelope, before anything reads it.
-            for name, value in request.raw_headers:
-                if len(name) + len(value) > max_header:
-                    raise header_too_large(max_header)
-            match = request.match_info
-            if match.http_exception is None and match.handler not in request.app[PUBLIC]:
-                authenticator = request.app[SERVICES].authenticator
-                if match.handler in request.app[SKIP_WITHOUT_CREDENTIAL] \
-                        and authenticator.credential_header not in request.headers:
-                    # LCORE: a probe without credentials skips authentication and authorization.
-                    request["identity"] = _NO_AUTH
-                    if observer is not None:
-                        observer.authenticated("skipped", "probe")
+            try:
+                if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
+                    response = _preflight(request, cors, extra)
                 else:
-                    if observer is None:
-                        caller = await authenticator.authenticate(request.headers, request.query)
-                    else:
-                        try:
-                            caller = await authenticator.authenticate(request.headers, request.query)
-                        except ApiError as exc:
-                            observer.authenticated("failure", auth_failure_reason(
-                                exc.status, authenticator.credential_header in request.headers))
-                            raise
-                    request["identity"] = caller
-                    action = actions[match.route]
-                    allowed = action == AUTHENTICATED_ONLY or action in caller.actions
-                    if observer is not None:   # authenticated, and the action checked
-                        observer.passed(action if action != AUTHENTICATED_ONLY else None, allowed)
-                    if not allowed:
-                        raise endpoint_forbidden(caller.user_id)
-            response = await handler(request)
-        except ApiError as exc:
-            if exc.status in REFUSALS:
-                log_refusal(_route(request), request.remote, request.get("request_id"), module, exc.status,
-                            exc.cause)
-            return error_response(exc, request, extra)
-        except web.HTTPException as exc:
-            return error_response(_http_error(exc, request), request, extra)
-        except DatabaseUnavailable as exc:
-            log.error("database unavailable on %s %s (request %s): %s", request.method, request.path, rid, exc)
-            return error_response(database_error(), request, extra)
-        except Exception:
-            log.exception("unhandled error on %s %s (request %s)", request.method, request.path, rid)
-            return error_response(internal_error(), request, extra)
-        if not response.prepared:
-            response.headers.update(extra)
-        return response
+                    await admit(request)
+                    response = await handler(request)
+                    if not response.prepared:
+                        response.headers.update(extra)
+            except ApiError as exc:
+                if exc.status in REFUSALS:
+                    log_refusal(_route(request), request.remote, rid, module, exc.status, exc.cause)
+                response = error_response(exc, request, extra)
+            except web.HTTPException as exc:
+                response = error_response(_http_error(exc, request), request, extra)
+            except DatabaseUnavailable as exc:
+                log.error("database unavailable on %s %s (request %s): %s", request.method, request.path, rid, exc)
+                response = error_response(database_error(), request, extra)
+            except Exception:
+                log.exception("unhandled error on %s %s (request %s)", request.method, request.path, rid)
+                response = error_response(internal_error(), request, extra)
+            status = response.status
+            return response
+        except (asyncio.CancelledError, ConnectionResetError):
+            status = CLIENT_CLOSED   # the client left before its answer was complete
+            websocket = request.headers.get("Upgrade", "").lower() == "websocket"   # a socket dropped
+            raise
+        finally:
+            if end is not None:
+                end(began, request, status, websocket)
 
-    if observer is None and requests is None:
-        return web.middleware(handle)
-    return web.middleware(observing(handle, observer, requests))
+    return web.middleware(handle)
 
 
 def _preflight(request: web.Request, cors, headers: dict[str, str]) -> web.Response:

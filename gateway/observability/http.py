@@ -1,13 +1,12 @@
 """What the middleware records per request: LCORE's REST call counter and duration
 histogram by route template, in-flight requests, authentication attempts and route
-authorization checks. One call at the start and one at the end of a request; label
-children are bound once per route and status and kept."""
+authorization checks. One call at the start and one at the end of a request
+(`request_hooks`); label children are bound once per route and status and kept."""
 
 from __future__ import annotations
 
-import asyncio
 from time import perf_counter
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from gateway.observability.plain import FOLD_AT, Summed, Value
 from gateway.observability.metrics import Metrics
@@ -32,8 +31,8 @@ class _Route:
 
 
 class HttpObserver:
-    """A request's start and end are recorded by `observing()`'s middleware, inline; the
-    middleware calls `passed` or `authenticated` once it is authenticated. Counters are
+    """A request's start and end are recorded by `request_hooks()`; the middleware calls
+    `passed` or `authenticated` once it is authenticated. Counters are
     bumped on their plain children (`observability/plain.py`), never through `inc()`,
     because a Python call is most of what recording costs."""
 
@@ -81,18 +80,30 @@ class HttpObserver:
         child.value += 1
 
 
-def observing(handle: Callable[[Any, Any, str], Awaitable[Any]], observer: HttpObserver | None,
-              requests: Any | None) -> Callable[[Any, Any], Awaitable[Any]]:
-    """The aiohttp middleware around the gateway's own (`handle(request, handler,
-    endpoint)`): the request metrics (`observer`: in-flight requests, REST calls by route
+# What `begin` returns when nothing observes requests: the route template is "" (no
+# metric is labelled with it).
+UNOBSERVED: tuple[str, Any, Any, float] = ("", None, None, 0.0)
+
+Begin = Callable[[Any], tuple[str, Any, Any, float]]
+End = Callable[[tuple[str, Any, Any, float], Any, int, bool], None]
+
+
+def request_hooks(observer: HttpObserver | None, requests: Any | None) -> tuple[Begin, End] | None:
+    """The gateway middleware's two hooks on a request, `begin(request)` at its start and
+    `end(began, request, status, websocket)` once it is answered (None: nothing observes
+    requests): the request metrics (`observer`: in-flight requests, REST calls by route
     and status, response time; None: metrics off) and the access line and request span
-    (`requests`, a `RequestObserver`; None: neither). The metrics' start and end are
-    written here, not called: two Python calls a request less (bench/README.md,
-    "Metrics"). `endpoint` is the route template, for the turn metrics' label."""
+    (`requests`, a `RequestObserver`; None: neither). They are two calls in the
+    middleware's own coroutine rather than a middleware around it, whose frame every
+    await of the request's handler would pass through again (bench/README.md,
+    "Metrics"). `begin` returns `(route template, bound route, access record, start)`;
+    the template labels the turn metrics."""
+    if observer is None and requests is None:
+        return None
     hot = observer._hot if observer is not None else None
     routes = observer._routes if observer is not None else {}
 
-    async def observed(request: Any, handler: Any) -> Any:
+    def begin(request: Any) -> tuple[str, Any, Any, float]:
         bound = None
         if hot is not None:
             hot.in_flight += 1
@@ -103,35 +114,29 @@ def observing(handle: Callable[[Any, Any, str], Awaitable[Any]], observer: HttpO
                 if not bound.template:
                     bound = None
         record = requests.begin(request) if requests is not None else None
-        started = perf_counter() if hot is not None else 0.0
-        status, websocket = 500, False
-        try:
-            response = await handle(request, handler, bound.template if bound is not None else "")
-            status = response.status
-            return response
-        except (asyncio.CancelledError, ConnectionResetError):
-            status = CLIENT_CLOSED   # the client left before its answer was complete
-            websocket = request.headers.get("Upgrade", "").lower() == "websocket"   # a socket dropped
-            raise
-        finally:
-            if hot is not None:
-                elapsed = perf_counter() - started
-                hot.in_flight -= 1
-                if bound is not None:
-                    calls = bound.calls
-                    if calls is not None:
-                        calls[status] = calls.get(status, 0) + 1
-                    # A WebSocket (switched protocols, or dropped): its "duration" is its
-                    # session, not a response time.
-                    if status != 101 and not websocket:
-                        pending = bound.timer.pending   # Buckets.observe, inline
-                        pending.append(elapsed)
-                        if len(pending) >= FOLD_AT:
-                            bound.timer.fold()
-            if record is not None:
-                requests.end(record, request, status)   # type: ignore[union-attr]
+        return (bound.template if bound is not None else "", bound, record,
+                perf_counter() if hot is not None else 0.0)
 
-    return observed
+    def end(began: tuple[str, Any, Any, float], request: Any, status: int, websocket: bool) -> None:
+        _, bound, record, started = began
+        if hot is not None:
+            elapsed = perf_counter() - started
+            hot.in_flight -= 1
+            if bound is not None:
+                calls = bound.calls
+                if calls is not None:
+                    calls[status] = calls.get(status, 0) + 1
+                # A WebSocket (switched protocols, or dropped): its "duration" is its
+                # session, not a response time.
+                if status != 101 and not websocket:
+                    pending = bound.timer.pending   # Buckets.observe, inline
+                    pending.append(elapsed)
+                    if len(pending) >= FOLD_AT:
+                        bound.timer.fold()
+        if record is not None:
+            requests.end(record, request, status)   # type: ignore[union-attr]
+
+    return begin, end
 
 
 def route_template(route: Any, root_path: str) -> str:
