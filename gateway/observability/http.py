@@ -37,13 +37,13 @@ class HttpObserver:
     because a Python call is most of what recording costs."""
 
     def __init__(self, metrics: Metrics, root_path: str, auth_module: str):
-        self._hot = metrics.hot
+        self.hot = metrics.hot
         self._duration = metrics.metric("ls_response_duration_seconds")
         self._auth = metrics.metric("ls_auth_attempts_total")
         self._authz = metrics.metric("ls_authorization_checks_total")
         self._root_path = root_path
         self._module = auth_module
-        self._routes: dict[Any, _Route] = {}        # aiohttp route → its template and timer
+        self.routes: dict[Any, _Route] = {}        # aiohttp route → its template and timer (`bind`)
         self._auth_children: dict[tuple[str, str], Any] = {}
         self._authz_children: dict[str, tuple[Any, Any]] = {}   # action → its (denied, allowed) children
         # Every successful authentication is one route authorization check, or one pass
@@ -53,10 +53,10 @@ class HttpObserver:
         self._passes: list[Value] = [self._open_passes]
         self._auth.derive((auth_module, "success", "ok"), Summed(self._passes))
 
-    def _bind(self, route: Any) -> _Route:
+    def bind(self, route: Any) -> _Route:
         template = route_template(route, self._root_path)
-        calls = self._hot.rest_calls.setdefault(template, {}) if template and template != METRICS_PATH else None
-        bound = self._routes[route] = _Route(template, self._duration.labels(template) if template else None, calls)
+        calls = self.hot.rest_calls.setdefault(template, {}) if template and template != METRICS_PATH else None
+        bound = self.routes[route] = _Route(template, self._duration.labels(template) if template else None, calls)
         return bound
 
     def passed(self, action: str | None, allowed: bool) -> None:
@@ -100,8 +100,9 @@ def request_hooks(observer: HttpObserver | None, requests: Any | None) -> tuple[
     the template labels the turn metrics."""
     if observer is None and requests is None:
         return None
-    hot = observer._hot if observer is not None else None
-    routes = observer._routes if observer is not None else {}
+    hot = observer.hot if observer is not None else None
+    routes = observer.routes if observer is not None else {}
+    bind = observer.bind if observer is not None else None
 
     def begin(request: Any) -> tuple[str, Any, Any, float]:
         bound = None
@@ -110,7 +111,7 @@ def request_hooks(observer: HttpObserver | None, requests: Any | None) -> tuple[
             match = request.match_info
             if match.http_exception is None:   # a request no route matched (404/405) is not counted, as LCORE
                 route = match.route
-                bound = routes.get(route) or observer._bind(route)   # type: ignore[union-attr]
+                bound = routes.get(route) or bind(route)   # type: ignore[misc]
                 if not bound.template:
                     bound = None
         record = requests.begin(request) if requests is not None else None

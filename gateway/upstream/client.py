@@ -35,8 +35,6 @@ log = logging.getLogger("gateway.upstream")
 KEEPALIVE_S = 3.0
 # The cause of the 503 for an upstream that did not answer in time (the OpenAI client's words).
 TIMED_OUT = "Request timed out."
-# The id of the request being handled (set by the middleware; a plain token or a UUID),
-# sent upstream as X-Request-ID so both sides' logs name the same request.
 
 
 class UpstreamHooks:
@@ -177,7 +175,7 @@ class UpstreamClient:
             fixed = ("\r\n".join(lines) + "\r\n").encode("latin-1")
             if not params and not headers and len(self._heads) < 64:  # fixed endpoints, not every id
                 self._heads[key] = fixed
-        rid = REQUEST.get()[0]
+        rid = REQUEST.get()[0]   # the request this call is for: both sides' logs then name it
         if rid:
             fixed = b"%sX-Request-ID: %s\r\n" % (fixed, rid.encode("latin-1"))
         if self.outgoing is not None:
