@@ -3,6 +3,7 @@ and stop them with the application."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from functools import partial
@@ -219,11 +220,14 @@ def create_app(config: Configuration) -> web.Application:
         await _reach_upstream(services, metrics)
         watch = BackgroundWatch(services.background)
         await watch.start()  # unfinished background responses of a stopped gateway: failed
+        folding = asyncio.ensure_future(metrics.folding()) if metrics is not None else None
         for warning in config.warnings():
             log.warning("configuration: %s", warning)
         for warning in config.authentication.warnings():
             log.warning("security: %s", warning)
         yield
+        if folding is not None:
+            folding.cancel()
         await watch.close()
         await services.expiry.close()
         await services.forgetting.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.engine.hooks import EngineHooks
-from gateway.observability.plain import FOLD_AT
 from gateway.observability.metrics import OTHER, TOOL_TYPES, Metrics
 from gateway.upstream.client import UpstreamHooks
 
@@ -50,16 +49,13 @@ class UpstreamMetrics(UpstreamHooks):
 
     def answered(self, path: str, status: int, seconds: float) -> None:
         # The common answer (a known path, 200) costs this one call: its children are
-        # kept by path then status (no key to build), the histogram observed inline.
-        by_status = self._answers.get(path)
-        bound = by_status.get(status) if by_status is not None else None
-        if bound is None:
-            bound = self._bind_answer(path, status)
-        latency, errors = bound
-        pending = latency.pending   # Buckets.observe, inline
-        pending.append(seconds)
-        if len(pending) >= FOLD_AT:
-            latency.fold()
+        # kept by path then status (no key to build, subscripts rather than `.get`
+        # calls), the histogram observed inline.
+        try:
+            latency, errors = self._answers[path][status]
+        except KeyError:
+            latency, errors = self._bind_answer(path, status)
+        latency.pending.append(seconds)   # Buckets.observe, inline (folded every second)
         if errors is not None:
             errors.value += 1
 

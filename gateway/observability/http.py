@@ -8,7 +8,7 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Any, Callable
 
-from gateway.observability.plain import FOLD_AT, Summed, Value
+from gateway.observability.plain import Summed, Value
 from gateway.observability.metrics import Metrics
 
 # The route LCORE does not count in `ls_rest_api_calls_total` (it still times it).
@@ -43,7 +43,7 @@ class HttpObserver:
         self._authz = metrics.metric("ls_authorization_checks_total")
         self._root_path = root_path
         self._module = auth_module
-        self.routes: dict[Any, _Route] = {}        # aiohttp route → its template and timer (`bind`)
+        self.routes: dict[Any, _Route | None] = {}   # aiohttp route → its template and timer (`bind`)
         self._auth_children: dict[tuple[str, str], Any] = {}
         self._authz_children: dict[str, tuple[Any, Any]] = {}   # action → its (denied, allowed) children
         # Every successful authentication is one route authorization check, or one pass
@@ -53,10 +53,14 @@ class HttpObserver:
         self._passes: list[Value] = [self._open_passes]
         self._auth.derive((auth_module, "success", "ok"), Summed(self._passes))
 
-    def bind(self, route: Any) -> _Route:
+    def bind(self, route: Any) -> _Route | None:
+        """A matched route's children, kept (None: a route without a template, not counted)."""
         template = route_template(route, self._root_path)
-        calls = self.hot.rest_calls.setdefault(template, {}) if template and template != METRICS_PATH else None
-        bound = self.routes[route] = _Route(template, self._duration.labels(template) if template else None, calls)
+        if not template:
+            self.routes[route] = None
+            return None
+        calls = self.hot.rest_calls.setdefault(template, {}) if template != METRICS_PATH else None
+        bound = self.routes[route] = _Route(template, self._duration.labels(template), calls)
         return bound
 
     def passed(self, action: str | None, allowed: bool) -> None:
@@ -98,45 +102,64 @@ def request_hooks(observer: HttpObserver | None, requests: Any | None) -> tuple[
     await of the request's handler would pass through again (bench/README.md,
     "Metrics"). `begin` returns `(route template, bound route, access record, start)`;
     the template labels the turn metrics."""
-    if observer is None and requests is None:
-        return None
-    hot = observer.hot if observer is not None else None
-    routes = observer.routes if observer is not None else {}
-    bind = observer.bind if observer is not None else None
+    if observer is None:
+        if requests is None:
+            return None
+
+        def logged(request: Any) -> tuple[str, Any, Any, float]:
+            return ("", None, requests.begin(request), 0.0)
+
+        def logged_end(began: tuple[str, Any, Any, float], request: Any, status: int, websocket: bool) -> None:
+            requests.end(began[2], request, status)
+        return logged, logged_end
+    begin, end = _metered(observer)
+    if requests is None:
+        return begin, end
+
+    def both(request: Any) -> tuple[str, Any, Any, float]:
+        began = begin(request)
+        return (began[0], began[1], requests.begin(request), began[3])
+
+    def both_end(began: tuple[str, Any, Any, float], request: Any, status: int, websocket: bool) -> None:
+        end(began, request, status, websocket)
+        requests.end(began[2], request, status)
+    return both, both_end
+
+
+def _metered(observer: HttpObserver) -> tuple[Begin, End]:
+    """The request metrics' own hooks (subscripts, not `.get` calls: every request runs
+    them)."""
+    hot, routes, bind = observer.hot, observer.routes, observer.bind
 
     def begin(request: Any) -> tuple[str, Any, Any, float]:
-        bound = None
-        if hot is not None:
-            hot.in_flight += 1
-            match = request.match_info
-            if match.http_exception is None:   # a request no route matched (404/405) is not counted, as LCORE
-                route = match.route
-                bound = routes.get(route) or bind(route)   # type: ignore[misc]
-                if not bound.template:
-                    bound = None
-        record = requests.begin(request) if requests is not None else None
-        return (bound.template if bound is not None else "", bound, record,
-                perf_counter() if hot is not None else 0.0)
+        hot.in_flight += 1
+        match = request.match_info
+        try:
+            bound = routes[match.route]
+        except KeyError:
+            # A request no route matched (404/405) is not counted, as LCORE; its route is
+            # made per request, so never kept.
+            bound = bind(match.route) if match.http_exception is None else None
+        if bound is None:
+            return UNOBSERVED
+        return (bound.template, bound, None, perf_counter())
 
     def end(began: tuple[str, Any, Any, float], request: Any, status: int, websocket: bool) -> None:
-        _, bound, record, started = began
-        if hot is not None:
-            elapsed = perf_counter() - started
-            hot.in_flight -= 1
-            if bound is not None:
-                calls = bound.calls
-                if calls is not None:
-                    calls[status] = calls.get(status, 0) + 1
-                # A WebSocket (switched protocols, or dropped): its "duration" is its
-                # session, not a response time.
-                if status != 101 and not websocket:
-                    pending = bound.timer.pending   # Buckets.observe, inline
-                    pending.append(elapsed)
-                    if len(pending) >= FOLD_AT:
-                        bound.timer.fold()
-        if record is not None:
-            requests.end(record, request, status)   # type: ignore[union-attr]
-
+        hot.in_flight -= 1
+        bound = began[1]
+        if bound is None:
+            return
+        elapsed = perf_counter() - began[3]
+        calls = bound.calls
+        if calls is not None:
+            try:
+                calls[status] += 1
+            except KeyError:
+                calls[status] = 1
+        # A WebSocket (switched protocols, or dropped): its "duration" is its session, not
+        # a response time.
+        if status != 101 and not websocket:
+            bound.timer.pending.append(elapsed)   # Buckets.observe, inline (folded every second)
     return begin, end
 
 

@@ -18,6 +18,8 @@ metric is kept as plain numbers made samples at scrape time (`plain.py`); the ho
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -27,6 +29,11 @@ from prometheus_client.registry import Collector
 
 from gateway.observability.exposition import Exposition
 from gateway.observability.plain import Family, PlainCollector
+
+log = logging.getLogger("gateway.metrics")
+
+# How often pending histogram observations are folded into their buckets (`Metrics.folding`).
+FOLD_EVERY = 1.0
 
 # No `_created` series: they double the output and no dashboard reads them.
 disable_created_metrics()
@@ -93,7 +100,7 @@ DEFINITIONS: tuple[Definition, ...] = (
     _d("ls_llm_token_received_total", "counter", ("provider", "model", "endpoint"),
        "Output tokens the upstream reported, per turn"),
     _d("ls_llm_inference_duration_seconds", "histogram", ("provider", "model", "endpoint", "result"),
-       "Time from a turn's start to its settled answer", LCORE_BUCKETS),
+       "Time from a turn's start to its model's complete answer (the JSON answer, or the stream's end)", LCORE_BUCKETS),
     _d("ls_started_in_degraded_mode", "gauge", (),
        "1 if the gateway started without its upstream (llama_stack.allow_degraded_mode)"),
     # LCORE's unmerged metrics work: authentication, authorization and quota facts.
@@ -189,9 +196,26 @@ class Metrics:
         self.hot = HotCounters()
         self._metrics = {d.name: Family(d.name, d.kind, d.help, d.labels, d.buckets) for d in DEFINITIONS
                          if d.name not in HOT and d.name not in SCRAPED}
+        self._histograms = tuple(family for family in self._metrics.values() if family.kind == "histogram")
         self.registry.register(self.hot)
         self.registry.register(PlainCollector(self._metrics.values()))
         self.exposition = Exposition(self.registry)
 
     def metric(self, name: str) -> Family:
         return self._metrics[name]
+
+    def fold(self) -> None:
+        """Every histogram's pending observations into its buckets."""
+        for family in self._histograms:
+            family.fold()
+
+    async def folding(self, every: float = FOLD_EVERY) -> None:
+        """Fold every `every` seconds until cancelled: the hot paths only append an
+        observation (no length check per observation), and this bounds what waits to be
+        sorted into buckets to a second's worth when nothing scrapes."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                self.fold()
+            except Exception:   # a metric never stops the gateway
+                log.exception("metrics: folding observations failed")

@@ -43,11 +43,13 @@ class Buckets:
     """A histogram's child: per-bucket counts (not cumulative) and the sum, plus the
     observations not yet sorted into them (`pending`).
 
-    Observing is an append (the hot path writes it inline: `observe`'s two lines);
-    `fold()` sorts what is pending once and counts it into the buckets with one bisect
-    per bound, where a bisect per observation cost more than the rest of recording a
-    turn (bench/README.md, "Metrics"). Folded when `FOLD_AT` observations are pending
-    and when scraped, so the pending list stays short."""
+    Observing is an append: the hot paths write `child.pending.append(amount)` inline
+    and `Metrics.folding` folds every histogram once a second (and a scrape folds first),
+    so an observation costs no call and no length check. `observe()`, for everything
+    else, also folds when `FOLD_AT` are pending, so a child used on its own stays
+    bounded. `fold()` sorts what is pending once and counts it into the buckets with one
+    bisect per bound, where a bisect per observation cost more than the rest of recording
+    a turn (bench/README.md, "Metrics")."""
 
     __slots__ = ("bounds", "counts", "sum", "pending")
 

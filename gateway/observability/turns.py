@@ -20,10 +20,10 @@ How turns count (docs/operating.md, "Metrics"):
 from __future__ import annotations
 
 import logging
-import time
+from time import perf_counter
 from typing import Any, Mapping
 
-from gateway.observability.plain import FOLD_AT, Counted
+from gateway.observability.plain import Counted
 from gateway.request_scope import REQUEST
 from gateway.observability.metrics import CLIENT_MCP, TURN_OUTCOMES, Metrics
 from gateway.schema.errors import ApiError, QuotaExceeded
@@ -35,6 +35,9 @@ log = logging.getLogger("gateway.metrics")
 
 # Output items that are server-side tool calls (either backend ran them), by type.
 _TOOL_ITEMS = {"mcp_call": "mcp", "file_search_call": "file_search", "web_search_call": "web_search"}
+
+# Children kept by `prepared`'s key before it starts again (the upstream names the models).
+_MAX_BOUND = 4096
 
 # How a turn ended, from its response's status.
 _OUTCOMES = {"completed": "completed", "incomplete": "incomplete", "failed": "failed", "cancelled": "cancelled"}
@@ -100,7 +103,7 @@ class TurnMetrics(TurnHooks):
         self._tool_calls = m("gateway_tool_calls_total")
         self._mcp_failures = m("gateway_mcp_failures_total")
         self._llm: dict[tuple[str, str, str], _Llm] = {}            # by labels
-        self._llm_of: dict[str, dict[str, _Llm]] = {}               # endpoint → model id → its children
+        self._bound: dict[tuple[str, str, Any, int], tuple[_Llm, _Kind]] = {}   # `prepared`'s key → children
         self._kinds: dict[Any, tuple[_Kind, _Kind, _Kind]] = {}    # backend → its json, stream, background
 
     def refused(self, error: ApiError) -> None:
@@ -117,30 +120,45 @@ class TurnMetrics(TurnHooks):
 
     def prepared(self, turn: Turn) -> None:
         try:
-            endpoint = REQUEST.get()[1]
             backend = turn.backend
             if backend.__class__ is BlockedBackend:
                 # A question a shield blocked: LCORE's validation error, not a model call
                 # (the check's own call is the gateway's, counted with upstream requests).
-                self._validation.labels(endpoint).value += 1
+                self._validation.labels(REQUEST.get()[1]).value += 1
                 return   # `observed` stays None: no other hook records it
             model = turn.model
-            of_endpoint = self._llm_of.get(endpoint)
-            llm = of_endpoint.get(model.id) if of_endpoint is not None else None
-            if llm is None or llm.provider != model.provider_id:
-                llm = self._bind_llm(turn, endpoint)
-            kinds = self._kinds.get(backend) or self._bind_kinds(backend)
-            # What the other hooks read: (llm, kind, started), as a tuple (no object to make).
-            turn.observed = (llm, kinds[2 if turn.background else turn.stream], time.perf_counter())  # True: 1
-            if turn.background:
+            background = turn.background
+            # One lookup (subscripts, not `.get` calls: this runs on every turn).
+            key = (REQUEST.get()[1], model.id, backend, 2 if background else turn.stream)
+            try:
+                bound = self._bound[key]
+                if bound[0].provider != model.provider_id:
+                    raise KeyError(key)
+            except KeyError:
+                bound = self._bind(turn, key)
+            # What the other hooks read: [llm, kind, started, ended], a list (no object to
+            # make; `ended` is set in place): ended is the JSON answer's or the stream's end.
+            turn.observed = [bound[0], bound[1], perf_counter(), None]
+            if background:
                 self._running.value += 1
             reservation = turn.reservation
             if reservation is not None:
-                self._quota_checks.labels(endpoint, "allowed").value += 1
+                self._quota_checks.labels(key[0], "allowed").value += 1
                 for limiter, _ in reservation.pairs:
                     self._admissions.labels(limiter.name).value += 1
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: prepared failed")
+
+    def _bind(self, turn: Turn, key: tuple[str, str, Any, int]) -> tuple[_Llm, _Kind]:
+        """A turn's children by (endpoint, model id, backend, mode), bound on its first
+        turn (and again if the catalog moves the model to another provider)."""
+        endpoint, _, backend, mode = key
+        kinds = self._kinds.get(backend) or self._bind_kinds(backend)
+        bound = (self._bind_llm(turn, endpoint), kinds[mode])
+        if len(self._bound) >= _MAX_BOUND:   # model ids are the upstream's: bounded, but kept so
+            self._bound.clear()
+        self._bound[key] = bound
+        return bound
 
     def _bind_llm(self, turn: Turn, endpoint: str) -> _Llm:
         """The LLM children of a model on an endpoint, bound on its first turn (and again
@@ -149,7 +167,6 @@ class TurnMetrics(TurnHooks):
         llm = self._llm.get(labels)
         if llm is None:
             llm = self._llm[labels] = _Llm(self._m, turn.model.provider_id, labels)
-        self._llm_of.setdefault(endpoint, {})[turn.model.id] = llm
         return llm
 
     def _bind_kinds(self, backend: Any) -> tuple[_Kind, _Kind, _Kind]:
@@ -163,15 +180,12 @@ class TurnMetrics(TurnHooks):
             observed = turn.observed
             if observed is None:
                 return
-            now = time.perf_counter()
+            now = perf_counter()
             kind = observed[1]
-            pending = kind.first.pending   # Buckets.observe, inline
-            pending.append(now - observed[2])
-            if len(pending) >= FOLD_AT:
-                kind.first.fold()
+            kind.first.pending.append(now - observed[2])   # Buckets.observe, inline (folded every second)
             if kind.streaming:
-                self._hot.streams_open[kind.backend] += 1
-                turn.observed = (*observed, now)   # the stream is open: `streamed` closes it
+                self._hot.streams_open[kind.backend] += 1   # `streamed` closes it
+            observed[3] = now   # a JSON turn's answer is complete: its inference time ends here
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: first_event failed")
 
@@ -180,11 +194,13 @@ class TurnMetrics(TurnHooks):
             observed = turn.observed
             if observed is None:
                 return
+            now = perf_counter()
             kind = observed[1]
             self._hot.stream_events[kind.backend] += events
-            if len(observed) > 3:   # it had a first event
+            if observed[3] is not None:   # it had a first event
                 self._hot.streams_open[kind.backend] -= 1
-            kind.stream_time.observe(time.perf_counter() - observed[2])
+            kind.stream_time.observe(now - observed[2])
+            observed[3] = now   # the model's answer ended: `finished`
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: streamed failed")
 
@@ -193,34 +209,44 @@ class TurnMetrics(TurnHooks):
             observed = turn.observed
             if observed is None:
                 return
-            elapsed = time.perf_counter() - observed[2]
-            result = turn.result if turn.result.__class__ is dict else None
+            # Inference time: to the JSON answer or the stream's end (`first_event`,
+            # `streamed`), else (it failed before either) to now.
+            ended = observed[3]
+            elapsed = (ended if ended is not None else perf_counter()) - observed[2]
+            result = turn.result
+            if result.__class__ is not dict:
+                result = None
             if turn.abandoned:
                 outcome = "abandoned"
             elif error is not None or result is None:
                 outcome = "error"
             else:
-                outcome = _OUTCOMES.get(result.get("status"), "error")  # type: ignore[arg-type]
+                try:
+                    outcome = _OUTCOMES[result["status"]]   # type: ignore[index]
+                except (KeyError, TypeError):
+                    outcome = "error"
             observed[1].turns[outcome].value += 1
             llm = observed[0]
             # One observation, a success or a failure: also the call and, if so, the failure.
-            timer = llm.failed_in if outcome == "failed" or outcome == "error" else llm.succeeded_in
-            pending = timer.pending   # Buckets.observe, inline
-            pending.append(elapsed)
-            if len(pending) >= FOLD_AT:
-                timer.fold()
+            (llm.failed_in if outcome == "failed" or outcome == "error" else llm.succeeded_in).pending.append(elapsed)
             if turn.background:
                 self._running.value -= 1
                 self._background.labels(_OUTCOMES.get(outcome, "failed")).value += 1
             charged = 0
             if result is not None:
-                output = result.get("output")
-                if output.__class__ is list and (len(output) != 1 or output[0].__class__ is not dict
-                                                 or output[0].get("type") != "message"):
+                try:
+                    output = result["output"]
+                    tools = output.__class__ is list and (len(output) != 1 or output[0]["type"] != "message")
+                except (KeyError, TypeError):   # no output, or an odd first item
+                    output, tools = result.get("output"), True
+                if tools:
                     self._tools(output)   # more than the answer: tool calls to count
-                usage = result.get("usage") if turn.observed_settled else None
-                if usage.__class__ is dict:
-                    sent, received = usage.get("input_tokens"), usage.get("output_tokens")  # type: ignore[union-attr]
+                if turn.observed_settled:
+                    try:   # subscripts, not `.get` calls: the common usage costs no call
+                        usage = result["usage"]
+                        sent, received = usage["input_tokens"], usage["output_tokens"]
+                    except (KeyError, TypeError):
+                        sent, received = _odd_usage(result)
                     sent = sent if sent.__class__ is int and sent > 0 else 0
                     received = received if received.__class__ is int and received > 0 else 0
                     llm.sent.value += sent
@@ -259,6 +285,14 @@ class TurnMetrics(TurnHooks):
     def _server(self, item: dict[str, Any]) -> str:
         label = item.get("server_label")
         return label if label in self._mcp_labels else CLIENT_MCP
+
+
+def _odd_usage(result: dict[str, Any]) -> tuple[Any, Any]:
+    """A result's usage when it lacks one of its counts, or is no object."""
+    usage = result.get("usage")
+    if usage.__class__ is not dict:
+        return 0, 0
+    return usage.get("input_tokens"), usage.get("output_tokens")   # type: ignore[union-attr]
 
 
 class ClusterBalances(TurnHooks):

@@ -154,7 +154,7 @@ def test_turn_metrics_never_raise_into_the_turn(caplog):
     metrics = TurnMetrics(Metrics(), {})
     hooks = Hooks([metrics])
     assert hooks.finished == metrics.finished
-    broken = SimpleNamespace(observed=(None, None, "not a time"), result=None, abandoned=False)
+    broken = SimpleNamespace(observed=[None, None, "not a time", None], result=None, abandoned=False)
     hooks.first_event(broken)
     hooks.finished(broken, None)
     hooks.streamed(broken, 3)
