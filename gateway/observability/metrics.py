@@ -198,8 +198,9 @@ class Metrics:
                          if d.name not in HOT and d.name not in SCRAPED}
         self._histograms = tuple(family for family in self._metrics.values() if family.kind == "histogram")
         self.registry.register(self.hot)
-        self.registry.register(PlainCollector(self._metrics.values()))
-        self.exposition = Exposition(self.registry)
+        plain = PlainCollector(self._metrics.values())
+        self.registry.register(plain)
+        self.exposition = Exposition(self.registry, plain)
 
     def metric(self, name: str) -> Family:
         return self._metrics[name]

@@ -115,7 +115,7 @@ class Family:
     def __init__(self, name: str, kind: str, help: str, labels: tuple[str, ...],
                  buckets: tuple[float, ...] | None = None):
         self.name, self.kind, self.help, self.label_names = name, kind, help, labels
-        self._bounds = tuple(float(bound) for bound in buckets) if buckets else ()
+        self.bounds = tuple(float(bound) for bound in buckets) if buckets else ()
         self.children: dict[tuple[str, ...], Any] = {}
         if not labels:
             self._unlabelled = self.labels()
@@ -125,7 +125,7 @@ class Family:
         if child is None:
             if len(values) != len(self.label_names):
                 raise ValueError(f"{self.name} takes labels {self.label_names}, not {values}")
-            child = self.children[values] = Buckets(self._bounds) if self.kind == "histogram" else Value()
+            child = self.children[values] = Buckets(self.bounds) if self.kind == "histogram" else Value()
         return child
 
     def derive(self, values: tuple[str, ...], child: Counted | Summed) -> None:
@@ -166,7 +166,7 @@ class Family:
         else:
             self.fold()
             family = HistogramMetricFamily(self.name, self.help, labels=self.label_names)
-            edges = [*(repr(bound) for bound in self._bounds), "+Inf"]
+            edges = [*(repr(bound) for bound in self.bounds), "+Inf"]
             for values, child in children:
                 cumulative, buckets = 0, []
                 for edge, count in zip(edges, list(child.counts)):
@@ -179,7 +179,13 @@ class Family:
 class PlainCollector(Collector):
     def __init__(self, families: Iterable[Family]):
         self._families = tuple(families)
+        # Set by the gateway's renderer while it collects (`exposition.py`): the families
+        # themselves, written from their numbers, rather than the library's samples.
+        self.as_families = False
 
     def collect(self) -> Iterable:
+        if self.as_families:
+            yield from self._families
+            return
         for family in self._families:
             yield family.sample_family()

@@ -82,3 +82,57 @@ def test_a_cache_past_its_bound_starts_again(monkeypatch):
     assert len(rendered._series) == 10
     assert rendered.render() == generate_latest(registry)   # cleared, then filled again
     assert len(rendered._series) == 10
+
+
+def test_plain_families_are_written_from_their_numbers(monkeypatch):
+    """The gateway's own families are written straight from their children (no sample
+    objects), derived children and observations still pending included, and the result
+    is still `generate_latest`'s."""
+    from gateway.observability.plain import Counted, Family
+
+    metrics, _ = _populated()
+    inference = metrics.metric("ls_llm_inference_duration_seconds")
+    ok, failed = (inference.labels("p", "m", "/v1/query", result) for result in ("success", "failure"))
+    ok.pending.append(0.3)   # as the hot paths observe: an append, folded later
+    failed.pending.append(42.0)
+    metrics.metric("ls_llm_calls_total").derive(("p", "m", "/v1/query"), Counted(ok, failed))
+    expected = generate_latest(metrics.registry)
+    ok.pending.append(0.3)   # undo the fold generate_latest did: pending again
+    failed.counts[:] = [0] * len(failed.counts)
+    failed.sum = 0.0
+    failed.pending.append(42.0)
+    ok.counts[:] = [0] * len(ok.counts)
+    ok.sum = 0.0
+
+    def no_samples(self):
+        raise AssertionError(f"{self.name}: made samples")
+    monkeypatch.setattr(Family, "sample_family", no_samples)
+    assert metrics.exposition.render() == expected
+    assert ok.pending == [] and failed.pending == []
+    assert metrics.exposition.render() == expected   # from the cache
+    monkeypatch.undo()
+    assert generate_latest(metrics.registry) == expected   # the collector answers the library as before
+
+
+def test_metrics_fold_every_histogram():
+    metrics = Metrics()
+    child = metrics.metric("gateway_time_to_first_event_seconds").labels("forward", "json")
+    child.pending.extend([0.002, 0.2, 7.0])
+    metrics.fold()
+    assert child.pending == [] and sum(child.counts) == 3 and child.sum == 7.202
+
+
+def test_metrics_folding_folds_until_cancelled():
+    import asyncio
+
+    async def run() -> None:
+        metrics = Metrics()
+        child = metrics.metric("gateway_upstream_request_duration_seconds").labels("responses", "ok")
+        folding = asyncio.ensure_future(metrics.folding(0.01))
+        child.pending.append(0.004)
+        await asyncio.sleep(0.05)
+        assert child.pending == [] and sum(child.counts) == 1
+        folding.cancel()
+        await asyncio.gather(folding, return_exceptions=True)
+        assert folding.cancelled()
+    asyncio.run(run())
