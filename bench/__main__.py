@@ -43,6 +43,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="rounds of direct, relay, gateway per scenario; medians are reported (default 3)")
     parser.add_argument("--metrics-calibration", action="store_true",
                         help="the metrics workload with metrics off on both gateways (the method's bias and spread)")
+    parser.add_argument("--metrics-known-cost-us", type=float, default=0, metavar="US",
+                        help="with --metrics-calibration: the \"on\" gateway spins US µs of CPU per request "
+                             "(bench/spin.py), to check what the method reads for a known difference")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
     parser.add_argument("--streams", type=int, default=1000, help="streams held open for the memory scenario")
     parser.add_argument("--paced-streams", type=int, default=256, help="streams per wave in the paced scenario")
@@ -139,7 +142,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         if "metrics" in wanted:
             from bench.metrics import metrics_workload
             results.metrics = await metrics_workload(settings, upstream, workdir, args.rounds,
-                                                     calibration=args.metrics_calibration)
+                                                     calibration=args.metrics_calibration,
+                                                     known_cost_us=args.metrics_known_cost_us)
         if "forms" in wanted:
             from bench.forms import forms_workload
             results.forms = await forms_workload(settings, upstream, workdir, args.rounds, dialects)

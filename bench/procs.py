@@ -253,12 +253,14 @@ def gateway_config(upstream_url: str, db_path: Path, port: int, authentication: 
 
 def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_stats: Path | None = None,
                   authentication: dict | None = None, api: str = "auto", extra: dict | None = None,
-                  service: dict | None = None) -> Proc:
+                  service: dict | None = None, spin_us: float = 0) -> Proc:
     """`gateway serve -c FILE` on the gateway core, with its own SQLite file (`extra`:
     top-level keys that replace the defaults, e.g. `database`, `quota_handlers`;
     `service`: keys added to the `service` section, e.g. `metrics`).
 
     `gc_stats`: run it through `bench.gcstats`, which times its garbage collections (--profile only).
+    `spin_us`: run it through `bench.spin`, which adds that much CPU to every request (the
+    metrics workload's check of its own reading, `--metrics-known-cost-us`).
     """
     port = free_port()
     home = workdir / name
@@ -277,6 +279,9 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
         # As `gateway serve` runs itself (it restarts on glibc's allocator otherwise,
         # which would replace the wrapper).
         env["PYTHONMALLOC"] = "malloc"
+    elif spin_us:
+        command = [sys.executable, "-m", "bench.spin", str(spin_us)]
+        env["PYTHONMALLOC"] = "malloc"   # as for gcstats: the gateway would restart without the wrapper
     proc = _spawn(name, [*command, "serve", "-c", str(config_path)], GATEWAY_CORE, workdir, env, port)
     _wait_http(proc, "/liveness")
     return proc
