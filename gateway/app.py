@@ -24,7 +24,6 @@ from gateway.http import catalog as catalog_routes
 from gateway.conversations.expiry import ExpirySweep
 from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
-from gateway.conversations.pending_items import PendingItems
 from gateway.conversations.transcripts import Transcripts
 from gateway.http import authorized, feedback, health, infer, query, quotas, responses, root, shields, tools
 from gateway.http import compact
@@ -104,13 +103,15 @@ async def build_services(config: Configuration, metrics: Metrics | None = None,
         metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db))
     if observers is not None:
         engine.hooks = observers.engine(engine.hooks)
-    turns = _turns(config, conversations, writer, catalog, quota, tools, settler=Settler(conversations, writer, quota),
-                   forward=UpstreamResponses(upstream, capabilities), engine=engine, capabilities=capabilities,
-                   items=items, metrics=metrics)
+    turns = _turns(config, conversations, writer, catalog, quota, tools,
+                   settler=Settler(conversations, writer, quota, items), forward=UpstreamResponses(upstream, capabilities),
+                   engine=engine, capabilities=capabilities, items=items, metrics=metrics)
     for hooks in observers.turn_hooks() if observers is not None else ():
         turns.runner.hooks.add(hooks)
     # Which process runs a background response (a replica of several on PostgreSQL).
     runs = BackgroundRuns(turns.runner, BackgroundStore(db), uuid.uuid4().hex)
+    if metrics is not None:
+        metrics.metric("gateway_background_responses_running").read_from(runs.count)
     return Services(config=config, db=db, upstream=upstream, catalog=catalog, conversations=conversations,
                     writer=writer, turns=turns, quota=quota, items=items, tools=tools,
                     authenticator=_traced(observers, build_authenticator(config.authentication, config.role_rules,
@@ -153,7 +154,6 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
     selector = BackendSelector(forwarding, local, capabilities)
     preparer = Preparer(config, conversations, writer, catalog, quota, tools, settler, selector, items)
     runner = Runner(settler, tools.labels, tools.redactor)
-    runner.hooks.add(PendingItems(items))   # a turn not recorded gives back the items it took
     if metrics is not None:
         cluster = frozenset(limiter.name for limiter in (config.quota_handlers.limiters if config.quota_handlers else ())
                             if limiter.type == "cluster_limiter")

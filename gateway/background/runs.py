@@ -249,6 +249,10 @@ class BackgroundRuns:
     def running(self) -> bool:
         return bool(self._runs)
 
+    def count(self) -> int:
+        """The runs of this process not yet ended (`gateway_background_responses_running`)."""
+        return len(self._tasks)
+
     async def start(self, turn: Turn) -> Run:
         """Start the turn detached; return once its response exists (recorded), or raise
         the error the backend refused it with before that (nothing recorded then)."""

@@ -100,14 +100,14 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
         openai = request.path.startswith(openai_paths) if openai_paths else False
         return json_response(error.body(openai), error.status, {**extra, **error.headers})
 
-    async def admit(request: web.Request) -> None:
-        """The request's headers, caller and route action checked: raises the refusal."""
+    async def admit(request: web.Request, match: Any) -> None:
+        """The request's headers, caller and route action checked: raises the refusal
+        (`match`: its `match_info`)."""
         # aiohttp's parser lets headers up to the body limit through (http/header_limits.py)
         # so that a large one is refused here, in the envelope, before anything reads it.
         for name, value in request.raw_headers:
             if len(name) + len(value) > max_header:
                 raise header_too_large(max_header)
-        match = request.match_info
         if match.http_exception is not None or match.handler in request.app[PUBLIC]:
             return
         authenticator = request.app[SERVICES].authenticator
@@ -141,7 +141,8 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
     async def handle(request: web.Request, handler: Handler) -> web.StreamResponse:
         # The observers' start and end are calls here, not a middleware around this one:
         # every await of the handler would resume that frame too (bench/README.md, "Metrics").
-        began = begin(request) if begin is not None else UNOBSERVED
+        match = request.match_info
+        began = begin(request, match) if begin is not None else UNOBSERVED
         rid = request_id(request.headers.get("X-Request-ID"))
         request["request_id"] = rid
         REQUEST.set((rid, began[0]))   # the id is sent upstream with every call this request makes
@@ -152,7 +153,7 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
                 if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
                     response = _preflight(request, cors, extra)
                 else:
-                    await admit(request)
+                    await admit(request, match)
                     response = await handler(request)
                     if not response.prepared:
                         response.headers.update(extra)

@@ -88,12 +88,13 @@ class HttpObserver:
 # metric is labelled with it).
 UNOBSERVED: tuple[str, Any, Any, float] = ("", None, None, 0.0)
 
-Begin = Callable[[Any], tuple[str, Any, Any, float]]
+Begin = Callable[[Any, Any], tuple[str, Any, Any, float]]
 End = Callable[[tuple[str, Any, Any, float], Any, int, bool], None]
 
 
 def request_hooks(observer: HttpObserver | None, requests: Any | None) -> tuple[Begin, End] | None:
-    """The gateway middleware's two hooks on a request, `begin(request)` at its start and
+    """The gateway middleware's two hooks on a request, `begin(request, match)` at its
+    start (`match`: the request's `match_info`, which the middleware reads anyway) and
     `end(began, request, status, websocket)` once it is answered (None: nothing observes
     requests): the request metrics (`observer`: in-flight requests, REST calls by route
     and status, response time; None: metrics off) and the access line and request span
@@ -106,7 +107,7 @@ def request_hooks(observer: HttpObserver | None, requests: Any | None) -> tuple[
         if requests is None:
             return None
 
-        def logged(request: Any) -> tuple[str, Any, Any, float]:
+        def logged(request: Any, match: Any) -> tuple[str, Any, Any, float]:
             return ("", None, requests.begin(request), 0.0)
 
         def logged_end(began: tuple[str, Any, Any, float], request: Any, status: int, websocket: bool) -> None:
@@ -116,8 +117,8 @@ def request_hooks(observer: HttpObserver | None, requests: Any | None) -> tuple[
     if requests is None:
         return begin, end
 
-    def both(request: Any) -> tuple[str, Any, Any, float]:
-        began = begin(request)
+    def both(request: Any, match: Any) -> tuple[str, Any, Any, float]:
+        began = begin(request, match)
         return (began[0], began[1], requests.begin(request), began[3])
 
     def both_end(began: tuple[str, Any, Any, float], request: Any, status: int, websocket: bool) -> None:
@@ -131,9 +132,8 @@ def _metered(observer: HttpObserver) -> tuple[Begin, End]:
     them)."""
     hot, routes, bind = observer.hot, observer.routes, observer.bind
 
-    def begin(request: Any) -> tuple[str, Any, Any, float]:
+    def begin(request: Any, match: Any) -> tuple[str, Any, Any, float]:
         hot.in_flight += 1
-        match = request.match_info
         try:
             bound = routes[match.route]
         except KeyError:

@@ -11,7 +11,7 @@ and callers keep the children they bind.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -23,7 +23,9 @@ class Value:
     __slots__ = ("value",)
 
     def __init__(self) -> None:
-        self.value = 0.0
+        # An int until something adds a float: `+= 1` on an int is Python's own fast
+        # path (an int added to a float is not); written as a float either way.
+        self.value: float = 0
 
     def inc(self, amount: float = 1) -> None:
         self.value += amount
@@ -109,6 +111,20 @@ class Summed:
         return sum(child.value for child in self.children)
 
 
+class Read:
+    """A gauge's child read from the gateway's own state when scraped (`read()`),
+    rather than kept up to date by the code it counts."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, read: Callable[[], float]):
+        self._read = read
+
+    @property
+    def value(self) -> float:
+        return self._read()
+
+
 class Family:
     """One metric and its children, by label values."""
 
@@ -133,6 +149,12 @@ class Family:
         if self.kind != "counter" or len(values) != len(self.label_names) or values in self.children:
             raise ValueError(f"{self.name}: cannot derive {values}")
         self.children[values] = child
+
+    def read_from(self, read: Callable[[], float]) -> None:
+        """An unlabelled gauge read from the gateway's state when scraped (`Read`)."""
+        if self.kind != "gauge" or self.label_names:
+            raise ValueError(f"{self.name}: cannot be read from state")
+        self.children[()] = self._unlabelled = Read(read)
 
     # An unlabelled family is its own child.
     def inc(self, amount: float = 1) -> None:

@@ -99,7 +99,6 @@ class TurnMetrics(TurnHooks):
         self._refusals = m("gateway_quota_refusals_total")
         self._charged = m("gateway_quota_tokens_charged_total")
         self._background = m("gateway_background_responses_total")
-        self._running = m("gateway_background_responses_running").labels()   # its one child
         self._tool_calls = m("gateway_tool_calls_total")
         self._mcp_failures = m("gateway_mcp_failures_total")
         self._llm: dict[tuple[str, str, str], _Llm] = {}            # by labels
@@ -118,41 +117,57 @@ class TurnMetrics(TurnHooks):
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: refused failed")
 
-    def prepared(self, turn: Turn) -> None:
+    # No `prepared`: a turn is timed from `turn.clock` (when prepare() made it) and its
+    # children are looked up at its first event, so the moment costs nothing here (the
+    # runner calls every moment on every turn: bench/README.md, "Metrics").
+
+    def first_event(self, turn: Turn) -> None:
         try:
-            backend = turn.backend
-            if backend.__class__ is BlockedBackend:
-                # A question a shield blocked: LCORE's validation error, not a model call
-                # (the check's own call is the gateway's, counted with upstream requests).
-                self._validation.labels(REQUEST.get()[1]).value += 1
-                return   # `observed` stays None: no other hook records it
+            now = perf_counter()
             model = turn.model
-            background = turn.background
             # One lookup (subscripts, not `.get` calls: this runs on every turn).
-            key = (REQUEST.get()[1], model.id, backend, 2 if background else turn.stream)
+            key = (REQUEST.get()[1], model.id, turn.backend, 2 if turn.background else turn.stream)
             try:
                 bound = self._bound[key]
                 if bound[0].provider != model.provider_id:
                     raise KeyError(key)
             except KeyError:
                 bound = self._bind(turn, key)
-            # What the other hooks read: [llm, kind, started, ended], a list (no object to
-            # make; `ended` is set in place): ended is the JSON answer's or the stream's end.
-            turn.observed = [bound[0], bound[1], perf_counter(), None]
-            if background:
-                self._running.value += 1
-            reservation = turn.reservation
-            if reservation is not None:
-                self._quota_checks.labels(key[0], "allowed").value += 1
-                for limiter, _ in reservation.pairs:
-                    self._admissions.labels(limiter.name).value += 1
+                if bound is None:   # a question a shield blocked
+                    return
+            kind = bound[1]
+            kind.first.pending.append(now - turn.clock)   # Buckets.observe, inline (folded every second)
+            if kind.streaming:
+                self._hot.streams_open[kind.backend] += 1   # `streamed` closes it
+            # What the other hooks read: [llm, kind, ended], a list (no object to make;
+            # `ended` is set in place): a JSON turn's answer is complete, its inference
+            # time ends here; a stream's ends at its end (`streamed`).
+            turn.observed = [bound[0], kind, now]
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
-            log.exception("turn metrics: prepared failed")
+            log.exception("turn metrics: first_event failed")
 
-    def _bind(self, turn: Turn, key: tuple[str, str, Any, int]) -> tuple[_Llm, _Kind]:
+    def _unopened(self, turn: Turn) -> list[Any] | None:
+        """A turn that ended before its first event: its children, ended now (None: a
+        question a shield blocked, or one already counted as such)."""
+        key = (REQUEST.get()[1], turn.model.id, turn.backend, 2 if turn.background else turn.stream)
+        bound = self._bind(turn, key)
+        if bound is None:
+            return None
+        observed = turn.observed = [bound[0], bound[1], perf_counter()]
+        return observed
+
+    def _bind(self, turn: Turn, key: tuple[str, str, Any, int]) -> tuple[_Llm, _Kind] | None:
         """A turn's children by (endpoint, model id, backend, mode), bound on its first
-        turn (and again if the catalog moves the model to another provider)."""
+        turn (and again if the catalog moves the model to another provider); None for a
+        question a shield blocked (its backend is made per turn, so never kept), counted
+        once as LCORE's validation error, not a model call (the check's own call is the
+        gateway's, counted with upstream requests)."""
         endpoint, _, backend, mode = key
+        if backend.__class__ is BlockedBackend:
+            if turn.observed is None:
+                turn.observed = ()   # counted: no other hook records it
+                self._validation.labels(endpoint).value += 1
+            return None
         kinds = self._kinds.get(backend) or self._bind_kinds(backend)
         bound = (self._bind_llm(turn, endpoint), kinds[mode])
         if len(self._bound) >= _MAX_BOUND:   # model ids are the upstream's: bounded, but kept so
@@ -175,44 +190,37 @@ class TurnMetrics(TurnHooks):
                                         _Kind(self._m, label, "background"))
         return kinds
 
-    def first_event(self, turn: Turn) -> None:
-        try:
-            observed = turn.observed
-            if observed is None:
-                return
-            now = perf_counter()
-            kind = observed[1]
-            kind.first.pending.append(now - observed[2])   # Buckets.observe, inline (folded every second)
-            if kind.streaming:
-                self._hot.streams_open[kind.backend] += 1   # `streamed` closes it
-            observed[3] = now   # a JSON turn's answer is complete: its inference time ends here
-        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
-            log.exception("turn metrics: first_event failed")
-
     def streamed(self, turn: Turn, events: int) -> None:
         try:
             observed = turn.observed
-            if observed is None:
+            if observed is None:   # it ended before its first event: never open
+                observed = self._unopened(turn)
+                if observed is None:
+                    return
+                kind = observed[1]
+            elif not observed:   # a question a shield blocked
                 return
-            now = perf_counter()
-            kind = observed[1]
-            self._hot.stream_events[kind.backend] += events
-            if observed[3] is not None:   # it had a first event
+            else:
+                kind = observed[1]
                 self._hot.streams_open[kind.backend] -= 1
-            kind.stream_time.observe(now - observed[2])
-            observed[3] = now   # the model's answer ended: `finished`
+                observed[2] = perf_counter()   # the model's answer ended: `finished`
+            self._hot.stream_events[kind.backend] += events
+            kind.stream_time.observe(observed[2] - turn.clock)
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: streamed failed")
 
     def finished(self, turn: Turn, error: BaseException | None) -> None:
         try:
             observed = turn.observed
-            if observed is None:
-                return
+            if not observed:
+                # It ended before its first event (and was no stream: `streamed` saw it),
+                # or was a question a shield blocked (an empty `observed`).
+                observed = self._unopened(turn) if observed is None else None
+                if observed is None:
+                    return
             # Inference time: to the JSON answer or the stream's end (`first_event`,
-            # `streamed`), else (it failed before either) to now.
-            ended = observed[3]
-            elapsed = (ended if ended is not None else perf_counter()) - observed[2]
+            # `streamed`), else (it failed before either) to then.
+            elapsed = observed[2] - turn.clock
             result = turn.result
             if result.__class__ is not dict:
                 result = None
@@ -230,7 +238,6 @@ class TurnMetrics(TurnHooks):
             # One observation, a success or a failure: also the call and, if so, the failure.
             (llm.failed_in if outcome == "failed" or outcome == "error" else llm.succeeded_in).pending.append(elapsed)
             if turn.background:
-                self._running.value -= 1
                 self._background.labels(_OUTCOMES.get(outcome, "failed")).value += 1
             charged = 0
             if result is not None:
@@ -254,13 +261,19 @@ class TurnMetrics(TurnHooks):
                     charged = sent + received
             reservation = turn.reservation
             if reservation is not None:
-                if not charged and turn.abandoned:
-                    charged = reservation.tokens   # an abandoned turn is charged what it reserved
-                if charged:
-                    for limiter, _ in reservation.pairs:
-                        self._charged.labels(limiter.name).value += charged
+                self._admitted(reservation, charged if charged or not turn.abandoned else reservation.tokens)
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: finished failed")
+
+    def _admitted(self, reservation: Any, charged: int) -> None:
+        """A turn quota admitted (counted when it ends, with what it was charged: an
+        abandoned turn is charged what it reserved)."""
+        self._quota_checks.labels(REQUEST.get()[1], "allowed").value += 1
+        for limiter, _ in reservation.pairs:
+            name = limiter.name
+            self._admissions.labels(name).value += 1
+            if charged:
+                self._charged.labels(name).value += charged
 
     def _tools(self, output: Any) -> None:
         """The turn's server-side tool calls and MCP failures, from its output items."""

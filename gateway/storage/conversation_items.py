@@ -109,7 +109,7 @@ class ConversationItems:
         return [orjson.loads(row["item"]) for row in rows]
 
     def restore_soon(self, conversation_id: str, item_ids: tuple[str, ...]) -> asyncio.Future:
-        """`restore`, from a synchronous caller (a runner hook); the conversation's next
+        """`restore`, from a synchronous caller (`Settler.give_back`); the conversation's next
         `take_pending` waits for it."""
         task = asyncio.ensure_future(self.restore(conversation_id, item_ids))
         self._restoring[conversation_id] = task

@@ -179,6 +179,8 @@ class Runner:
         quotas = await self._settler.settle(turn)
         if not turn.observed_settled:
             turn.observed_settled = True
+            if turn.added_items:
+                self._settler.give_back(turn)   # before its client is told it failed
             self.hooks.settled(turn)
         return quotas
 

@@ -13,6 +13,7 @@ turn what it used (`Turn.stopped_charge`): aborting is no way around a quota.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import datetime, timezone
 
@@ -20,12 +21,15 @@ from gateway.identity import Identity
 from gateway.quota.reservation import Charge, Reservation
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, database_error
+from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
 from gateway.storage.writer import TurnWriter
 from gateway.turns.body import input_items
 from gateway.turns.content import turn_content
 from gateway.turns.summary import summary_of
 from gateway.turns.turn import Turn
+
+log = logging.getLogger("gateway.turns")
 
 # Llama Stack's add-items endpoint, like OpenAI's, takes at most this many items a call.
 _ITEMS_PER_CALL = 20
@@ -60,10 +64,12 @@ def _iso(seconds: float) -> str:
 
 
 class Settler:
-    def __init__(self, conversations: ConversationRepository, writer: TurnWriter, quota: QuotaService):
+    def __init__(self, conversations: ConversationRepository, writer: TurnWriter, quota: QuotaService,
+                 items: ConversationItems | None = None):
         self._conversations = conversations
         self._writer = writer
         self._quota = quota
+        self._items = items   # where a turn that is not recorded gives back the items it took
         self._pending: dict[str, asyncio.Future] = {}   # conversation / response id -> its recording
         self._background: set[asyncio.Future] = set()
 
@@ -161,6 +167,8 @@ class Settler:
         when the client abandoned it (aborting is no way around a quota: the rounds it
         used, the one in flight, at least its reservation), else what the engine's
         finished rounds reported."""
+        if turn.added_items:
+            self.give_back(turn)   # it ended without settling (refused by the backend, cancelled)
         if turn._settling is not None:
             return
         if turn.result is None:
@@ -177,6 +185,24 @@ class Settler:
             return
         turn._settling = asyncio.ensure_future(self._settle(turn))
         self._track(turn, turn._settling)
+
+    def give_back(self, turn: Turn) -> None:
+        """Items clients added to a conversation the gateway keeps go with its next turn
+        (`Preparer` takes them); a turn that ends without being recorded (failed,
+        cancelled, abandoned before its end) gives them back, once, so the turn after it
+        sends them, as OpenAI's conversation still holds them (issue 23). Called when the
+        turn is settled (before its client is told it failed) and when it finishes; the
+        usual turn took none and never gets here."""
+        if not turn.added_items or turn.conversation_id is None or self._items is None:
+            return
+        try:
+            result = turn.result
+            if result is not None and result.get("status") in _RECORDED_STATUSES:
+                return
+            item_ids, turn.added_items = turn.added_items, ()   # once
+            self._items.restore_soon(turn.conversation_id, item_ids).add_done_callback(_logged)
+        except Exception:   # never fails the turn: they stay taken (still listed)
+            log.exception("giving back the items of a failed turn failed")
 
     def _track(self, turn: Turn, done: asyncio.Future) -> None:
         """Requests about this conversation or response wait for its record (in-process:
@@ -258,3 +284,8 @@ class Settler:
             except Exception:
                 pass
 
+
+
+def _logged(task: asyncio.Future) -> None:
+    if not task.cancelled() and task.exception() is not None:   # the database: they stay taken (still listed)
+        log.error("giving back the items of a failed turn failed: %s", task.exception())

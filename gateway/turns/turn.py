@@ -48,6 +48,7 @@ class Turn:
     append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
     appended_input: Any = None           # the input to add then (kept only in that case)
     started: float = field(default_factory=time.time)  # formatted only when recorded
+    clock: float = field(default_factory=time.perf_counter)  # the same moment, for durations (observers)
     result: dict[str, Any] | None = None  # the terminal response object
     quotas: dict[str, int] | None = None  # available_quotas once settled
     reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)

@@ -4,8 +4,10 @@ never become labels."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
+import pytest
 from prometheus_client import generate_latest
 
 from gateway.observability.calls import EngineMetrics, UpstreamMetrics, operation
@@ -129,6 +131,19 @@ def test_plain_histograms_expose_cumulative_le_buckets():
     assert "gateway_background_responses_running 1.0" in generate_latest(metrics.registry).decode()
 
 
+def test_a_gauge_read_from_state_is_read_at_each_scrape():
+    """`gateway_background_responses_running` is the background runs' own count, read
+    when scraped (`Family.read_from`), never kept up to date by the turns."""
+    metrics = Metrics()
+    running = [object(), object()]
+    metrics.metric("gateway_background_responses_running").read_from(lambda: len(running))
+    assert "gateway_background_responses_running 2.0" in generate_latest(metrics.registry).decode()
+    running.pop()
+    assert b"gateway_background_responses_running 1.0" in metrics.exposition.render()
+    with pytest.raises(ValueError):
+        metrics.metric("gateway_turns_total").read_from(lambda: 1)
+
+
 def test_pending_observations_fold_into_the_same_buckets_as_one_at_a_time():
     import random
     from bisect import bisect_left
@@ -154,7 +169,7 @@ def test_turn_metrics_never_raise_into_the_turn(caplog):
     metrics = TurnMetrics(Metrics(), {})
     hooks = Hooks([metrics])
     assert hooks.finished == metrics.finished
-    broken = SimpleNamespace(observed=[None, None, "not a time", None], result=None, abandoned=False)
+    broken = SimpleNamespace(observed=[None, None, "not a time"], clock=0.0, result=None, abandoned=False)
     hooks.first_event(broken)
     hooks.finished(broken, None)
     hooks.streamed(broken, 3)
@@ -165,7 +180,8 @@ def _turn(outcome: str | None, stream: bool = False) -> SimpleNamespace:
     model = SimpleNamespace(id="openai/gpt-4o-mini", provider_id="openai")
     result = {"status": outcome, "output": [], "usage": {"input_tokens": 3, "output_tokens": 4}} if outcome else None
     return SimpleNamespace(backend="the forward backend", model=model, background=False, stream=stream,
-                           reservation=None, observed=None, result=result, abandoned=False, observed_settled=True)
+                           reservation=None, observed=None, result=result, abandoned=False, observed_settled=True,
+                           clock=time.perf_counter())
 
 
 def test_llm_calls_and_failures_are_the_inference_observations():
@@ -175,7 +191,6 @@ def test_llm_calls_and_failures_are_the_inference_observations():
     hooks = TurnMetrics(metrics, {})
     for outcome, error in (("completed", None), ("incomplete", None), ("failed", None), (None, RuntimeError())):
         turn = _turn(outcome)
-        hooks.prepared(turn)
         hooks.first_event(turn)
         hooks.finished(turn, error)
     text = generate_latest(metrics.registry).decode()
@@ -191,8 +206,6 @@ def test_streams_open_close_only_once_they_had_a_first_event():
     metrics = Metrics()
     hooks = TurnMetrics(metrics, {})
     opened, refused = _turn("completed", stream=True), _turn(None, stream=True)
-    for turn in (opened, refused):
-        hooks.prepared(turn)
     hooks.first_event(opened)
     assert metrics.hot.streams_open["forward"] == 1
     for turn in (opened, refused):
