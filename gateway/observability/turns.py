@@ -75,6 +75,21 @@ class _Kind:
         self.stream_time = m("gateway_stream_duration_seconds").labels(backend)
 
 
+class _Bound:
+    """What a turn of one (endpoint, model, backend, mode) records into, found once per
+    turn (`turn.observed`): its LLM and kind children, and per outcome the pair a
+    finished turn bumps (its turn counter, and the inference histogram it is observed
+    in: a success or a failure)."""
+
+    __slots__ = ("provider", "llm", "kind", "outcomes")
+
+    def __init__(self, llm: _Llm, kind: _Kind):
+        self.provider, self.llm, self.kind = llm.provider, llm, kind
+        self.outcomes = {outcome: (kind.turns[outcome],
+                                   llm.failed_in if outcome in ("failed", "error") else llm.succeeded_in)
+                         for outcome in TURN_OUTCOMES}
+
+
 def llm_labels(turn: Turn, endpoint: str) -> tuple[str, str, str]:
     model = turn.model
     provider = model.provider_id or "unknown"
@@ -102,7 +117,7 @@ class TurnMetrics(TurnHooks):
         self._tool_calls = m("gateway_tool_calls_total")
         self._mcp_failures = m("gateway_mcp_failures_total")
         self._llm: dict[tuple[str, str, str], _Llm] = {}            # by labels
-        self._bound: dict[tuple[str, str, Any, int], tuple[_Llm, _Kind]] = {}   # `prepared`'s key → children
+        self._bound: dict[tuple[str, str, Any, int], _Bound] = {}   # (endpoint, model id, backend, mode) → children
         self._kinds: dict[Any, tuple[_Kind, _Kind, _Kind]] = {}    # backend → its json, stream, background
 
     def refused(self, error: ApiError) -> None:
@@ -123,40 +138,36 @@ class TurnMetrics(TurnHooks):
 
     def first_event(self, turn: Turn) -> None:
         try:
-            now = perf_counter()
+            now = turn.observed_at = perf_counter()   # a JSON turn's answer: its inference time ends here
             model = turn.model
             # One lookup (subscripts, not `.get` calls: this runs on every turn).
             key = (REQUEST.get()[1], model.id, turn.backend, 2 if turn.background else turn.stream)
             try:
                 bound = self._bound[key]
-                if bound[0].provider != model.provider_id:
+                if bound.provider != model.provider_id:
                     raise KeyError(key)
             except KeyError:
                 bound = self._bind(turn, key)
                 if bound is None:   # a question a shield blocked
                     return
-            kind = bound[1]
+            turn.observed = bound   # what `finished` reads (`observed_at`: a stream's moves to its end)
+            kind = bound.kind
             kind.first.pending.append(now - turn.clock)   # Buckets.observe, inline (folded every second)
             if kind.streaming:
-                self._hot.streams_open[kind.backend] += 1   # `streamed` closes it
-            # What the other hooks read: [llm, kind, ended], a list (no object to make;
-            # `ended` is set in place): a JSON turn's answer is complete, its inference
-            # time ends here; a stream's ends at its end (`streamed`).
-            turn.observed = [bound[0], kind, now]
+                self._hot.streams_open[kind.backend] += 1   # `finished` closes it
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: first_event failed")
 
-    def _unopened(self, turn: Turn) -> list[Any] | None:
+    def _unopened(self, turn: Turn) -> _Bound | None:
         """A turn that ended before its first event: its children, ended now (None: a
         question a shield blocked, or one already counted as such)."""
         key = (REQUEST.get()[1], turn.model.id, turn.backend, 2 if turn.background else turn.stream)
         bound = self._bind(turn, key)
-        if bound is None:
-            return None
-        observed = turn.observed = [bound[0], bound[1], perf_counter()]
-        return observed
+        if bound is not None:
+            turn.observed, turn.observed_at = bound, perf_counter()
+        return bound
 
-    def _bind(self, turn: Turn, key: tuple[str, str, Any, int]) -> tuple[_Llm, _Kind] | None:
+    def _bind(self, turn: Turn, key: tuple[str, str, Any, int]) -> _Bound | None:
         """A turn's children by (endpoint, model id, backend, mode), bound on its first
         turn (and again if the catalog moves the model to another provider); None for a
         question a shield blocked (its backend is made per turn, so never kept), counted
@@ -169,7 +180,7 @@ class TurnMetrics(TurnHooks):
                 self._validation.labels(endpoint).value += 1
             return None
         kinds = self._kinds.get(backend) or self._bind_kinds(backend)
-        bound = (self._bind_llm(turn, endpoint), kinds[mode])
+        bound = _Bound(self._bind_llm(turn, endpoint), kinds[mode])
         if len(self._bound) >= _MAX_BOUND:   # model ids are the upstream's: bounded, but kept so
             self._bound.clear()
         self._bound[key] = bound
@@ -190,37 +201,28 @@ class TurnMetrics(TurnHooks):
                                         _Kind(self._m, label, "background"))
         return kinds
 
-    def streamed(self, turn: Turn, events: int) -> None:
-        try:
-            observed = turn.observed
-            if observed is None:   # it ended before its first event: never open
-                observed = self._unopened(turn)
-                if observed is None:
-                    return
-                kind = observed[1]
-            elif not observed:   # a question a shield blocked
-                return
-            else:
-                kind = observed[1]
-                self._hot.streams_open[kind.backend] -= 1
-                observed[2] = perf_counter()   # the model's answer ended: `finished`
-            self._hot.stream_events[kind.backend] += events
-            kind.stream_time.observe(observed[2] - turn.clock)
-        except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
-            log.exception("turn metrics: streamed failed")
+    # No `streamed` either: a stream's end is recorded by `finished`, which the runner
+    # calls right after it, with the events its sink was sent (`turn.events`).
 
     def finished(self, turn: Turn, error: BaseException | None) -> None:
         try:
-            observed = turn.observed
-            if not observed:
-                # It ended before its first event (and was no stream: `streamed` saw it),
-                # or was a question a shield blocked (an empty `observed`).
-                observed = self._unopened(turn) if observed is None else None
-                if observed is None:
+            bound = turn.observed
+            opened = True
+            if not bound:
+                # It ended before its first event, or was a question a shield blocked
+                # (an empty `observed`).
+                bound = self._unopened(turn) if bound is None else None
+                if bound is None:
                     return
-            # Inference time: to the JSON answer or the stream's end (`first_event`,
-            # `streamed`), else (it failed before either) to then.
-            elapsed = observed[2] - turn.clock
+                opened = False
+            kind = bound.kind
+            if kind.streaming:   # a stream's answer ended now
+                ended = turn.observed_at = perf_counter()
+                backend = kind.backend
+                if opened:
+                    self._hot.streams_open[backend] -= 1
+                self._hot.stream_events[backend] += turn.events
+                kind.stream_time.pending.append(ended - turn.clock)   # Buckets.observe, inline
             result = turn.result
             if result.__class__ is not dict:
                 result = None
@@ -233,10 +235,13 @@ class TurnMetrics(TurnHooks):
                     outcome = _OUTCOMES[result["status"]]   # type: ignore[index]
                 except (KeyError, TypeError):
                     outcome = "error"
-            observed[1].turns[outcome].value += 1
-            llm = observed[0]
-            # One observation, a success or a failure: also the call and, if so, the failure.
-            (llm.failed_in if outcome == "failed" or outcome == "error" else llm.succeeded_in).pending.append(elapsed)
+            # Its turn counter, and one inference observation (a success or a failure:
+            # also the call and, if so, the failure). Inference time: to the JSON answer
+            # (`first_event`) or the stream's end, else (it failed before either) to when
+            # it was seen to end.
+            counted, inference = bound.outcomes[outcome]
+            counted.value += 1
+            inference.pending.append(turn.observed_at - turn.clock)
             if turn.background:
                 self._background.labels(_OUTCOMES.get(outcome, "failed")).value += 1
             charged = 0
@@ -256,6 +261,7 @@ class TurnMetrics(TurnHooks):
                         sent, received = _odd_usage(result)
                     sent = sent if sent.__class__ is int and sent > 0 else 0
                     received = received if received.__class__ is int and received > 0 else 0
+                    llm = bound.llm
                     llm.sent.value += sent
                     llm.received.value += received
                     charged = sent + received

@@ -43,7 +43,8 @@ class TurnHooks:
         """Charged and recorded, before the client is told (`turn.result`, `turn.quotas`)."""
 
     def streamed(self, turn: Turn, events: int) -> None:
-        """A streamed turn ended (whichever way): `events` frames went to its sink."""
+        """A streamed turn ended (whichever way): `events` frames went to its sink (also
+        `turn.events`, for an observer that records the stream at `finished`)."""
 
     def finished(self, turn: Turn, error: BaseException | None) -> None:
         """After the response (`turn.abandoned`: its client left)."""

@@ -144,7 +144,8 @@ class Runner:
         try:
             await self._relay(turn, sink, rewriter, ending)
         finally:
-            self.hooks.streamed(turn, rewriter.numbered)
+            turn.events = rewriter.numbered
+            self.hooks.streamed(turn, turn.events)
 
     async def _relay(self, turn: Turn, sink: FrameSink, rewriter: StreamRewriter, ending) -> None:
         started = False

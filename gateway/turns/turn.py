@@ -72,6 +72,8 @@ class Turn:
     requested_model: str | None = None   # the model as the request named it (`provider/model`), for transcripts
     attachments: tuple[dict[str, Any], ...] = ()  # a legacy query's attachments (redacted), for transcripts
     observed: Any = None                 # what observers of its hooks keep about it (metrics)
+    observed_at: float = 0.0             # and when they last saw it (its first event, its stream's end)
+    events: int = 0                      # a stream's: the frames its sink was sent (set at its end)
     _settling: asyncio.Future | None = None
 
     @property

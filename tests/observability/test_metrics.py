@@ -181,7 +181,7 @@ def _turn(outcome: str | None, stream: bool = False) -> SimpleNamespace:
     result = {"status": outcome, "output": [], "usage": {"input_tokens": 3, "output_tokens": 4}} if outcome else None
     return SimpleNamespace(backend="the forward backend", model=model, background=False, stream=stream,
                            reservation=None, observed=None, result=result, abandoned=False, observed_settled=True,
-                           clock=time.perf_counter())
+                           clock=time.perf_counter(), events=0)
 
 
 def test_llm_calls_and_failures_are_the_inference_observations():
@@ -209,7 +209,7 @@ def test_streams_open_close_only_once_they_had_a_first_event():
     hooks.first_event(opened)
     assert metrics.hot.streams_open["forward"] == 1
     for turn in (opened, refused):
-        hooks.streamed(turn, 5)
+        turn.events = 5   # the runner's count, set at the stream's end
         hooks.finished(turn, None)
     assert metrics.hot.streams_open["forward"] == 0 and metrics.hot.stream_events["forward"] == 10
 
