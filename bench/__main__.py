@@ -54,6 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dialects", default=",".join(DIALECTS), help="upstream dialects for the SSE scenarios")
     parser.add_argument("--profile", choices=("bulk", "paced"), action="append", default=[],
                         help="also profile a gateway with py-spy during an extra SSE run (repeatable)")
+    parser.add_argument("--gateway-metrics", choices=("on", "off"), default="on",
+                        help="service.metrics of the main scenarios' gateway (default on, as deployed): off "
+                             "shows which targets hold without recording")
     parser.add_argument("--nginx", action="store_true",
                         help="also measure nginx as a plain proxy (installs Debian's nginx-light if missing)")
     parser.add_argument("--plain-upstream", action="store_true",
@@ -81,6 +84,7 @@ def _header(settings: Settings, args: argparse.Namespace) -> dict[str, str]:
     return {
         "when": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "commit": commit + (" (uncommitted changes)" if dirty else ""),
+        "gateway": f"service.metrics {args.gateway_metrics} (the main scenarios' gateway)",
         "machine": f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}; {wrk_version}",
         "setup": f"the target (naive relay or gateway) pinned to core {procs.GATEWAY_CORE}; upstream ({upstream}, "
                  f"zero delay, --no-record), load generators and this orchestrator pinned to core {procs.LOAD_CORE}",
@@ -103,7 +107,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
     relay = gateway = nginx = None
     try:
         relay = procs.start_relay(workdir, upstream.url)
-        gateway = procs.start_gateway(workdir, upstream.url)
+        gateway = procs.start_gateway(workdir, upstream.url, service={"metrics": args.gateway_metrics == "on"})
         await wait_idle([gateway])
         rss_idle = gateway.rss_kib()
         targets = [Target("direct", upstream), Target("relay", relay), Target("gateway", gateway)]
@@ -163,7 +167,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
             results.profile = (results.profile or "") + profile
         if "memory" in wanted:
             print(f"bench: memory, {settings.memory_streams} streams held open on a fresh gateway", flush=True)
-            results.memory = await memory(settings.memory_streams, workdir, upstream, dialects[-1])
+            results.memory = await memory(settings.memory_streams, workdir, upstream, dialects[-1],
+                                          service={"metrics": args.gateway_metrics == "on"})
         if "engine" in wanted:
             print("bench: local engine (its own upstream with 64-piece chat streams; Llama Stack if installed)",
                   flush=True)

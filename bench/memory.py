@@ -36,8 +36,9 @@ class MemoryRun:
         return (self.rss_open_kib - self.rss_before_kib) / max(self.opened, 1)
 
 
-async def memory(target_streams: int, workdir: Path, upstream: Proc, dialect: str) -> MemoryRun:
-    gateway = start_gateway(workdir, upstream.url, name="gateway-memory")
+async def memory(target_streams: int, workdir: Path, upstream: Proc, dialect: str,
+                 service: dict | None = None) -> MemoryRun:
+    gateway = start_gateway(workdir, upstream.url, name="gateway-memory", service=service)
     try:
         return await _hold_streams(gateway, target_streams, dialect)
     finally:
