@@ -107,7 +107,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
     relay = gateway = nginx = None
     try:
         relay = procs.start_relay(workdir, upstream.url)
-        gateway = procs.start_gateway(workdir, upstream.url, service={"metrics": args.gateway_metrics == "on"})
+        recording = {"metrics": args.gateway_metrics == "on"}   # the main scenarios' and the memory scenario's
+        gateway = procs.start_gateway(workdir, upstream.url, service=recording)
         await wait_idle([gateway])
         rss_idle = gateway.rss_kib()
         targets = [Target("direct", upstream), Target("relay", relay), Target("gateway", gateway)]
@@ -167,8 +168,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
             results.profile = (results.profile or "") + profile
         if "memory" in wanted:
             print(f"bench: memory, {settings.memory_streams} streams held open on a fresh gateway", flush=True)
-            results.memory = await memory(settings.memory_streams, workdir, upstream, dialects[-1],
-                                          service={"metrics": args.gateway_metrics == "on"})
+            results.memory = await memory(settings.memory_streams, workdir, upstream, dialects[-1], service=recording)
         if "engine" in wanted:
             print("bench: local engine (its own upstream with 64-piece chat streams; Llama Stack if installed)",
                   flush=True)
