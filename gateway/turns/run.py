@@ -141,38 +141,37 @@ class Runner:
                                                "response": failed_response(turn.result, exc.cause)}), {}
             return frames + rewriter.terminal(terminal, quotas)
 
+        # The relay is written here, not in a method of its own: a held stream keeps one
+        # frame fewer, and each of its reads resumes one frame fewer.
+        started = False
         try:
-            await self._relay(turn, sink, rewriter, ending)
+            async with turn.backend.open(turn) as chunks:
+                # Once, not per read of a paced stream.
+                feed = turn.backend.feed(rewriter)
+                try:
+                    async for chunk in chunks:
+                        frames, terminal = feed(chunk)
+                        if not started:
+                            _refuse_before_the_first_byte(rewriter, turn)
+                            self.hooks.first_event(turn)
+                            await sink.start()
+                            started = True
+                        if terminal is not None:
+                            # The last frames and the end of the stream in one write.
+                            await sink.end(await ending(frames, terminal))
+                            return
+                        if frames:
+                            await sink.write(frames)
+                    frames, terminal = rewriter.close()
+                except StreamBroken as exc:
+                    log.warning("upstream stream for %s broke: %s", turn.conversation, exc)
+                    frames, terminal = b"", rewriter.fail(str(exc))
+                if not started:
+                    await sink.start()
+                await sink.end(await ending(frames, terminal))
         finally:
             turn.events = rewriter.numbered
             self.hooks.streamed(turn, turn.events)
-
-    async def _relay(self, turn: Turn, sink: FrameSink, rewriter: StreamRewriter, ending) -> None:
-        started = False
-        async with turn.backend.open(turn) as chunks:
-            # Once, not per read of a paced stream.
-            feed = turn.backend.feed(rewriter)
-            try:
-                async for chunk in chunks:
-                    frames, terminal = feed(chunk)
-                    if not started:
-                        _refuse_before_the_first_byte(rewriter, turn)
-                        self.hooks.first_event(turn)
-                        await sink.start()
-                        started = True
-                    if terminal is not None:
-                        # The last frames and the end of the stream in one write.
-                        await sink.end(await ending(frames, terminal))
-                        return
-                    if frames:
-                        await sink.write(frames)
-                frames, terminal = rewriter.close()
-            except StreamBroken as exc:
-                log.warning("upstream stream for %s broke: %s", turn.conversation, exc)
-                frames, terminal = b"", rewriter.fail(str(exc))
-            if not started:
-                await sink.start()
-            await sink.end(await ending(frames, terminal))
 
     async def settle(self, turn: Turn) -> dict[str, int]:
         """Charge and record the turn (once), before its terminal event or body; also

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Coroutine, Mapping
 
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
@@ -33,8 +33,10 @@ class TurnService:
         self.runner.hooks.prepared(turn)
         return turn
 
-    async def run(self, turn: Turn, sink: BodySink | FrameSink) -> None:
-        await self.runner.run(turn, sink)
+    def run(self, turn: Turn, sink: BodySink | FrameSink) -> Coroutine[Any, Any, None]:
+        # The runner's coroutine itself, not one awaiting it: a held stream keeps one frame
+        # fewer, and each of its reads resumes one frame fewer.
+        return self.runner.run(turn, sink)
 
     async def backend(self) -> Backend:
         """The backend turns run on (stored-response reads go to it too)."""
