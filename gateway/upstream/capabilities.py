@@ -47,6 +47,9 @@ class Capabilities:
                 self.is_llama_stack = False
             log.info("upstream %s: llama_stack=%s responses_api=%s", self._client.base_url,
                      self.is_llama_stack, self.has_responses)
+            if self._api == "auto":   # here, once: not by every turn that waited for the probe
+                log.info("llama_stack.api auto: turns %s", "are forwarded to the upstream's Responses API"
+                         if self.has_responses else "run on the local engine over /v1/chat/completions")
 
     async def uses_engine(self) -> bool:
         """Whether turns run on the local engine (over Chat Completions) rather than
@@ -56,9 +59,6 @@ class Capabilities:
             return True
         if self.is_llama_stack is None:
             await self.probe()
-            if self._api == "auto":
-                log.info("llama_stack.api auto: turns %s", "are forwarded to the upstream's Responses API"
-                         if self.has_responses else "run on the local engine over /v1/chat/completions")
         return self._api == "auto" and not self.has_responses
 
     @property
