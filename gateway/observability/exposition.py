@@ -49,7 +49,7 @@ def _series(name: str, labels: dict[str, str]) -> str:
     return f"{escape_metric_name(name)}{{{pairs}}}"
 
 
-def _header(name: str, kind: str, documentation: str) -> str:
+def _format_header(name: str, kind: str, documentation: str) -> str:
     if kind == "counter":
         name += "_total"
     shown = escape_metric_name(name)
@@ -91,7 +91,7 @@ class Exposition:
         key = (name, kind, documentation)
         header = self._headers.get(key)
         if header is None:
-            header = self._headers[key] = _header(*key)
+            header = self._headers[key] = _format_header(*key)
         return header
 
     def _metric(self, metric: Any, out: list[str]) -> None:

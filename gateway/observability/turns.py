@@ -97,6 +97,12 @@ def llm_labels(turn: Turn, endpoint: str) -> tuple[str, str, str]:
     return provider, name, endpoint
 
 
+def _key(turn: Turn) -> tuple[str, str, Any, int]:
+    """A turn's children are bound by (endpoint, model id, backend, mode: JSON 0, stream 1,
+    background 2)."""
+    return REQUEST.get()[1], turn.model.id, turn.backend, 2 if turn.background else turn.stream
+
+
 class TurnMetrics(TurnHooks):
     """`backends`: each backend object → its label (`forward`/`engine`), given by the
     wiring, the one place besides prepare() that knows which is which."""
@@ -141,7 +147,7 @@ class TurnMetrics(TurnHooks):
             now = turn.observed_at = perf_counter()   # a JSON turn's answer: its inference time ends here
             model = turn.model
             # One lookup (subscripts, not `.get` calls: this runs on every turn).
-            key = (REQUEST.get()[1], model.id, turn.backend, 2 if turn.background else turn.stream)
+            key = _key(turn)
             try:
                 bound = self._bound[key]
                 if bound.provider != model.provider_id:
@@ -161,8 +167,10 @@ class TurnMetrics(TurnHooks):
     def _unopened(self, turn: Turn) -> _Bound | None:
         """A turn that ended before its first event: its children, ended now (None: a
         question a shield blocked, or one already counted as such)."""
-        key = (REQUEST.get()[1], turn.model.id, turn.backend, 2 if turn.background else turn.stream)
-        bound = self._bind(turn, key)
+        key = _key(turn)
+        bound = self._bound.get(key)
+        if bound is None or bound.provider != turn.model.provider_id:
+            bound = self._bind(turn, key)
         if bound is not None:
             turn.observed, turn.observed_at = bound, perf_counter()
         return bound
