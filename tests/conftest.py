@@ -78,9 +78,12 @@ def gateway_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
     """Start `gateway serve` with a config built from overrides; all stopped at the end."""
     started: list[Gateway] = []
 
-    def start(upstream_url: str, env: dict[str, str] | None = None, **overrides: Any) -> Gateway:
+    def start(upstream_url: str, env: dict[str, str] | None = None, *, keep: bool = False,
+              **overrides: Any) -> Gateway:
+        """`keep`: a session fixture's gateway, which outlives the module that started it."""
         workdir = tmp_path_factory.mktemp("gateway")
         gateway = start_gateway(workdir, gateway_config(upstream_url, workdir / "gateway.db", **overrides), env)
+        gateway.kept = keep
         started.append(gateway)
         return gateway
 
@@ -96,8 +99,21 @@ def gateway_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
     assert not any(leaks.values()), f"configured secrets sent to clients: { {k: v for k, v in leaks.items() if v} }"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def module_gateways_stopped() -> Iterator[None]:
+    """The gateways a module started stop when it ends, not when the session does: a
+    full run starts hundreds (each a gateway and a recording relay, with their timers and
+    database connections). Those a session fixture holds (`keep=True`) live on; the
+    session's checks of their logs and of what they sent read files, after the stop."""
+    first = len(STARTED)
+    yield
+    for started in STARTED[first:]:
+        if not started.kept:
+            started.stop()
+
+
 @pytest.fixture(scope="session")
 def gateway(gateway_factory: Callable[..., Gateway], upstream: Upstream) -> Gateway:
     """A gateway with default configuration in front of the scripted upstream, taking
     clients' own MCP servers on loopback (the upstream simulates them)."""
-    return gateway_factory(upstream.url, client_tools=CLIENT_MCP_ON_LOOPBACK)
+    return gateway_factory(upstream.url, keep=True, client_tools=CLIENT_MCP_ON_LOOPBACK)

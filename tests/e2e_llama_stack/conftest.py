@@ -122,9 +122,9 @@ def chain(tmp_path_factory: pytest.TempPathFactory,
         token_file.write_text(MCP_TOKEN + "\n")
         calc = {"name": "calc", "url": mcp.url, "authorization_headers": {"Authorization": str(token_file)},
                 "headers": ["X-Tenant"]}
-        gateway = gateway_factory(stack_url, inference=DEFAULT_MODEL, client_tools=CLIENT_MCP_ON_LOOPBACK)
-        mcp_gateway = gateway_factory(stack_url, inference=DEFAULT_MODEL, mcp_servers=[calc])
-        approval_gateway = gateway_factory(stack_url, inference=DEFAULT_MODEL,
+        gateway = gateway_factory(stack_url, keep=True, inference=DEFAULT_MODEL, client_tools=CLIENT_MCP_ON_LOOPBACK)
+        mcp_gateway = gateway_factory(stack_url, keep=True, inference=DEFAULT_MODEL, mcp_servers=[calc])
+        approval_gateway = gateway_factory(stack_url, keep=True, inference=DEFAULT_MODEL,
                                            mcp_servers=[{**calc, "require_approval": "always"}])
         booting.join()
         if "error" in booted:
@@ -175,6 +175,6 @@ def handbook(chain: Chain, gateway_factory: Callable[..., Gateway]) -> Handbook:
             break
         assert state["status"] == "in_progress" and time.monotonic() < deadline, state
         time.sleep(0.05)
-    rag_gateway = gateway_factory(chain.stack.url, inference=DEFAULT_MODEL,
+    rag_gateway = gateway_factory(chain.stack.url, keep=True, inference=DEFAULT_MODEL,
                                   byok_rag=[{"rag_id": "handbook", "vector_db_id": store_id}])
     return Handbook(file_id=file_id, vector_store_id=store_id, gateway=rag_gateway)

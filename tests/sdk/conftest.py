@@ -24,8 +24,8 @@ def sdk_mcp(tmp_path_factory):
 @pytest.fixture(scope="session")
 def sdk_gateways(gateway_factory, upstream, chat_upstream) -> dict[str, Gateway]:
     return {
-        "forward": gateway_factory(upstream.url, client_tools=CLIENT_MCP_ON_LOOPBACK),
-        "engine": gateway_factory(chat_upstream.url,
+        "forward": gateway_factory(upstream.url, keep=True, client_tools=CLIENT_MCP_ON_LOOPBACK),
+        "engine": gateway_factory(chat_upstream.url, keep=True,
                                   **engine_config(chat_upstream.url, client_tools=CLIENT_MCP_ON_LOOPBACK)),
     }
 

@@ -114,6 +114,7 @@ class Gateway(Endpoint):
     relay: Proc | None = None
     recording: Path | None = None
     credentials: Path | None = None
+    kept = False   # held by a session fixture: not stopped at the end of the module that started it
 
     def stop(self) -> None:
         if self.relay is not None:

@@ -139,10 +139,10 @@ def start_postgres(log_dir: Path, tls: TestCa | None = None, core: int | None = 
                    "-c", f"ssl_key_file={base / 'server.key'}"]
     port = free_port()
     # fsync off: a test server's data dies with the session; crashes are not tested here.
-    # max_connections: every gateway an end-to-end test starts lives until the session
-    # ends (conftest.gateway_factory), each keeping its pool's idle connections and a
-    # LISTEN connection: ~60 PostgreSQL gateways in a full run, with the storage suites'
-    # own pools beside them, passed 200.
+    # max_connections: a module's gateways live until the module ends (conftest's
+    # module_gateways_stopped), each keeping its pool's idle connections and a LISTEN
+    # connection; ~60 PostgreSQL gateways lived at once in a full run when they lasted the
+    # session, with the storage suites' own pools beside them, which passed 200.
     pinned = ["taskset", "-c", str(core)] if core is not None else []
     proc = spawn(f"postgres-{port}", pinned + _as_server_user([
         str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
