@@ -1,13 +1,17 @@
 """A turn that is not recorded gives back the items it took (issue 23), once, and a
 recorded one keeps them taken: `Settler.give_back`, called when the runner settles a
-turn and when it finishes one."""
+turn and when it finishes one. And the records' timestamps: `_iso` writes what
+`datetime.isoformat()` would."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 from types import SimpleNamespace
 
-from gateway.turns.settle import Settler
+from hypothesis import given, strategies as st
+
+from gateway.turns.settle import Settler, _iso
 
 
 class Items:
@@ -41,3 +45,27 @@ async def test_turns_not_recorded_give_their_items_back_once():
 
 async def test_a_settler_without_items_gives_nothing_back():
     Settler(None, None, None).give_back(turn("failed"))  # type: ignore[arg-type]
+
+
+# -- the records' timestamps ---------------------------------------------------------------
+
+def _datetime_iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+
+
+@given(st.one_of(
+    st.floats(min_value=-62_135_596_800.0 + 86_400, max_value=253_402_300_799.0, allow_nan=False),
+    # Around now, at the microsecond and on its half (datetime rounds half to even).
+    st.integers(0, 4 * 10**6).map(lambda half_micros: 1_764_216_000 + half_micros / 2e6),
+    st.integers(0, 10**9).map(float)))
+def test_iso_is_datetimes_isoformat(seconds: float) -> None:
+    assert _iso(seconds) == _datetime_iso(seconds)
+
+
+def test_iso_edges() -> None:
+    # No fraction on a whole second; a fraction that rounds up carries into the second.
+    for seconds in (0.0, 1_764_216_000.0, 1_764_216_000.0000005, 1_764_216_000.0000015, 1_764_216_000.9999996,
+                    1_764_216_000.9999994, -0.5, -1.0000004):
+        assert _iso(seconds) == _datetime_iso(seconds)
+    assert _iso(1_764_216_000.0) == "2025-11-27T04:00:00+00:00"
+    assert _iso(1_764_216_000.25) == "2025-11-27T04:00:00.250000+00:00"
