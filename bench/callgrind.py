@@ -48,6 +48,7 @@ from bench.procs import free_port, gateway_config
 from bench.legacy import _TOKEN_EVENTS
 from bench.legacy import STREAMS as LEGACY_STREAMS
 from bench.scenarios import json_body, sse_body
+from gateway.__main__ import allocator_env
 
 TURNS = 300
 STREAMS = 60
@@ -126,7 +127,7 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
     # which valgrind would not follow).
     # WARNING keeps the log quiet, unless the access line is measured: then it is written.
     level = "INFO" if config["service"].get("access_log") else "WARNING"
-    env = {**os.environ, "PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": level}
+    env = {**os.environ, **allocator_env(os.environ), "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": level}
     target = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                                gateway, "serve", "-c", str(work / "config.yaml")],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from gateway.__main__ import allocator_env
+
 ROOT = Path(__file__).resolve().parents[1]
 GATEWAY_CORE = 0
 LOAD_CORE = 1  # upstream + load generator + this process
@@ -278,10 +280,10 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
         command = [sys.executable, "-m", "bench.gcstats", str(gc_stats)]
         # As `gateway serve` runs itself (it restarts on glibc's allocator otherwise,
         # which would replace the wrapper).
-        env["PYTHONMALLOC"] = "malloc"
+        env.update(allocator_env(os.environ))
     elif spin_us:
         command = [sys.executable, "-m", "bench.spin", str(spin_us)]
-        env["PYTHONMALLOC"] = "malloc"   # as for gcstats: the gateway would restart without the wrapper
+        env.update(allocator_env(os.environ))   # as for gcstats: the gateway would restart without the wrapper
     proc = _spawn(name, [*command, "serve", "-c", str(config_path)], GATEWAY_CORE, workdir, env, port)
     _wait_http(proc, "/liveness")
     return proc

@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 import yaml
 
+from gateway.__main__ import TCACHE_COUNT
 from tests.support.gateway_proc import GATEWAY_BIN, Gateway, gateway_config
 from tests.support.processes import free_port, spawn, wait_http
 from tests.support.raw_client import wait_until
@@ -79,6 +80,36 @@ def test_serve_with_config_from_environment(tmp_path, upstream):
         wait_http(proc, f"http://127.0.0.1:{port}/liveness")
         reply = Gateway(proc, port).post("/v1/responses", {"input": "via env"})
         assert reply.status == 200
+    finally:
+        proc.stop()
+
+
+def _environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as raw:
+        return dict(entry.decode().split("=", 1) for entry in raw.read().split(b"\0") if b"=" in entry)
+
+
+# (Several tunables are composed as tests/test_main.py shows: glibc rewrites the variable's
+# original bytes, which /proc shows, keeping only the first tunable of a list.)
+@pytest.mark.parametrize("given, expected", [
+    (None, f"glibc.malloc.tcache_count={TCACHE_COUNT}"),
+    ("glibc.malloc.tcache_count=7", "glibc.malloc.tcache_count=7"),   # the operator's own
+])
+def test_serve_restarts_on_glibcs_allocator_with_a_larger_tcache(tmp_path, upstream, given, expected):
+    port = free_port()
+    config = gateway_config(upstream.url, tmp_path / "db.sqlite")
+    config["service"]["port"] = port
+    path = write(tmp_path / "c.yaml", config)
+    # `env` runs the gateway without the variables the test run may have, and with the given one.
+    argv = ["env", "-u", "PYTHONMALLOC", "-u", "GATEWAY_REEXECED", "-u", "GLIBC_TUNABLES",
+            *([f"GLIBC_TUNABLES={given}"] if given is not None else []), str(GATEWAY_BIN), "serve", "-c", path]
+    proc = spawn("serve-allocator", argv, tmp_path)
+    try:
+        wait_http(proc, f"http://127.0.0.1:{port}/liveness")
+        # `env` executed the gateway, which restarted itself in place (the same pid).
+        seen = _environ(proc.popen.pid)
+        assert seen["PYTHONMALLOC"] == "malloc" and seen["GLIBC_TUNABLES"] == expected
+        assert Gateway(proc, port).post("/v1/responses", {"input": "tcache"}).status == 200
     finally:
         proc.stop()
 
