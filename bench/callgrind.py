@@ -48,7 +48,7 @@ from bench.procs import free_port, gateway_config
 from bench.legacy import _TOKEN_EVENTS
 from bench.legacy import STREAMS as LEGACY_STREAMS
 from bench.scenarios import json_body, sse_body
-from gateway.__main__ import allocator_env
+from gateway.allocator import allocator_env
 
 TURNS = 300
 STREAMS = 60

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from gateway.__main__ import allocator_env
+from gateway.allocator import allocator_env
 
 ROOT = Path(__file__).resolve().parents[1]
 GATEWAY_CORE = 0

@@ -8,7 +8,6 @@ import gc
 import logging
 import os
 import sys
-from collections.abc import Mapping
 
 from aiohttp import web
 
@@ -108,37 +107,14 @@ def _use_system_allocator(argv: list[str]) -> None:
     many: after 1,000 streams the process stayed 19 MiB above its idle size for good.
     glibc's allocator gives back free pages (`allocator.release`), and costs no more CPU
     here (bench/, A/B). Setting PYTHONMALLOC (to anything) keeps the caller's choice. The
-    restart also raises glibc's per-thread cache of freed chunks (`with_tcache_count`)."""
+    restart also raises glibc's per-thread cache of freed chunks (`allocator.allocator_env`)."""
     if "PYTHONMALLOC" in os.environ or os.environ.get("GATEWAY_REEXECED"):
         return
-    env = {**os.environ, **allocator_env(os.environ), "GATEWAY_REEXECED": "1"}
+    env = {**os.environ, **allocator.allocator_env(os.environ), "GATEWAY_REEXECED": "1"}
     try:
         os.execve(sys.executable, [sys.executable, "-m", "gateway", *argv], env)
     except OSError as exc:  # no exec here (an embedded interpreter): run as we are
         logging.getLogger("gateway").warning("could not restart on the system allocator: %s", exc)
-
-
-# glibc keeps up to this many freed chunks of each small size per thread for reuse without
-# locking (its default: 7). A turn frees hundreds of objects at a time, which overflow the
-# 7 into the slower free path. What the cache holds is not given back by malloc_trim: a
-# JSON turn's instructions (bench.callgrind) against the resident memory left after 1,000
-# streams closed (bench/'s memory scenario, target +8 MiB): 7: 992k, +3.5 MiB; 16: 979k;
-# 32: 975k, +4.9 MiB; 64: +7.2 MiB; 127: 967k, +9.5 MiB.
-TCACHE_COUNT = 32
-
-
-def allocator_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The allocator variables `gateway serve` restarts with; also for what runs it under
-    a wrapper that must not be replaced by the restart (bench/)."""
-    return {"PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": with_tcache_count(environ.get("GLIBC_TUNABLES", ""))}
-
-
-def with_tcache_count(tunables: str) -> str:
-    """GLIBC_TUNABLES with the gateway's tcache count, unless the operator set one."""
-    if "glibc.malloc.tcache_count=" in tunables:
-        return tunables
-    ours = f"glibc.malloc.tcache_count={TCACHE_COUNT}"
-    return f"{tunables}:{ours}" if tunables else ours
 
 
 def demo(args: argparse.Namespace) -> int:

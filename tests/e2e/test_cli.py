@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 import yaml
 
-from gateway.__main__ import TCACHE_COUNT
+from gateway.allocator import TCACHE_COUNT
 from tests.support.gateway_proc import GATEWAY_BIN, Gateway, gateway_config
 from tests.support.processes import free_port, spawn, wait_http
 from tests.support.raw_client import wait_until
@@ -89,7 +89,7 @@ def _environ(pid: int) -> dict[str, str]:
         return dict(entry.decode().split("=", 1) for entry in raw.read().split(b"\0") if b"=" in entry)
 
 
-# (Several tunables are composed as tests/test_main.py shows: glibc rewrites the variable's
+# (Several tunables are composed as tests/test_allocator.py shows: glibc rewrites the variable's
 # original bytes, which /proc shows, keeping only the first tunable of a list.)
 @pytest.mark.parametrize("given, expected", [
     (None, f"glibc.malloc.tcache_count={TCACHE_COUNT}"),
