@@ -1,4 +1,4 @@
-"""The one error envelope (DESIGN decision 6).
+"""The one error envelope (docs/architecture.md, decision 3: errors serve two audiences).
 
 An error body always carries `detail` exactly as LCORE gives it for that case: an
 object `{"response", "cause"}` (LCORE's `ErrorResponse`), FastAPI's list for request
