@@ -35,6 +35,12 @@ def test_lcore_file_with_unbuilt_features_starts_with_warnings():
     assert sorted(w.split(":")[0] for w in config.warnings()) == ["compaction", "customization.profile_path"]
 
 
+def test_service_base_url_is_lcores_accepted_and_reported_as_not_built():
+    # LCORE's key: an existing file with it starts, and start-up says nothing reads it.
+    config = parse_config({**MINIMAL, "service": {"base_url": "https://gateway.example"}})
+    assert config.warnings() == ["service.base_url: accepted but not implemented by this version (ignored)"]
+
+
 def test_customization_system_prompt_defaults_and_file(tmp_path):
     assert parse_config(MINIMAL).customization.default_system_prompt == "You are a helpful assistant"
     assert parse_config({**MINIMAL, "customization": None}).customization.default_system_prompt == \
