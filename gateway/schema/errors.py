@@ -74,11 +74,6 @@ def unauthorized(cause: str, code: str = "invalid_credentials", detail: str | No
                     headers={"WWW-Authenticate": "Bearer"}, detail=detail)
 
 
-def endpoint_forbidden(user_id: str) -> ApiError:
-    return ApiError(403, "User does not have permission to access this endpoint",
-                    f"User {user_id} is not authorized to access this endpoint.", code="forbidden")
-
-
 def header_too_large(limit: int) -> ApiError:
     return ApiError(431, "Request header fields too large",
                     f"A request header exceeds the limit of {limit} bytes.", code="request_header_too_large")
