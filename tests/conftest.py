@@ -1,4 +1,5 @@
-"""Shared fixtures: real processes on loopback (DESIGN decision 8)."""
+"""Shared fixtures: real processes on loopback (docs/architecture.md, decision 8:
+every advertised feature has an end-to-end test)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,6 @@ from gateway.schema.errors import ApiError, internal_error
 from gateway.storage.background_responses import BackgroundStore
 from gateway.streaming.events import Event
 from gateway.streaming.progress import progress
-from gateway.streaming.rewriter import StreamRewriter
 from gateway.streaming.sse import DONE_FRAME
 from gateway.turns.run import FrameSink, Runner
 from gateway.turns.turn import Turn

@@ -1,6 +1,7 @@
 """The gateway's configuration: LCORE's `lightspeed-stack.yaml`, strictly validated.
 
-An existing LCORE file starts the gateway unchanged (DESIGN decision 5). Keys this
+An existing LCORE file starts the gateway unchanged (docs/architecture.md, decision 5:
+configuration is LCORE's). Keys this
 gateway implements are typed models with `extra="forbid"`, so a typo fails start-up
 with the key's path. LCORE keys for features not built yet are accepted and reported
 as warnings; the few whose silent absence would be unsafe (an authentication module

@@ -1,6 +1,6 @@
 """The base of every configuration model: unknown keys fail start-up, naming the key
-(DESIGN decision 5); the marker of LCORE keys accepted but not built; and the URL check
-the sections share."""
+(docs/architecture.md, decision 5: configuration is LCORE's); the marker of LCORE keys
+accepted but not built; and the URL check the sections share."""
 
 from __future__ import annotations
 

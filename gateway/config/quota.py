@@ -40,10 +40,6 @@ class QuotaLimiterConfig(Strict):
     def parsed_period(self) -> Period:
         return Period.parse(self.period)
 
-    @property
-    def subject_kind(self) -> str:
-        return "user" if self.type == "user_limiter" else "cluster"
-
 
 class QuotaSchedulerConfig(Strict):
     """LCORE's scheduler: here it only bounds how late a balance is topped up and how

@@ -21,7 +21,7 @@ class CorsConfig(Strict):
 class ServiceConfig(Strict):
     host: str = "localhost"
     port: int = Field(8080, ge=1, le=65535)
-    base_url: str | None = None
+    base_url: str | None = not_built()   # LCORE's; nothing here reads it
     auth_enabled: bool = False
     workers: int = not_built(1, ge=1)
     color_log: bool = True

@@ -1,5 +1,5 @@
 """LCORE's `conversation_cache` and `user_data_collection` sections (issue 22), typed:
-every LCORE sub-key is accepted (DESIGN decision 5).
+every LCORE sub-key is accepted (docs/architecture.md, decision 5: configuration is LCORE's).
 
 `conversation_cache` turns `/v2/conversations` on: LCORE serves it from a cache of its
 own (`memory`, `sqlite`, `postgres`); the gateway serves it from its own database (the

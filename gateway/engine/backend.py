@@ -173,7 +173,8 @@ class LocalEngine:
             if not emitter.started or ended:
                 raise
             # A fault of ours after the first event: the stream still ends as the
-            # protocol says (DESIGN decision 6); the cause goes to the log only.
+            # protocol says (docs/architecture.md, decision 3: after the first byte
+            # an error is a schema-valid `response.failed`); the cause goes to the log only.
             log.exception("the local engine failed during %s", response["id"])
             yield [*emitter.take(), emitter.fail("An unexpected error occurred while processing the request.")]
 

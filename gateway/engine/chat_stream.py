@@ -2,8 +2,9 @@
 
 Most chunks of a stream are a piece of text and nothing else. Those are recognised by
 one regular expression over their bytes and handed on as the JSON string literal of
-the piece (consecutive ones in one list), which the emitter copies into its delta event unparsed (DESIGN
-decision 2). Every other chunk (role, tool calls, reasoning, finish, usage, errors)
+the piece (consecutive ones in one list), which the emitter copies into its delta event unparsed
+(docs/architecture.md, decision 2: the hot path does not parse what it does not change).
+Every other chunk (role, tool calls, reasoning, finish, usage, errors)
 is parsed into a dict. The expression only matches when every top-level key besides
 `choices` holds a scalar, so a literal it returns is the one choice's whole delta.
 """

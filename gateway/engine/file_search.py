@@ -1,4 +1,5 @@
-"""file_search in the local engine: the parts without I/O (DESIGN decision 9).
+"""file_search in the local engine: the parts without I/O (sans-I/O, as
+docs/architecture.md's "The local engine" lists it).
 
 The model sees one function, `file_search(query)`, as Llama Stack offers it. A call
 searches each of the tool's vector stores (`vector_search.py` sends the requests this

@@ -1,4 +1,5 @@
-"""Responses ⇄ Chat Completions, as pure functions (sans-I/O, DESIGN decision 9).
+"""Responses ⇄ Chat Completions, as pure functions (sans-I/O, as
+docs/architecture.md's "The local engine" lists it).
 
 Request side: the conversation's items (history, then this request's input) become
 chat `messages`; tools, `tool_choice`, `text.format` and the sampling options become

@@ -36,8 +36,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # A client's X-Request-ID is kept only when it is a plain token: it is echoed in
 # headers and written to logs.
 _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
-# Paths OpenAI SDKs call: their errors also carry OpenAI's `error` object (DESIGN
-# decision 6). Every other endpoint answers exactly as LCORE.
+# Paths OpenAI SDKs call: their errors also carry OpenAI's `error` object
+# (docs/architecture.md, decision 3: errors serve two audiences). Every other
+# endpoint answers exactly as LCORE.
 _OPENAI_PATHS = ("/v1/responses", "/v1/models", "/v1/conversations")
 
 

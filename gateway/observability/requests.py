@@ -14,7 +14,6 @@ from contextvars import ContextVar
 from typing import Any, Callable
 
 from gateway.observability.http import route_template
-from gateway.observability.otel_env import UserHasher
 from gateway.turns.hooks import TurnHooks
 from gateway.turns.turn import Turn
 from gateway.upstream.client import UpstreamHooks

@@ -1,4 +1,4 @@
-"""The one error envelope (DESIGN decision 6).
+"""The one error envelope (docs/architecture.md, decision 3: errors serve two audiences).
 
 An error body always carries `detail` exactly as LCORE gives it for that case: an
 object `{"response", "cause"}` (LCORE's `ErrorResponse`), FastAPI's list for request
@@ -72,11 +72,6 @@ def unauthorized(cause: str, code: str = "invalid_credentials", detail: str | No
     carries `WWW-Authenticate: Bearer` (RFC 9110 requires a challenge)."""
     return ApiError(401, "Missing or invalid credentials provided by client", cause, code=code,
                     headers={"WWW-Authenticate": "Bearer"}, detail=detail)
-
-
-def endpoint_forbidden(user_id: str) -> ApiError:
-    return ApiError(403, "User does not have permission to access this endpoint",
-                    f"User {user_id} is not authorized to access this endpoint.", code="forbidden")
 
 
 def header_too_large(limit: int) -> ApiError:

@@ -1,4 +1,5 @@
-"""One async database API, two engines (DESIGN decision 3).
+"""One async database API, two engines (docs/architecture.md, "Storage: one API,
+two engines").
 
 SQL is written once, portable between SQLite and PostgreSQL, with `:name` or `?`
 parameters; each engine runs it (`sqlite.py`: one worker thread of its own;

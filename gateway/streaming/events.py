@@ -1,4 +1,5 @@
-"""A stream event as the hot path carries it (DESIGN decision 2).
+"""A stream event as the hot path carries it (docs/architecture.md,
+decision 2: the hot path does not parse what it does not change).
 
 An upstream event stays its raw JSON bytes plus its `type`. It is parsed only when a
 stage needs to read or change it (`event.data`); once parsed, it is re-serialised on

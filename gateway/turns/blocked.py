@@ -11,7 +11,6 @@ conversation, topic summaries, stored responses) is the wrapped backend's.
 
 from __future__ import annotations
 
-import time
 import uuid
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator

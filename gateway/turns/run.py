@@ -6,7 +6,8 @@ for every caller. The callers only provide a sink:
   and enriched, never passing through the `StreamRewriter`;
 - a `FrameSink` (the SSE writer: the client's socket; background runs: the event
   log and its followers): per upstream read, the `StreamRewriter` turns what the
-  backend yielded into client frames, handed to `write` once (DESIGN decision 2).
+  backend yielded into client frames, handed to `write` once (docs/architecture.md,
+  decision 2: one client write per upstream read).
   Nothing is written before the first frames: an upstream that refuses the request as
   its stream's first event gets the HTTP error its refusal names instead (raised
   before `start`).

@@ -3,7 +3,8 @@
 
 `settle()` charges the turn's tokens and commits its record (group-committed with
 concurrent turns by `TurnWriter`), so whatever replica the client continues on finds
-it (DESIGN decision 4); it still completes when the client has gone away, and a
+it (docs/architecture.md, "A turn's life": `Settler.settle`); it still completes
+when the client has gone away, and a
 request in this process about the same conversation or response that arrives
 meanwhile waits for it (`wait_pending()`). `finish()` settles a turn its caller did
 not (it ended without a terminal event, or the client left), charging an abandoned

@@ -128,10 +128,11 @@ class Turn:
 
 
 class Backend(Protocol):
-    """Where a prepared turn runs (DESIGN: one interface, two implementations): the
+    """Where a prepared turn runs (one interface, two implementations: docs/architecture.md,
+    "One request, one way through"): the
     upstream's Responses API (`turns/forward.py`) or the local engine over the
-    upstream's Chat Completions (`turns/local.py`). `prepare()` picks one per turn and
-    nothing after it asks which it holds."""
+    upstream's Chat Completions (`turns/local.py`). `prepare()` picks one per turn; the runner
+    never asks which it holds (docs/architecture.md names the two modules that do)."""
 
     # Before anything is created.
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
+from pydantic import BaseModel
 
-from gateway.config import ConfigError, load_config, parse_config, substitute_env
+from gateway.config import ConfigError, Configuration, load_config, parse_config, substitute_env
+from gateway.config.base import Strict, is_not_built
 
 MINIMAL = {"name": "x", "llama_stack": {"url": "http://upstream:8321"}}
 EXAMPLE = Path(__file__).parents[2] / "config.example.yaml"
@@ -33,6 +36,35 @@ def test_lcore_file_with_unbuilt_features_starts_with_warnings():
                            "llama_stack": {"url": "http://u", "use_as_library_client": False,
                                            "allow_degraded_mode": True}})
     assert sorted(w.split(":")[0] for w in config.warnings()) == ["compaction", "customization.profile_path"]
+
+
+def test_service_base_url_is_lcores_accepted_and_reported_as_not_built():
+    # LCORE's key: an existing file with it starts, and start-up says nothing reads it.
+    config = parse_config({**MINIMAL, "service": {"base_url": "https://gateway.example"}})
+    assert config.warnings() == ["service.base_url: accepted but not implemented by this version (ignored)"]
+
+
+def _marked_not_built(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """The keys of every field marked `not_built()`, in the model and the models it nests."""
+    found = set()
+    for name, field in model.model_fields.items():
+        if is_not_built(field):
+            found.add(prefix + name)
+        types, seen = [field.annotation], []
+        while types:   # through unions, lists and dicts to the models they hold
+            kind = types.pop()
+            types += get_args(kind)
+            seen.append(kind)
+        for kind in seen:
+            if isinstance(kind, type) and issubclass(kind, Strict):
+                found |= _marked_not_built(kind, f"{prefix}{name}.")
+    return found
+
+
+def test_config_example_lists_exactly_the_keys_marked_not_built():
+    header = EXAMPLE.read_text().split("logged as warnings:", 1)[1].split(").", 1)[0]
+    listed = {key.strip(" #\n") for key in header.replace("(and", ",").split(",")}
+    assert listed == _marked_not_built(Configuration)
 
 
 def test_customization_system_prompt_defaults_and_file(tmp_path):

@@ -90,7 +90,7 @@ def test_deep_and_malformed_json_is_the_same_422(gateway, upstream):
 
 @pytest.mark.parametrize("method, path", [("PUT", "/v1/quotas/users/alice"),
                                           ("POST", "/v1/quotas/cluster/increments")])
-def test_deep_json_on_the_quota_api_is_the_same_422(api, method, path):
+def test_deep_json_on_the_quota_api_is_the_same_422(api, method, path):  # noqa: F811
     before = api.get("/v1/quotas/users/alice", headers=auth("root")).ok()
     deep = b'{"limiters":' + b"[" * 300 + b"]" * 300 + b"}"
     reply = api.request(method, path, raw=deep, headers={**auth("root"), "Idempotency-Key": "deep"})

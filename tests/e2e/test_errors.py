@@ -1,4 +1,5 @@
-"""Every error status this version can produce, with its body (DESIGN decision 6): LCORE's
+"""Every error status this version can produce, with its body (docs/architecture.md, decisions 3
+and 4: errors serve two audiences, validation before anything is created): LCORE's
 `detail` exactly, OpenAI's `error` beside it on the endpoints OpenAI SDKs call (unless
 `service.error_body: lcore`), and proof that a refused request changes nothing (no
 upstream write, no row in the gateway's own database)."""

@@ -107,7 +107,7 @@ def test_attacks_are_refused_with_their_cause(gateway, upstream, name, token, ca
     assert [r for r in upstream.requests() if r["method"] != "GET"] == []
     assert token not in gateway.log()
     # One audit line per refusal, naming the module and the cause, never the token.
-    assert f"module=jwk-token route=POST /v1/responses" in gateway.log()
+    assert "module=jwk-token route=POST /v1/responses" in gateway.log()
 
 
 def test_validation_failures_log_their_reason(gateway):

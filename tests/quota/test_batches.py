@@ -12,7 +12,6 @@ from gateway.quota.balances import iso
 from gateway.schema.errors import ApiError
 from gateway.storage.batch import in_lock_order
 from tests.quota.test_service import LIMITERS, REQUEST, held, open_service, who
-from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
 
 async def rows(db) -> dict[str, int]:

@@ -15,7 +15,6 @@ from gateway.quota.holds import Holds
 from gateway.schema.errors import ApiError
 from tests.quota.test_batches import rows
 from tests.quota.test_service import LIMITERS, REQUEST, held, open_service, who
-from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
 DAILY = QuotaLimiterConfig.model_validate(LIMITERS[0])
 CLUSTER = QuotaLimiterConfig.model_validate(LIMITERS[2])

@@ -17,7 +17,6 @@ from gateway.quota.balances import iso
 from gateway.quota.service import open_quota
 from gateway.schema.errors import ApiError
 from gateway.storage.open import open_database
-from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
 LIMITERS = [
     {"name": "daily", "type": "user_limiter", "initial_quota": 1000, "quota_increase": 100, "period": "1 day"},

@@ -12,7 +12,6 @@ from gateway.quota.service import open_quota
 from gateway.quota.sqlite_ledger import LedgerQuota
 from gateway.storage.open import open_database
 from tests.quota.test_service import LIMITERS, REQUEST, open_service, storage_block, who
-from tests.storage.conftest import database_config  # noqa: F401 (the fixture: both engines)
 
 
 async def test_quotas_are_off_without_limiters_or_storage(tmp_path):

@@ -1,4 +1,5 @@
-"""The storage suites run on both engines (DESIGN decision 3): every test that takes
+"""The storage suites run on both engines (docs/architecture.md, "Storage: one API, two
+engines"): every test that takes
 `database_config` runs once on a SQLite file and once on a fresh PostgreSQL database."""
 
 from __future__ import annotations
