@@ -159,7 +159,7 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
                         response.headers.update(extra)
             except ApiError as exc:
                 if exc.status in REFUSALS:
-                    log_refusal(_route(request), request.remote, rid, module, exc.status, exc.cause)
+                    log_refusal(_route(request), request.remote, rid, module, exc)
                 response = error_response(exc, request, extra)
             except web.HTTPException as exc:
                 response = error_response(_http_error(exc, request), request, extra)
