@@ -1,6 +1,7 @@
 """A response echoes the settings its turn ran with, as the types a Response declares:
 `parallel_tool_calls` and `tool_choice` sent as null are the defaults (`true`, `"auto"`),
-never null, in forward mode and engine mode, JSON and streamed."""
+never null, in forward mode and engine mode: JSON, streamed (SSE and WebSocket) and
+background."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from openai.types.responses import Response
 
 from tests.support.flows import WEATHER_TOOL, checked
 from tests.support.openai_shapes import validate_response
+from tests.support.raw_client import wait_until
+from tests.support.ws_client import connected, create
 
 NULLS = {"parallel_tool_calls": None, "tool_choice": None}
 
@@ -64,3 +67,23 @@ def test_forward_mode_sends_no_null_upstream(gateway, upstream):
     gateway.post("/v1/responses", {"input": "Hello", **NULLS, "tools": [WEATHER_TOOL]}).ok()
     sent = upstream.last()["body"]
     assert "parallel_tool_calls" not in sent and "tool_choice" not in sent
+
+
+def test_a_background_response_echoes_the_defaults(either):
+    created = either.post("/v1/responses", {"input": "Hello", **NULLS, "background": True}).ok()
+    strictly(created)
+    ended = lambda: either.get(f"/v1/responses/{created['id']}").ok()  # noqa: E731
+    wait_until(lambda: ended()["status"] not in ("queued", "in_progress"), "the background response's end")
+    polled = ended()
+    assert polled["status"] == "completed"
+    strictly(polled)
+
+
+async def test_a_websocket_turn_echoes_the_defaults(either):
+    async with connected(either) as socket:
+        await socket.send(create("Hello", **NULLS, tools=[WEATHER_TOOL]))
+        events = await socket.turn()   # each message an `openai` server event
+    assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
+    for event in events:
+        if "response" in event:
+            strictly(event["response"])
