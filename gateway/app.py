@@ -58,6 +58,8 @@ from gateway.turns.local import EngineBackend
 from gateway.turns.prepare import BackendSelector, Preparer
 from gateway.turns.run import Runner
 from gateway.turns.service import TurnService
+from gateway import user_ids
+from gateway.user_ids import SHORT_HASH, LoggedUsers
 from gateway.turns.settle import Settler
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.catalog import ModelCatalog
@@ -185,6 +187,9 @@ def create_app(config: Configuration) -> web.Application:
     metrics = Metrics() if config.service.metrics else None
     observer = HttpObserver(metrics, config.service.root_path, config.authentication.module) if metrics else None
     observers = RequestObservers(config)   # the access line, and the traces when OTEL_* turn them on
+    # Every other line that names a user names it as the access line does, unless raw is asked for.
+    user_ids.use(LoggedUsers(observers.hasher, raw=config.service.audit_user_ids == "raw",
+                             width=SHORT_HASH if config.service.access_log_format == "text" else 64))
     app = web.Application(client_max_size=config.service.max_request_body_bytes,
                           middlewares=[gateway_middleware(config.service, config.authentication, actions, observer,
                                                           observers.middleware)])

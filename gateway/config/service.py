@@ -29,6 +29,10 @@ class ServiceConfig(Strict):
     # Ours: the access line's format (docs/tracing-and-logs.md): `text` (colored by
     # `color_log` on a terminal) or `json` (one object a line, for log shippers).
     access_log_format: Literal["text", "json"] = "text"
+    # Ours (issue 39): how the audit lines (a refused request, a quota change) and the
+    # other log lines naming a user name them: `hashed`, the access line's keyed hash
+    # (as many hex digits as the access line shows), or the `raw` id.
+    audit_user_ids: Literal["hashed", "raw"] = "hashed"
     root_path: str = ""
     cors: CorsConfig = CorsConfig()
     tls_config: dict[str, Any] | None = not_built()

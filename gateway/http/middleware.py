@@ -160,15 +160,16 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
                         response.headers.update(extra)
             except ApiError as exc:
                 if exc.status in REFUSALS:
-                    log_refusal(_route(request), request.remote, rid, module, exc.status, exc.cause)
+                    log_refusal(_route(request), request.remote, rid, module, exc)
                 response = error_response(exc, request, extra)
             except web.HTTPException as exc:
                 response = error_response(_http_error(exc, request), request, extra)
             except DatabaseUnavailable as exc:
-                log.error("database unavailable on %s %s (request %s): %s", request.method, request.path, rid, exc)
+                # The route's template, never the raw path: a path may name a user (/v1/quotas/users/…).
+                log.error("database unavailable on %s (request %s): %s", _route(request), rid, exc)
                 response = error_response(database_error(), request, extra)
             except Exception:
-                log.exception("unhandled error on %s %s (request %s)", request.method, request.path, rid)
+                log.exception("unhandled error on %s (request %s)", _route(request), rid)
                 response = error_response(internal_error(), request, extra)
             status = response.status
             return response
@@ -197,6 +198,6 @@ def _preflight(request: web.Request, cors, headers: dict[str, str]) -> web.Respo
 
 
 def _route(request: web.Request) -> str:
-    """The method and route template of a request, for the audit line."""
+    """The method and route template of a request, for the audit and error lines."""
     resource = request.match_info.route.resource
     return f"{request.method} {resource.canonical if resource is not None else request.path}"

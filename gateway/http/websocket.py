@@ -285,7 +285,7 @@ class _Connection:
         conversation)."""
         if error.status in REFUSALS:
             log_refusal(_ROUTE, self._request.remote, self._request["request_id"],
-                        self._request.app[SERVICES].config.authentication.module, error.status, error.cause)
+                        self._request.app[SERVICES].config.authentication.module, error)
 
     async def _send(self, payload: bytes) -> None:
         if self._socket.closed:

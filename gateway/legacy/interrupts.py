@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.schema.errors import ApiError, not_found
+from gateway.schema.errors import USER, ApiError, not_found
 from gateway.schema.validation import request_validation_error, value_error_at
 
 # How many finished streams are remembered (their id and owner: ~200 bytes each).
@@ -41,8 +41,8 @@ def check_request_id(value: object) -> str:
 
 def interrupt_forbidden(user_id: str, request_id: str) -> ApiError:
     return ApiError(403, "User does not have permission to interrupt this streaming request",
-                    f"User {user_id} does not own streaming request with ID {request_id}",
-                    code="stream_forbidden", param="request_id")
+                    f"User {USER} does not own streaming request with ID {request_id}",
+                    code="stream_forbidden", param="request_id", user_id=user_id)
 
 
 class StreamRegistry:

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import orjson
 
 from gateway.observability.requests import RequestRecord
+from gateway.user_ids import SHORT_HASH
 
 log = logging.getLogger("gateway.access")
 
@@ -95,7 +96,7 @@ class AccessLog:
                  request.method, route or "-", shown, f"{duration * 1000:.1f}ms",
                  f"request_id={request.get('request_id')}"]
         if user:
-            parts.append(f"user={user[:16]}")   # enough to tell users apart by eye
+            parts.append(f"user={user[:SHORT_HASH]}")   # enough to tell users apart by eye
         if record.model:
             parts.append(f"model={record.model}")
         if record.input_tokens is not None or record.output_tokens is not None:

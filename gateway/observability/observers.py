@@ -34,7 +34,7 @@ class RequestObservers:
             self.tracing = Tracing(environ, config.observability.trace_content)
             # Every outbound client and session made from now on carries the trace.
             outbound.install(OutboundTracing(self.tracing))
-        hasher = UserHasher(environ)
+        hasher = self.hasher = UserHasher(environ)   # the audit lines' too (app.py, user_ids.py)
         if self.tracing is not None and not hasher.keyed:
             log.warning("tracing: %s is not set: user ids are hashed with a key of this process's own, so "
                         "one user's hash differs between replicas and restarts", ANONYMIZATION_SECRET)

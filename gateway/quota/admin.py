@@ -14,6 +14,7 @@ from gateway.quota.balances import BALANCE_MAX, CLUSTER, iso
 from gateway.quota.service import QuotaService
 from gateway.quota.store import BalanceOutOfRange
 from gateway.schema.errors import ApiError, invalid_attribute
+from gateway.user_ids import logged_user
 
 audit = logging.getLogger("gateway.audit")
 
@@ -68,9 +69,12 @@ class QuotaAdmin:
                                                add=add, idempotency=key)
         except BalanceOutOfRange as exc:   # checked in the change's transaction, which rolled back
             raise _out_of_range(exc.limiter) from None
+        # Both users named as log lines name users (`user_ids.py`): hashed unless raw is asked for.
+        shown = f"user:{logged_user(subject)}" if kind == "user_limiter" else scope
         for name, value in values.items():
             audit.info("quota change admin=%s subject=%s limiter=%s %s=%d key=%r applied=%s request_id=%s",
-                       admin, scope, name, "add" if add else "set", value, idempotency_key, applied, request_id)
+                       logged_user(admin), shown, name, "add" if add else "set", value, idempotency_key, applied,
+                       request_id)
         return applied
 
     async def usage(self, start: str | None, end: str | None, user_id: str | None) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from gateway.quota.store import QuotaStore, Usage
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
 from gateway.storage.batch import BatchParticipant, Keyed, in_lock_order
 from gateway.storage.database import Database, DatabaseUnavailable, Row
+from gateway.user_ids import logged_user
 
 log = logging.getLogger("gateway.quota")
 
@@ -163,7 +164,7 @@ class LimitedQuota(ABC):
         except Exception as exc:  # held until the scheduler gives the spare back
             self.forget(reservation)
             log.error("ending the quota reservation of a turn of %s (%d tokens charged) failed: %s",
-                      reservation.user_id, charge, exc)
+                      logged_user(reservation.user_id), charge, exc)
 
     async def write(self, *charges: Charge) -> None:
         """Commit charges on their own (quota storage apart from the turn's record, or a

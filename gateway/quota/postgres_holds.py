@@ -24,6 +24,7 @@ from gateway.quota.store import charge_batch, usage_rows
 from gateway.schema.errors import ApiError, quota_storage_unavailable
 from gateway.storage.batch import Keyed
 from gateway.storage.database import Database, Row
+from gateway.user_ids import logged_user
 
 log = logging.getLogger("gateway.quota")
 
@@ -83,7 +84,8 @@ class HoldsQuota(LimitedQuota):
             raise
         except UNREACHABLE as exc:
             raise self._unreachable(exc) from None
-        log.error("quota admission of %s did not settle after %d attempts", reservation.user_id, _ATTEMPTS)
+        log.error("quota admission of %s did not settle after %d attempts", logged_user(reservation.user_id),
+                  _ATTEMPTS)
         raise quota_storage_unavailable()
 
     def forget(self, reservation: Reservation | None) -> None:

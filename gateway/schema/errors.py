@@ -25,20 +25,34 @@ _OPENAI_TYPES = {
 }
 
 Detail = dict[str, str] | list[dict[str, Any]] | str
+# Where a cause names its user (`ApiError(user_id=...)`).
+USER = "{user}"
 
 
 class ApiError(Exception):
     def __init__(self, status: int, response: str, cause: str, *, code: str,
-                 param: str | None = None, headers: dict[str, str] | None = None, detail: Detail | None = None):
+                 param: str | None = None, headers: dict[str, str] | None = None, detail: Detail | None = None,
+                 user_id: str | None = None):
+        # `user_id`: the user the cause names where it says `{user}`. The body shows the
+        # id (LCORE's text); a log line shows it as logs name users (`logged_cause`).
+        self._template = cause if user_id is not None else None
+        cause = cause.replace(USER, user_id) if user_id is not None else cause
         super().__init__(f"{status} {response}: {cause}")
         self.status = status
         self.response = response
         self.cause = cause
+        self.user_id = user_id
         self.code = code
         self.param = param
         self.headers = headers or {}
         # LCORE's body when it is not `{response, cause}` (a string, or FastAPI's list).
         self._detail = detail
+
+    def logged_cause(self, shown: str | None) -> str:
+        """The cause with its user named `shown` (a log's name for them) instead."""
+        if self._template is None or shown is None:
+            return self.cause
+        return self._template.replace(USER, shown)
 
     @property
     def error_type(self) -> str:
@@ -88,7 +102,8 @@ def invalid_api_key() -> ApiError:
 def endpoint_forbidden(user_id: str) -> ApiError:
     """The caller's roles do not grant the route's action."""
     return ApiError(403, "User does not have permission to access this endpoint",
-                    f"User {user_id} is not authorized to access this endpoint.", code="endpoint_forbidden")
+                    f"User {USER} is not authorized to access this endpoint.", code="endpoint_forbidden",
+                    user_id=user_id)
 
 
 def model_override_forbidden() -> ApiError:
@@ -113,8 +128,8 @@ def model_not_found(model: str | None) -> ApiError:
 
 def conversation_forbidden(user_id: str, conversation_id: str, action: str = "read") -> ApiError:
     return ApiError(403, "User does not have permission to perform this action",
-                    f"User {user_id} does not have permission to {action} conversation with ID "
-                    f"{conversation_id}", code="conversation_forbidden", param="conversation")
+                    f"User {USER} does not have permission to {action} conversation with ID "
+                    f"{conversation_id}", code="conversation_forbidden", param="conversation", user_id=user_id)
 
 
 def invalid_conversation_id(conversation_id: str) -> ApiError:

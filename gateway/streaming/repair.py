@@ -93,6 +93,12 @@ def repair_response(response: dict[str, Any]) -> dict[str, Any]:
     if isinstance(incomplete, dict) and incomplete.get("reason") not in INCOMPLETE_REASONS:
         # Llama Stack 0.7.3 passes Chat Completions' finish_reason through (`length`).
         incomplete["reason"] = _INCOMPLETE_FROM_FINISH.get(incomplete.get("reason"))
+    # An upstream that echoes a request's null as null: the Response type requires what
+    # the turn ran with, and null asked for the default.
+    if response.get("parallel_tool_calls", True) is None:
+        response["parallel_tool_calls"] = True
+    if response.get("tool_choice", "auto") is None:
+        response["tool_choice"] = "auto"
     repair_items(response.get("output"))
     return response
 

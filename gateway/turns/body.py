@@ -40,6 +40,11 @@ def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: Turn, too
         body["conversation"] = turn.upstream_conversation_id
     elif last_response:
         body["previous_response_id"] = last_response
+    # `null` asks for the default: sent as absent, so the backend applies (and its
+    # response echoes) `true` / `"auto"`, the types a Response declares, not null.
+    for key in ("parallel_tool_calls", "tool_choice"):
+        if key in body and body[key] is None:
+            del body[key]
     if tools is None:
         body.pop("tools", None)
         if body.get("tool_choice") == "none":

@@ -20,7 +20,7 @@ from gateway.config import McpServerConfig
 from gateway.engine.mcp import list_tools
 from gateway.engine.mcp_types import DEFAULT_TIMEOUT, McpFailure, McpServer
 from gateway.identity import Identity
-from gateway.turns.tools import ConfiguredTools
+from gateway.turns.tools import ConfiguredTools, on_the_wire
 
 log = logging.getLogger("gateway.turns.tool_catalog")
 
@@ -102,7 +102,8 @@ class ToolCatalog:
             log.warning("MCP server %s skipped in the tool list: %s", server.name, missing)
             return [], f"skipped: {missing}"
         try:
-            listing = await list_tools(McpServer(server.name, server.url, resolved,
+            # Every request of the listing session (its `initialize` too) carries them.
+            listing = await list_tools(McpServer(server.name, server.url, on_the_wire(resolved),
                                                  server.timeout or DEFAULT_TIMEOUT))
         except McpFailure as failure:
             message = self._tools.redactor.text(str(failure.error.get("message") or "listing failed"))

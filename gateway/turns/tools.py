@@ -34,6 +34,7 @@ from typing import Any, Mapping
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict
 
 from gateway import outbound
 from gateway.config import Configuration, McpServerConfig
@@ -46,7 +47,7 @@ from gateway.request_scope import REQUEST
 
 # How long the OAuth probe waits for a server's answer.
 OAUTH_PROBE_TIMEOUT = 5.0
-# What the probe sends: an MCP `initialize` without credentials.
+# What the probe sends: an MCP `initialize` (with the turn's headers: `_probe`).
 _PROBE_BODY = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "gateway-oauth-probe",
                                                                           "version": "1"}}})
@@ -90,9 +91,11 @@ class ConfiguredTools:
         """LCORE's OAuth probe (its pipeline's step 2), as LCORE main does it: every server
         this request would use that will get an `Authorization` header from any source
         (a file, `kubernetes`, `client`, `oauth`), or that has an `oauth` header, is
-        asked first, with that Authorization header when it resolves and without one
-        when it does not. A 401 (the header missing or refused) is the caller's 401,
-        with the server's `WWW-Authenticate`, so the client can start the OAuth flow.
+        asked first, with the headers the turn's own requests to it carry (the forwarded
+        `headers` the request has, and every `authorization_headers` entry that
+        resolves: Authorization when it does, none when it does not). A 401 (the header
+        missing or refused) is the caller's 401, with the server's `WWW-Authenticate`,
+        so the client can start the OAuth flow.
         Any other answer, or none (the gateway is more lenient than LCORE here), leaves
         the turn to go on: the server is used, or skipped when a header is missing."""
         if tool_choice == "none":
@@ -104,14 +107,12 @@ class ConfiguredTools:
         for server in self._servers.values():
             if labels is not None and server.name not in labels:
                 continue
-            names = {name.lower(): name for name in server.authorization_headers}
-            if "authorization" in names:
-                name = names["authorization"]
-                authorization = self._header(server, name, server.authorization_headers[name], identity, headers)
-                probes.append(_probe(server, _bearer(authorization) if authorization else None))
-            elif any(source == "oauth" and not _caller_header(server, name, headers)
-                     for name, source in server.authorization_headers.items()):
-                probes.append(_probe(server))   # another header the OAuth flow gives, missing
+            # Asked when it gets an Authorization header, or another header the OAuth
+            # flow gives is missing.
+            if any(name.lower() == "authorization" for name in server.authorization_headers) \
+                    or any(source == "oauth" and not _caller_header(server, name, headers)
+                           for name, source in server.authorization_headers.items()):
+                probes.append(_probe(server, self._sent_headers(server, identity, headers)))
         if probes:
             await asyncio.gather(*probes)
 
@@ -235,6 +236,18 @@ class ConfiguredTools:
             resolved[name] = value
         return resolved, None
 
+    def _sent_headers(self, server: McpServerConfig, identity: Identity,
+                      headers: Mapping[str, str]) -> dict[str, str]:
+        """What every MCP request of the turn to the server carries, as far as it
+        resolves: the forwarded headers the request has, and each authorization header
+        whose value resolves (Authorization as a bearer, as the turn sends it)."""
+        sent = {name: headers[name] for name in server.headers if name in headers}
+        for name, source in server.authorization_headers.items():
+            value = self._header(server, name, source, identity, headers)
+            if value:
+                sent[name] = value
+        return on_the_wire(sent)
+
     def _header(self, server: McpServerConfig, name: str, source: str, identity: Identity,
                 headers: Mapping[str, str]) -> str | None:
         """One `authorization_headers` entry's value for this request, if it resolves."""
@@ -256,19 +269,27 @@ def _caller_header(server: McpServerConfig, name: str, headers: Mapping[str, str
     return (sent.get(server.name) or sent.get(server.url) or {}).get(name)
 
 
+def on_the_wire(resolved: Mapping[str, str]) -> dict[str, str]:
+    """A server's resolved headers as the gateway's own MCP requests send them (the
+    engine's sessions, `/v1/tools`' listing, the OAuth probe): Authorization as a bearer,
+    as the engine sends a turn's tool (`authorization`) and as LCORE probes."""
+    return {name: _bearer(value) if name.lower() == "authorization" else value for name, value in resolved.items()}
+
+
 def _bearer(value: str) -> str:
     """LCORE's `ensure_bearer_prefix`: a bare token is sent as a bearer."""
     value = value.strip()
     return value if " " in value else f"Bearer {value}"
 
 
-async def _probe(server: McpServerConfig, authorization: str | None = None) -> None:
-    """An MCP `initialize` with the Authorization header the turn would send (or none):
+async def _probe(server: McpServerConfig, turn_headers: Mapping[str, str]) -> None:
+    """An MCP `initialize` with the headers the turn's requests carry (`_sent_headers`):
     a 401 is the caller's 401 with the server's challenge."""
     challenge = None
-    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    if authorization is not None:
-        sent["Authorization"] = authorization
+    # The protocol's own headers replace a configured one of the same name, in any case.
+    sent = CIMultiDict(turn_headers)
+    sent["Content-Type"] = "application/json"
+    sent["Accept"] = "application/json, text/event-stream"
     if request_id := REQUEST.get()[0]:   # as on every call to the upstream: both logs name the request
         sent["X-Request-ID"] = request_id
     try:

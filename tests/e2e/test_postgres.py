@@ -153,6 +153,11 @@ def test_postgres_down(gateway_factory, upstream, tmp_path):
         assert frames[-2][1]["type"] == "response.failed" and frames[-1] == (None, "[DONE]")
         assert "database unavailable" in gateway.log().lower()
         assert keys["password"] not in gateway.log()
+        # The error line names the route's template, never the raw path (ids in paths stay out).
+        cid = first["conversation"].removeprefix("conv_")
+        assert gateway.get(f"/v1/conversations/{cid}").status >= 500
+        assert "database unavailable on GET /v1/conversations/{conversation_id} (request " in gateway.log()
+        assert cid not in gateway.log()
     finally:
         server.stop()
     # At start-up: `gateway serve` stops with the key and the server named.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateway.engine.response import new_response
 from tests.engine.fakes import emitter
 
 
@@ -26,3 +27,10 @@ def test_a_stop_before_any_output_keeps_an_empty_incomplete_response():
     the_emitter.start()
     the_emitter.stop("interrupted")
     assert the_emitter.response["status"] == "incomplete" and the_emitter.response["output"] == []
+
+
+def test_a_new_response_echoes_the_settings_applied():
+    nulls = new_response("resp_1", "m", {"parallel_tool_calls": None, "tool_choice": None}, None, [])
+    assert nulls["parallel_tool_calls"] is True and nulls["tool_choice"] == "auto"
+    asked = new_response("resp_1", "m", {"parallel_tool_calls": False, "tool_choice": "none"}, None, [])
+    assert asked["parallel_tool_calls"] is False and asked["tool_choice"] == "none"

@@ -125,6 +125,78 @@ def test_a_bad_snapshot_is_refused(bad, message):
     assert isinstance(caught.value, ValueError)
 
 
+def _nested(levels: int, inner: object = None) -> list:
+    value: object = [] if inner is None else inner
+    for _ in range(levels - 1 if inner is None else levels):
+        value = [value]
+    return value  # type: ignore[return-value]
+
+
+def _text_with(value_text: str) -> str:
+    """A good snapshot's JSON text with one history item holding `value_text`."""
+    return json.dumps({**_good(), "history": [{"type": "message", "x": "HERE"}]}).replace('"HERE"', value_text)
+
+
+def _itself() -> dict:
+    item: dict = {"type": "message"}
+    item["again"] = item
+    return item
+
+
+def _shared(levels: int) -> list:
+    """Lists nested `levels` deep, each holding the next twice: 2**levels values as walked."""
+    value: list = []
+    for _ in range(levels):
+        value = [value, value]
+    return value
+
+
+# Level 1 is the snapshot, 2 its history, 3 the item: an item's value may nest 197 more.
+@pytest.mark.parametrize("bad, message", [
+    (_text_with("[" * 198 + "]" * 198), "deeper than 200 levels"),
+    (_text_with("[" * 1000 + "]" * 1000), "deeper than 200 levels"),
+    (_text_with("[" * 100_000 + "]" * 100_000), "deeper than 200 levels"),
+    (_text_with("[" * 100_000).encode(), "deeper than 200 levels"),            # and not even JSON
+    (_text_with("{\"a\":" * 5000 + "1" + "}" * 5000).encode("utf-16"), "deeper than 200 levels"),
+    ({**_good(), "history": [{"type": "message", "x": _nested(198)}]}, "deeper than 200 levels"),
+    ({**_good(), "history": [{"type": "message", "x": _nested(100_000)}]}, "deeper than 200 levels"),
+    ({**_good(), "history": [_itself()]}, "contains itself"),
+    ({**_good(), "history": [{"type": "message", "x": _shared(100)}]}, "more than 33554432 values"),
+    ({**_good(), "history": [{"type": "message", "x": float("nan")}]}, "holds nan"),
+    (_text_with("NaN"), "holds NaN"),
+    (_text_with("1e999"), "1e999, which is not a finite number"),
+    (_text_with("9" * 5000), "not JSON: Exceeds the limit"),
+    (b"\xff\xfe\x00", "not JSON"),
+    (json.dumps("x" * 1_000_000), "a JSON object"),
+    ("[" + "0," * 1_000_000 + "0]", "a JSON object"),
+    ({**_good(), "history": [{"type": "message"}] * (100_001)}, "history: List should have at most 100000 items"),
+    ({**_good(), "history": [{"type": "message", "k" * 100_000: {1}}]}, "history.0." + "k" * 64 + ": input"),
+    ("x" * (64 * 1024 * 1024 + 1), "too large"),
+])
+def test_a_hostile_snapshot_is_refused_with_the_sdk_error(bad, message):
+    with pytest.raises(SnapshotError, match=message) as caught:
+        Agent.restore(bad, _Client(), tools=[add])
+    assert len(str(caught.value)) < 2000
+
+
+def test_nesting_up_to_the_limit_restores():
+    for snapshot in (_text_with("[" * 197 + "]" * 197), {**_good(), "history": [{"type": "message",
+                                                                                   "x": _nested(197)}]}):
+        restored = Agent.restore(snapshot, _Client(), tools=[add])
+        assert restored.history[0]["x"] == _nested(197)
+    # An item shared between lists (an agent's own state may share them) is walked once.
+    item = {"type": "message", "x": _nested(150)}
+    assert Agent.restore({**_good(), "history": [item] * 1000}, _Client(), tools=[add]).history[999] == item
+
+
+def test_json_running_out_of_stack_is_the_sdk_error(monkeypatch):
+    # Should the text's own bound let a nesting through that `json` cannot decode on the
+    # caller's stack, Python's RecursionError still becomes the SDK's error.
+    monkeypatch.setattr("gateway.sdk.snapshot.MAX_DEPTH", 10**9)
+    with pytest.raises(SnapshotError, match="deeper than"):
+        Agent.restore(_text_with("[" * 100_000 + "]" * 100_000), _Client(), tools=[add])
+
+
 def test_a_missing_tool_for_pending_calls_is_named():
     snapshot = {**_good(), "pending_calls": [{"type": "function_call", "call_id": "call_1",
                                               "name": "weather", "arguments": "{}"}]}

@@ -107,6 +107,15 @@ def test_repair_response_fills_usage_and_error_code():
     assert response["error"]["code"] == "server_error"
 
 
+def test_repair_response_echoes_the_defaults_for_a_null_setting():
+    # An upstream that echoes a request's null: the Response type requires a boolean and a choice.
+    response = repair_response({**RESPONSE, "parallel_tool_calls": None, "tool_choice": None})
+    assert response["parallel_tool_calls"] is True and response["tool_choice"] == "auto"
+    Response.model_validate(response)
+    kept = repair_response({**RESPONSE, "parallel_tool_calls": False, "tool_choice": "required"})
+    assert kept["parallel_tool_calls"] is False and kept["tool_choice"] == "required"
+
+
 # -- an mcp_call's `error`: Llama Stack's string -> the openai McpToolCallError object ------
 
 def tool_error(text: str) -> dict:

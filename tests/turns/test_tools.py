@@ -126,3 +126,21 @@ def test_a_configured_server_named_with_a_connector_keeps_the_operators_url(tmp_
     tool = tools_for(tmp_path).for_request([{"type": "mcp", "server_label": "a", "connector_id": "connector_x"}],
                                            None, USER, {})[0]
     assert "connector_id" not in tool and tool["server_url"] == "http://a" and tool["authorization"] == "from-file"
+
+
+def test_the_gateways_own_mcp_requests_carry_what_resolves(tmp_path):
+    from gateway.turns.tools import on_the_wire
+
+    secret = tmp_path / "token"
+    secret.write_text("bare-token\n")
+    servers = [{"name": "c", "url": "http://c", "headers": ["X-Tenant", "X-Region"],
+                "authorization_headers": {"Authorization": str(secret), "X-Api-Key": "client"}}]
+    tools = ConfiguredTools(parse_config({"name": "x", "llama_stack": {"url": "http://u"}, "mcp_servers": servers}))
+    server = tools.servers[0]
+    # The forwarded headers the request has, and the credentials that resolve.
+    assert tools._sent_headers(server, USER, {"X-Tenant": "acme"}) == {"X-Tenant": "acme",
+                                                                       "Authorization": "Bearer bare-token"}
+    sent = tools._sent_headers(server, USER, {"X-Tenant": "acme", "MCP-HEADERS": '{"c": {"X-Api-Key": "k"}}'})
+    assert sent == {"X-Tenant": "acme", "Authorization": "Bearer bare-token", "X-Api-Key": "k"}
+    assert on_the_wire({"authorization": "Basic x", "Authorization": "t", "X-Tenant": "t"}) == {
+        "authorization": "Basic x", "Authorization": "Bearer t", "X-Tenant": "t"}
