@@ -43,6 +43,7 @@ from gateway.observability.observers import RequestObservers
 from gateway.observability.state import StateCollector, time_database
 from gateway.observability.turns import ClusterBalances, TurnMetrics
 from gateway.quota.service import QuotaService, open_quota
+from gateway.schema.limits import RequestLimits
 from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
@@ -160,7 +161,10 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
         runner.hooks.add(TurnMetrics(metrics, {id(forwarding): "forward", id(local): "engine"}, tools.labels))
         if cluster:
             runner.hooks.add(ClusterBalances(metrics, cluster))
-    return TurnService(preparer, runner, settler, selector)
+    service = config.service
+    limits = RequestLimits(input_items=service.max_input_items, tools=service.max_tools,
+                           include=service.max_include_entries, attachments=service.max_attachments)
+    return TurnService(preparer, runner, settler, selector, limits)
 
 
 async def _reach_upstream(services: Services, metrics: Metrics | None) -> None:
