@@ -33,6 +33,7 @@ from gateway.http import metrics as metrics_routes
 from gateway.http import websocket
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
+from gateway.http.responses_io import MAX_JSON_ITEMS
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity.build import build_authenticator
 from gateway.observability import startup
@@ -212,6 +213,7 @@ def create_app(config: Configuration) -> web.Application:
             metrics_routes.add_routes(app, prefix)
     actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
     app[PUBLIC] = root.PUBLIC_HANDLERS | feedback.PUBLIC_HANDLERS
+    app[MAX_JSON_ITEMS] = config.service.max_json_items
     app[SKIP_WITHOUT_CREDENTIAL] = (health.PROBE_HANDLERS if config.authentication.skip_for_health_probes
                                     else frozenset()) | (metrics_routes.METRICS_HANDLERS
                                                          if config.authentication.skip_for_metrics else frozenset())

@@ -44,6 +44,11 @@ class ServiceConfig(Strict):
     max_tools: int = Field(128, ge=1, le=10000)
     max_include_entries: int = Field(32, ge=1, le=1000)
     max_attachments: int = Field(100, ge=1, le=10000)
+    # Ours (issue 39): the arrays, objects and items in them (counted as the commas
+    # between items) a JSON body may hold, counted before it is decoded; more is a 422
+    # (`json_invalid`). Decoding builds an object per item: 10 MB of `{},` would be
+    # 3.3 million dicts, 300 MB.
+    max_json_items: int = Field(200_000, ge=1000, le=10_000_000)
     # Ours: a request header (name and value) larger than this gets 431. Real JWTs with
     # many group claims pass aiohttp's 8 KiB default.
     max_header_bytes: int = Field(32 * 1024, ge=1024)

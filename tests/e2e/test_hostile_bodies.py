@@ -171,3 +171,32 @@ def test_a_4301_digit_integer_is_lcores_422(hostile, route, where):
     assert [(entry["type"], entry["loc"], entry["msg"]) for entry in detail] == [
         ("json_invalid", ["body", 0], "JSON decode error")]
     assert "Traceback" not in hostile.log()[log_before:]
+
+
+MB_10 = 10 * 1024 * 1024 - 4096   # under `service.max_request_body_bytes` (10 MiB)
+LARGEST = {
+    "input-items": b'{"input":' + many(b"{}", MB_10) + b"}",
+    "content-parts": b'{"input":[{"type":"message","role":"user","content":' + many(b"{}", MB_10) + b"}]}",
+    "unknown-keys": b'{"input":"x",' + b",".join(b'"k%d":0' % i for i in range(MB_10 // 12)) + b"}",
+    "attachments": b'{"query":"q","attachments":' + many(b"{}", MB_10) + b"}",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(LARGEST))
+def test_a_10mb_hostile_body_is_refused_before_it_is_decoded(hostile, shape):
+    """A body of millions of items is refused by `service.max_json_items` before orjson
+    builds an object for each (10 MB of `{},` would be 300 MB of dicts). What is left is
+    the body itself: aiohttp's buffers and the copy its strings are cut from, a few
+    times 10 MB that the allocator may keep."""
+    path = "/v1/query" if shape == "attachments" else "/v1/responses"
+    raw = LARGEST[shape]
+    send(hostile, "post", path, raw)
+    before = rss_kib(hostile)
+    started = time.monotonic()
+    reply = send(hostile, "post", path, raw)
+    elapsed = time.monotonic() - started
+    assert reply.status == 422, reply.body[:500]
+    (entry,) = reply.json()["detail"]
+    assert entry["type"] == "json_invalid" and entry["ctx"]["error"].startswith("too many items")
+    assert elapsed < 1, f"{shape}: {elapsed:.2f} s"
+    assert (rss_kib(hostile) - before) / 1024 < 40

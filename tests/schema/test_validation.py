@@ -149,3 +149,26 @@ def test_fail_fast_leaves_what_is_valid_unchanged():
     raw = {"input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}] * 3}],
            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}], "metadata": {"a": "b"}}
     assert parse_responses_request(raw) == _ADAPTER.validate_python(raw, context={"configured_mcp_servers": {}})
+
+
+def too_many(limit: int) -> dict:
+    return {"type": "json_invalid", "loc": ["body", 0], "msg": "JSON decode error", "input": {},
+            "ctx": {"error": f"too many items: a body may hold at most {limit} arrays, objects and items in them"}}
+
+
+@pytest.mark.parametrize("body", [b"[" + b",".join([b"{}"] * 600) + b"]", b"[" + b"1," * 1200 + b"1]",
+                                  b'{"a":[' + b",".join([b'{"b":[1,2]}'] * 300) + b"]}",
+                                  b"[" + b"," * 2000])   # malformed too: refused before anything decodes it
+def test_more_items_than_the_limit_is_refused_before_decoding(body):
+    with pytest.raises(ApiError) as caught:
+        parse_json_body(body, max_items=1000)
+    assert caught.value.detail == [too_many(1000)]
+
+
+@pytest.mark.parametrize("body", [
+    orjson.dumps({"input": "a, b, c {x} [y] " * 10_000}),            # commas and brackets inside strings
+    orjson.dumps({"input": ['he said "a, [b], {c}" \\ ,,,'] * 100}),   # escaped quotes and backslashes
+    b"[" + b",".join([b"{}"] * 333) + b"]",                            # 333 + 332 + 1 = 666 items
+])
+def test_strings_do_not_count_and_a_body_within_the_limit_decodes(body):
+    assert parse_json_body(body, max_items=1000) == orjson.loads(body)
