@@ -116,6 +116,11 @@ def _too_many_items(body: bytes, limit: int) -> bool:
     and the rest counted again."""
     if body.count(b",") + body.count(b"{") + body.count(b"[") <= limit:
         return False
+    # Each item or member holds at most two strings, and the count is at least the
+    # items and members: many strings are over the limit without cutting them out.
+    strings = (body.count(b'"') - body.count(b'\\"')) // 2
+    if (strings - 1) // 2 > limit:
+        return True
     bare = _STRING.sub(b"", body)
     return bare.count(b",") + bare.count(b"{") + bare.count(b"[") > limit
 

@@ -158,6 +158,7 @@ def too_many(limit: int) -> dict:
 
 @pytest.mark.parametrize("body", [b"[" + b",".join([b"{}"] * 600) + b"]", b"[" + b"1," * 1200 + b"1]",
                                   b'{"a":[' + b",".join([b'{"b":[1,2]}'] * 300) + b"]}",
+                                  b"{" + b",".join(b'"k%d":"v"' % i for i in range(1200)) + b"}",   # by its strings
                                   b"[" + b"," * 2000])   # malformed too: refused before anything decodes it
 def test_more_items_than_the_limit_is_refused_before_decoding(body):
     with pytest.raises(ApiError) as caught:
@@ -168,6 +169,7 @@ def test_more_items_than_the_limit_is_refused_before_decoding(body):
 @pytest.mark.parametrize("body", [
     orjson.dumps({"input": "a, b, c {x} [y] " * 10_000}),            # commas and brackets inside strings
     orjson.dumps({"input": ['he said "a, [b], {c}" \\ ,,,'] * 100}),   # escaped quotes and backslashes
+    orjson.dumps({"input": '"' * 10_000 + "," * 3000}),                # escaped quotes are no strings
     b"[" + b",".join([b"{}"] * 333) + b"]",                            # 333 + 332 + 1 = 666 items
 ])
 def test_strings_do_not_count_and_a_body_within_the_limit_decodes(body):
