@@ -21,6 +21,10 @@ more there were; each entry's `input`, `loc`, `msg` and `ctx` cut to a bounded s
 400-character `loc`, the first echoing the whole input: unbounded, 3 KB of `{}` items
 was a 14 MB answer. A JSON number Python cannot convert (an integer of more than 4,300
 digits) is the same `json_invalid` 422 as any other number orjson refuses.
+
+A refusal costs what the request cost: a body with more than `service.max_json_items`
+arrays, objects and items is refused before it is decoded, and validation stops at
+each list's first bad item (`validate`).
 """
 
 from __future__ import annotations
