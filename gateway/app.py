@@ -33,6 +33,7 @@ from gateway.http import metrics as metrics_routes
 from gateway.http import websocket
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
+from gateway.http.responses_io import MAX_JSON_ITEMS
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity.build import build_authenticator
 from gateway.observability import startup
@@ -43,6 +44,7 @@ from gateway.observability.observers import RequestObservers
 from gateway.observability.state import StateCollector, time_database
 from gateway.observability.turns import ClusterBalances, TurnMetrics
 from gateway.quota.service import QuotaService, open_quota
+from gateway.schema.limits import RequestLimits
 from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
@@ -162,7 +164,10 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
         runner.hooks.add(TurnMetrics(metrics, {id(forwarding): "forward", id(local): "engine"}, tools.labels))
         if cluster:
             runner.hooks.add(ClusterBalances(metrics, cluster))
-    return TurnService(preparer, runner, settler, selector)
+    service = config.service
+    limits = RequestLimits(input_items=service.max_input_items, tools=service.max_tools,
+                           include=service.max_include_entries, attachments=service.max_attachments)
+    return TurnService(preparer, runner, settler, selector, limits)
 
 
 async def _reach_upstream(services: Services, metrics: Metrics | None) -> None:
@@ -213,6 +218,7 @@ def create_app(config: Configuration) -> web.Application:
             metrics_routes.add_routes(app, prefix)
     actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
     app[PUBLIC] = root.PUBLIC_HANDLERS | feedback.PUBLIC_HANDLERS
+    app[MAX_JSON_ITEMS] = config.service.max_json_items
     app[SKIP_WITHOUT_CREDENTIAL] = (health.PROBE_HANDLERS if config.authentication.skip_for_health_probes
                                     else frozenset()) | (metrics_routes.METRICS_HANDLERS
                                                          if config.authentication.skip_for_metrics else frozenset())

@@ -38,6 +38,21 @@ class ServiceConfig(Strict):
     tls_config: dict[str, Any] | None = not_built()
     # Ours: requests with a larger body get 413 before anything is parsed.
     max_request_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    # Ours (issue 39): the most items these lists of a request may hold, checked on the
+    # decoded JSON before anything validates them one by one (a 422 naming the field and
+    # the cap): validation costs per item, an input item a union refuses 27 errors, so an
+    # uncapped list let a small body hold the event loop for seconds. `input` of
+    # /v1/responses (and its WebSocket, /v1/responses/compact), its `tools` and
+    # `include`, and /v1/query's and /v1/streaming_query's `attachments`.
+    max_input_items: int = Field(1000, ge=1, le=100000)
+    max_tools: int = Field(128, ge=1, le=10000)
+    max_include_entries: int = Field(32, ge=1, le=1000)
+    max_attachments: int = Field(100, ge=1, le=10000)
+    # Ours (issue 39): the arrays, objects and items in them (counted as the commas
+    # between items) a JSON body may hold, counted before it is decoded; more is a 422
+    # (`json_invalid`). Decoding builds an object per item: 10 MB of `{},` would be
+    # 3.3 million dicts, 300 MB.
+    max_json_items: int = Field(200_000, ge=1000, le=10_000_000)
     # Ours: a request header (name and value) larger than this gets 431. Real JWTs with
     # many group claims pass aiohttp's 8 KiB default.
     max_header_bytes: int = Field(32 * 1024, ge=1024)

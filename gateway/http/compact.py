@@ -77,7 +77,8 @@ async def compact_response(request: web.Request) -> web.Response:
         raise not_configured()
     services, caller = request.app[SERVICES], identity(request)
     settings = services.config.response_compaction
-    compact = parse_compact_request(parse_json_body(await _read_capped(request, settings.max_input_bytes)))
+    compact = parse_compact_request(parse_json_body(await _read_capped(request, settings.max_input_bytes),
+                                                    services.config.service.max_json_items))
     sink = _Body()
     turn = await services.turns.prepare(caller, summary_turn(compact, settings.prompt), request.headers,
                                         server_prompt="")

@@ -42,11 +42,11 @@ _FINISHED = ("completed", "requires_action")
 async def _prepare(request: web.Request, stream: bool) -> tuple[QueryRequest, Turn]:
     """LCORE's request, its RBAC, then the turn prepared from its Responses form (every
     refusal before anything is created)."""
-    query = parse_query_request(await read_json(request))
+    services = request.app[SERVICES]
+    query = parse_query_request(await read_json(request), services.turns.limits)
     caller = identity(request)
     if overrides_model(query) and Action.MODEL_OVERRIDE not in caller.actions:
         raise model_override_forbidden()
-    services = request.app[SERVICES]
     raw = responses_request(query, stream, {server.name: server.url for server in services.config.mcp_servers})
     try:
         turn = await services.turns.prepare(caller, raw, request.headers, prompt_field="system_prompt")

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, field_validator, model_
 
 from gateway.schema.errors import invalid_attribute
 from gateway.schema.ids import normalize_conversation_id
+from gateway.schema.limits import RequestLimits, check_counts
 from gateway.schema.responses_request import SolrVectorSearchRequest
 from gateway.schema.validation import validate
 
@@ -81,8 +82,11 @@ class QueryRequest(BaseModel):
 _ADAPTER = TypeAdapter(QueryRequest)
 
 
-def parse_query_request(raw: Any) -> QueryRequest:
-    """LCORE's model and its handler's attachment checks, or their 422."""
+def parse_query_request(raw: Any, limits: RequestLimits | None = None) -> QueryRequest:
+    """LCORE's model and its handler's attachment checks, or their 422; `limits`: the
+    operator's cap on `attachments`, checked first."""
+    if limits is not None:
+        check_counts(raw, limits.query())
     request = validate(_ADAPTER, raw)
     for attachment in request.attachments or ():
         check_attachment(attachment)

@@ -6,11 +6,17 @@ validation errors, or LCORE's plain string where LCORE uses one. On endpoints Op
 SDKs call, it also carries OpenAI's `error` object `{"message", "type", "code",
 "param"}` (unless `service.error_body: lcore`). Raise `ApiError` anywhere below the HTTP
 layer; the middleware renders it for the route.
+
+Its strings are clipped here (`schema/bounds.py`) and a `detail` list is built bounded
+(`validation.request_validation_error`), so an error body is never larger than
+`bounds.MAX_ERROR_BODY_BYTES`, whatever the request quoted into it.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from gateway.schema.bounds import clip
 
 _OPENAI_TYPES = {
     400: "invalid_request_error",
@@ -28,6 +34,11 @@ Detail = dict[str, str] | list[dict[str, Any]] | str
 # Where a cause names its user (`ApiError(user_id=...)`).
 USER = "{user}"
 
+# Bytes (as JSON strings) of what an error says: far past any message of LCORE's.
+_RESPONSE_BYTES = 512
+_CAUSE_BYTES = 2048
+_PARAM_BYTES = 256
+
 
 class ApiError(Exception):
     def __init__(self, status: int, response: str, cause: str, *, code: str,
@@ -37,16 +48,18 @@ class ApiError(Exception):
         # id (LCORE's text); a log line shows it as logs name users (`logged_cause`).
         self._template = cause if user_id is not None else None
         cause = cause.replace(USER, user_id) if user_id is not None else cause
+        response, cause = clip(response, _RESPONSE_BYTES), clip(cause, _CAUSE_BYTES)
         super().__init__(f"{status} {response}: {cause}")
         self.status = status
         self.response = response
         self.cause = cause
         self.user_id = user_id
-        self.code = code
-        self.param = param
+        self.code = clip(code, _PARAM_BYTES)
+        self.param = clip(param, _PARAM_BYTES) if param is not None else None
         self.headers = headers or {}
-        # LCORE's body when it is not `{response, cause}` (a string, or FastAPI's list).
-        self._detail = detail
+        # LCORE's body when it is not `{response, cause}` (a string, or FastAPI's list,
+        # bounded where it is built).
+        self._detail = clip(detail, _CAUSE_BYTES) if isinstance(detail, str) else detail
 
     def logged_cause(self, shown: str | None) -> str:
         """The cause with its user named `shown` (a log's name for them) instead."""

@@ -22,6 +22,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from gateway.schema.ids import normalize_conversation_id
+from gateway.schema.limits import RequestLimits, check_counts
 from gateway.schema.responses_tools import CONFIGURED_MCP_SERVERS, InputTool, ToolChoice
 from gateway.schema.responses_types import (OpenAIResponsePrompt, OpenAIResponseReasoning, OpenAIResponseText,
                                             ResponseInput, ResponseItem)
@@ -160,10 +161,14 @@ _SCALARS = ("model", "instructions", "max_infer_iters", "max_output_tokens", "ma
 
 
 def parse_responses_request(raw: Any, configured_mcp: Mapping[str, str] | None = None,
-                            engine: bool = False) -> ResponsesRequest:
+                            engine: bool = False, limits: RequestLimits | None = None) -> ResponsesRequest:
     """Validate a decoded JSON body, or raise FastAPI's 422 for it. `configured_mcp`
     maps the operator's MCP server names to their URLs (see `InputToolMCP`); `engine`:
-    the turn runs on the local engine, which also takes `item_reference` items."""
+    the turn runs on the local engine, which also takes `item_reference` items;
+    `limits`: the operator's caps on `input`, `tools` and `include`, checked first
+    (`TurnService.limits`; None: the caller checked them)."""
+    if limits is not None:
+        check_counts(raw, limits.responses())
     return validate(_ENGINE_ADAPTER if engine else _ADAPTER, raw, {CONFIGURED_MCP_SERVERS: configured_mcp or {}})
 
 

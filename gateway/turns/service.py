@@ -6,6 +6,7 @@ from typing import Any, Coroutine, Mapping
 
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
+from gateway.schema.limits import RequestLimits, check_counts
 from gateway.turns.prepare import CALLER, BackendSelector, Preparer
 from gateway.turns.run import BodySink, FrameSink, Runner
 from gateway.turns.settle import Settler
@@ -13,8 +14,12 @@ from gateway.turns.turn import Backend, Turn
 
 
 class TurnService:
-    def __init__(self, preparer: Preparer, runner: Runner, settler: Settler, backend: BackendSelector):
+    def __init__(self, preparer: Preparer, runner: Runner, settler: Settler, backend: BackendSelector,
+                 limits: RequestLimits = RequestLimits()):
         self._preparer = preparer
+        # The operator's caps on a request's lists, checked before anything reads them
+        # (`parse_responses_request(raw, ..., limits=turns.limits)` checks them too).
+        self.limits = limits
         self.runner = runner
         self._settler = settler
         self._backend = backend
@@ -25,6 +30,7 @@ class TurnService:
         """A turn ready to run, or the 4xx that refuses it with nothing created
         (`prompt_field`, `quota_subject`, `server_prompt`: see `Preparer.prepare`)."""
         try:
+            check_counts(raw, self.limits.responses())
             turn = await self._preparer.prepare(identity, raw, headers, prompt_field, quota_subject=quota_subject,
                                                 server_prompt=server_prompt)
         except ApiError as exc:
