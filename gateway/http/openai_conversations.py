@@ -21,7 +21,9 @@ as a turn of that conversation sending the item as input would leave it there.
 Where the operator disabled request system prompts
 (`customization.disable_query_system_prompt`), a `system` or `developer` message is
 refused before anything is added, with LCORE's 422 naming it (`items[N]`): it would be
-the next turn's input (`turns/prompts.py`).
+the next turn's input (`turns/prompts.py`). Every configured redaction shield rewrites
+the items' user text before they are kept or relayed (this API names no shields), as
+a turn's input is.
 """
 
 from __future__ import annotations
@@ -111,12 +113,13 @@ def _opened(request: web.Request, owner: str, raw: list[dict[str, Any]]) -> list
 
 async def _add(services: Services, record: ConversationRecord, raw: list[dict[str, Any]],
                opened: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """`opened`: `raw` with its compaction items opened (`_opened`), None without any."""
+    """`opened`: `raw` with its compaction items opened (`_opened`), None without any.
+    What is kept or relayed is redacted (the redaction shields, `turns/shields.py`)."""
     if record.upstream_id is not None:
-        sent = raw if opened is None else opened   # the upstream model reads the summary, never the item
+        sent = services.turns.redacted(raw if opened is None else opened)   # the summary, never the item
         return (await _relay(services, "POST", _item_path(record.upstream_id), json={"items": [openai.normalized(item) for item in sent]}))["data"]
     _within_limit(services, await services.items.count(record.id), len(raw))
-    items = [openai.new_item(item) for item in raw]
+    items = [openai.new_item(item) for item in services.turns.redacted(raw)]
     await services.items.add(record.id, items, pending=True)
     return items
 

@@ -100,6 +100,11 @@ class Preparer:
         self._conversation_object = config.service.conversation_form == "object"
         self._compaction = CompactionSeal(config.response_compaction.keys)   # `compaction` input items
 
+    def redacted(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Items added to a conversation through OpenAI's Conversations API, rewritten by
+        every redaction shield (that API names none) before they are kept or relayed."""
+        return self._shields.redaction(self._shields.select(None))(items)
+
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions", *, quota_subject: Any = CALLER,
                       server_prompt: str | None = None) -> Turn:
