@@ -63,11 +63,9 @@ def open_all(seal: CompactionSeal, user_id: str, items: list[Any], field: str) -
             for index, item in enumerate(items)]
 
 
-def expand(seal: CompactionSeal, user_id: str, raw: Any) -> Any:
-    """Replace the compaction items of `raw["input"]` (in place) with their summaries;
-    returns the input as the client sent it, or None when it held none."""
-    input_ = raw.get("input") if isinstance(raw, dict) and seal.enabled else None
-    if not has_compaction(input_):
+def open_compactions(seal: CompactionSeal, user_id: str, input_: Any) -> list[Any] | None:
+    """`input_` (a request's `input`, left as it is) with its compaction items replaced
+    by their summaries' user messages, one for one; None when it held none."""
+    if not seal.enabled or not has_compaction(input_):
         return None
-    raw["input"] = open_all(seal, user_id, input_, "input")
-    return input_
+    return open_all(seal, user_id, input_, "input")

@@ -17,6 +17,13 @@ is added (a 422 for one that cannot be: `compaction/items.py`). The gateway keep
 sealed, and opens it again when the next turn takes it; an upstream's conversation gets
 its summary as a user message instead (the upstream never reads the gateway's items),
 as a turn of that conversation sending the item as input would leave it there.
+
+Where the operator disabled request system prompts
+(`customization.disable_query_system_prompt`), a `system` or `developer` message is
+refused before anything is added, with LCORE's 422 naming it (`items[N]`): it would be
+the next turn's input (`turns/prompts.py`). Every configured redaction shield rewrites
+the items' user text before they are kept or relayed (this API names no shields), as
+a turn's input is.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from gateway.schema.conversations import OpenAIConversationCreate, OpenAIConvers
 from gateway.schema.errors import bad_request, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id
 from gateway.schema.validation import validate
+from gateway.turns.prompts import refuse_system_messages
 from gateway.storage.conversations import ConversationRecord
 
 _CREATE = TypeAdapter(OpenAIConversationCreate)
@@ -76,6 +84,7 @@ async def create_conversation(request: web.Request) -> web.Response:
     caller = identity(request)
     if create.items:
         _within_limit(services, 0, len(create.items))   # before anything is created
+        _no_system_messages(services, create.items)
     opened = _opened(request, caller.user_id, create.items) if create.items else None
     upstream_id = await (await services.turns.backend()).create_conversation()
     conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
@@ -89,6 +98,13 @@ async def create_conversation(request: web.Request) -> web.Response:
     return json_response(openai.conversation(conversation_id, now, metadata))
 
 
+def _no_system_messages(services: Services, items: list[dict[str, Any]]) -> None:
+    """Where the operator disabled request system prompts, an added `system` or
+    `developer` message would be the next turn's: LCORE's 422 naming it, as in a turn."""
+    if services.config.customization.disable_query_system_prompt:
+        refuse_system_messages(items, "items")
+
+
 def _opened(request: web.Request, owner: str, raw: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """The items with their compaction items opened for the conversation's owner (422
     for one that cannot be), or None when they hold none."""
@@ -97,12 +113,13 @@ def _opened(request: web.Request, owner: str, raw: list[dict[str, Any]]) -> list
 
 async def _add(services: Services, record: ConversationRecord, raw: list[dict[str, Any]],
                opened: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """`opened`: `raw` with its compaction items opened (`_opened`), None without any."""
+    """`opened`: `raw` with its compaction items opened (`_opened`), None without any.
+    What is kept or relayed is redacted (the redaction shields, `turns/shields.py`)."""
     if record.upstream_id is not None:
-        sent = raw if opened is None else opened   # the upstream model reads the summary, never the item
+        sent = services.turns.redacted(raw if opened is None else opened)   # the summary, never the item
         return (await _relay(services, "POST", _item_path(record.upstream_id), json={"items": [openai.normalized(item) for item in sent]}))["data"]
     _within_limit(services, await services.items.count(record.id), len(raw))
-    items = [openai.new_item(item) for item in raw]
+    items = [openai.new_item(item) for item in services.turns.redacted(raw)]
     await services.items.add(record.id, items, pending=True)
     return items
 
@@ -145,6 +162,7 @@ async def create_items(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     record = await owned(services, identity(request), conversation_id, LCORE_V1,
                           Action.QUERY_OTHERS_CONVERSATIONS, "update")
+    _no_system_messages(services, create.items)
     opened = _opened(request, record.user_id, create.items)
     return json_response(openai.item_list(await _add(services, record, create.items, opened)))
 

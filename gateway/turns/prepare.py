@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Mapping
 
-from gateway.compaction.items import expand as expand_compactions, has_compaction, is_compaction, opened
+from gateway.compaction.items import has_compaction, is_compaction, open_compactions, opened
 from gateway.compaction.seal import CompactionSeal
 from gateway.config import Configuration
 from gateway.config.access import Action
@@ -34,9 +34,10 @@ from gateway.storage.conversations import ConversationRecord, ConversationReposi
 from gateway.storage.history import expired
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
-from gateway.turns.body import answers_approval, as_input, has_item_reference, input_items, question_text
+from gateway.turns.body import has_item_reference
 from gateway.turns.in_progress import InProgress
 from gateway.turns.model import ModelSelector
+from gateway.turns.normalized import TurnInput, Rewrite, normalize
 from gateway.turns.prompts import SystemPrompts
 from gateway.turns.settle import Settler
 from gateway.turns.shields import Shields
@@ -99,6 +100,11 @@ class Preparer:
         self._conversation_object = config.service.conversation_form == "object"
         self._compaction = CompactionSeal(config.response_compaction.keys)   # `compaction` input items
 
+    def redacted(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Items added to a conversation through OpenAI's Conversations API, rewritten by
+        every redaction shield (that API names none) before they are kept or relayed."""
+        return self._shields.redaction(self._shields.select(None))(items)
+
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions", *, quota_subject: Any = CALLER,
                       server_prompt: str | None = None) -> Turn:
@@ -109,18 +115,23 @@ class Preparer:
         without `rlsapi_v1.quota_subject`). `server_prompt`: the system prompt the
         adapter made from the operator's (`/v1/infer`'s template), not the client's."""
         # A `compaction` item becomes the user message of its summary before LCORE's
-        # model reads the request (422 for one this caller cannot open); the question
-        # stays the client's own words (`asked`), so no summary is stored as one.
-        asked = expand_compactions(self._compaction, identity.user_id, raw)
-        request = await self._parse(raw)
+        # model reads the request (422 for one this caller cannot open).
+        given = raw.get("input") if isinstance(raw, dict) else None
+        opened_input = open_compactions(self._compaction, identity.user_id, given)
+        request = await self._parse(raw if opened_input is None else {**raw, "input": opened_input})
         if request.background and not request.store:
             # OpenAI's rule: a background response is only ever read back, so it is stored.
             raise ApiError(400, "Invalid attribute value", "background: true requires store: true (a background "
                            "response is read back later)", code="invalid_value", param="background")
-        # LCORE's shield checks, then the redaction shields' rewriting of the input,
-        # before anything else reads it (`turns/shields.py`).
+        # LCORE's shield checks, then the one input everything after reads
+        # (`turns/normalized.py`): opened, redacted, its question the client's own words.
+        # From here on `raw` carries it: nothing is left to read the client's text from.
         shields = self._shields.select(request.shield_ids)
-        self._shields.redact(raw, shields)
+        redact = self._shields.redaction(shields)
+        given_input = normalize(given, opened_input, redact)
+        del given, opened_input
+        self._prompts.refuse_messages(given_input.items)   # no system prompt by another role
+        raw = given_input.request(raw)
         self.in_progress.enter(identity.user_id)   # 429 past the operator's limit; left by the runner
         try:
             await self._writer.admit()
@@ -132,7 +143,7 @@ class Preparer:
                 identity if quota_subject is CALLER else replace(identity, user_id=quota_subject), raw)
             try:
                 turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field, server_prompt,
-                                           shields, raw["input"] if asked is None else asked)
+                                           shields, given_input, redact)
             except BaseException:
                 if reservation is not None:
                     await asyncio.shield(self._quota.release(reservation))
@@ -145,7 +156,7 @@ class Preparer:
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
                        reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,
-                       shields: list[str], asked: Any) -> Turn:
+                       shields: list[str], given: TurnInput, redact: Rewrite) -> Turn:
         if operator_prompt is None:
             server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
         else:
@@ -157,7 +168,7 @@ class Preparer:
         await backend.check(raw, tools)
         # LCORE's question-validity shields, on the gateway's account (never charged). A
         # turn with no user text (tool outputs, approval answers) asks no question.
-        question = question_text(asked) if shields else ""
+        question = given.question if shields else ""
         blocked = await self._shields.judge(shields, question, model.id, backend.summarize) if question else None
         if reservation is not None:
             # The context the turn sends beyond its input, once known: reserved (or 429)
@@ -183,38 +194,44 @@ class Preparer:
         sent = raw.get("conversation")   # the form the client named it in, else the operator's
         turn.conversation_object = isinstance(sent, dict) if sent is not None else self._conversation_object
         if request.store:
-            turn.question = question_text(asked)   # the turn store's (`turns/content.py`)
+            turn.question = given.question   # the turn store's (`turns/content.py`)
         if request.store and upstream_id is not None and turn.existing is not None \
-                and turn.existing.last_response_id and answers_approval(raw["input"]):
+                and turn.existing.last_response_id and given.answers_approval:
             # Llama Stack finds the approval request only in the previous response, and
             # refuses previous_response_id together with conversation: chain this turn,
             # then append it to the conversation.
             turn.append_to_upstream = True
-            turn.appended_input = raw["input"]
+            turn.appended_input = given.items
         if request.store and upstream_id is None and turn.existing is not None and self._items is not None:
             # Items added through the Conversations API since the last turn: this turn's
             # input, before the client's (an upstream conversation has them already).
             added = await self._items.take_pending(turn.existing.id)
             if added:
                 added = await self._opened_added(turn.existing, added)
-                raw = {**raw, "input": [as_input(item) for item in added] + input_items(raw["input"])}
+                given = given.with_added(added, redact)   # they reach the model: redacted too
+                raw = given.request(raw)
                 turn.added_items = tuple(item["id"] for item in added)
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
         if blocked is not None:
-            self._blocked(turn, raw["input"])
+            self._blocked(turn, given.items)
             return turn
-        self._summaries.start(turn, asked)   # beside the turn, once its conversation exists
+        self._summaries.start(turn, given.question)   # beside the turn, once its conversation exists
         return turn
 
     async def _opened_added(self, conversation: ConversationRecord, added: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The added items with their `compaction` items opened for the conversation's
         owner (the item's id kept, to give it back). One that no longer opens (its key
-        rotated out since it was added) is a 422 naming it; the items are given back."""
-        if not has_compaction(added):
-            return added
+        rotated out since it was added), or a `system` or `developer` message added
+        before the operator disabled request system prompts, is a 422 naming it; the
+        items are given back."""
         try:
+            refused = self._prompts.stored_message(added)
+            if refused is not None:
+                raise refused
+            if not has_compaction(added):
+                return added
             return [{**opened(self._compaction, conversation.user_id, item, f"{item['id']} of the conversation",
                               "conversation"), "id": item["id"]} if is_compaction(item) else item for item in added]
         except ApiError:

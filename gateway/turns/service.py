@@ -39,6 +39,10 @@ class TurnService:
         self.runner.hooks.prepared(turn)
         return turn
 
+    def redacted(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Items a client adds to a conversation, as the redaction shields rewrite them."""
+        return self._preparer.redacted(items)
+
     def run(self, turn: Turn, sink: BodySink | FrameSink) -> Coroutine[Any, Any, None]:
         # The runner's coroutine itself, not one awaiting it: a held stream keeps one frame
         # fewer, and each of its reads resumes one frame fewer.

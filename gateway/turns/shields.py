@@ -4,16 +4,19 @@
 A request's `shield_ids` picks shields by name (null: every configured shield); an
 unknown name is a 404, and naming any where the operator set
 `customization.disable_shield_ids_override` is LCORE's 422. Redaction runs in
-`prepare()` right after the request is validated, before anything else reads the
-input: the upstream, the turn store, transcripts and topic summaries see only the
-rewritten text. `question_validity` shields judge the (redacted) question with one
-model call each, on the gateway's account (the backend's `summarize`, charged to no
-one): an answer other than `ALLOWED` blocks the turn (`turns/blocked.py`).
+`prepare()` right after the request is validated, in the one step that normalises the
+input (`turns/normalized.py`) before anything else reads it: the upstream, the turn
+store, transcripts, topic summaries and the question-validity shields see only the
+rewritten text (compaction summaries and items taken from the conversation included).
+`question_validity` shields judge the (redacted) question with one model call each, on
+the gateway's account (the backend's `summarize`, charged to no one): an answer other
+than `ALLOWED` blocks the turn (`turns/blocked.py`).
 """
 
 from __future__ import annotations
 
 import re
+from functools import partial
 from string import Template
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -72,11 +75,11 @@ class Shields:
             raise shields_not_found(unknown)
         return list(dict.fromkeys(shield_ids))
 
-    def redact(self, raw: dict[str, Any], names: Sequence[str]) -> None:
-        """Rewrite the request's input text in place with the selected redaction shields."""
+    def redaction(self, names: Sequence[str]) -> Callable[[Any], Any]:
+        """The selected redaction shields over an input (`turns/normalized.py`): a new
+        input with every user text rewritten, or the input itself without any."""
         redactors = [self._redactors[name] for name in names if name in self._redactors]
-        if redactors and "input" in raw:
-            raw["input"] = _rewrite(raw["input"], redactors)
+        return partial(_rewrite, redactors=redactors) if redactors else _unchanged
 
     def listing(self) -> dict[str, Any]:
         """`GET /v1/shields`: LCORE's `{"shields": [{name, provider_id, type, config}]}`."""
@@ -96,6 +99,10 @@ class Shields:
             if answer.strip() != ALLOWED:
                 return shield.config.invalid_question_response
         return None
+
+
+def _unchanged(value: Any) -> Any:
+    return value
 
 
 def _rewrite(value: Any, redactors: Sequence[_Redactor]) -> Any:

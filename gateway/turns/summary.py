@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
-
 from gateway.config import CustomizationConfig
-from gateway.turns.body import question_text
 from gateway.turns.turn import Backend, Turn
 
 log = logging.getLogger("gateway.turns")
@@ -35,12 +32,12 @@ class TopicSummaries:
         self._enabled = customization.topic_summaries
         self._prompt = customization.topic_summary_prompt
 
-    def start(self, turn: Turn, input_: Any) -> None:
-        """Begin the summary of a turn that starts a stored conversation and asks for one."""
+    def start(self, turn: Turn, question: str) -> None:
+        """Begin the summary of a turn that starts a stored conversation and asks for
+        one: `question` is its user text, redacted (`TurnInput.question`)."""
         if not (self._enabled and turn.store and turn.existing is None and turn.conversation_id is not None
                 and turn.generate_topic_summary is not False):
             return
-        question = turn.question or question_text(input_)
         if question:
             turn.summary = asyncio.ensure_future(self._summarize(turn.backend, turn.model.id, question,
                                                                  turn.conversation_id))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.compaction.items import SUMMARY_INTRO, expand, open_all, opened, summary_message
+from gateway.compaction.items import SUMMARY_INTRO, open_all, open_compactions, opened, summary_message
 from gateway.compaction.seal import CompactionSeal
 from gateway.config.compaction import CompactionKey
 from gateway.schema.errors import ApiError
@@ -12,25 +12,24 @@ from gateway.schema.errors import ApiError
 SEAL = CompactionSeal([CompactionKey(id="k", secret="s" * 32)])
 
 
-def test_items_become_user_messages_in_place():
+def test_items_become_user_messages_in_a_new_list():
     item = {"type": "compaction", "id": "cmp_1", "encrypted_content": SEAL.seal("alice", "we spoke of teal")}
     sent = [{"role": "user", "content": "hi"}, item, {"role": "user", "content": "and now?"}]
-    raw = {"input": sent}
-    assert expand(SEAL, "alice", raw) is sent
-    assert raw["input"] == [sent[0], {"type": "message", "role": "user", "content": SUMMARY_INTRO + "we spoke of teal"},
-                            sent[2]]
+    before = repr(sent)
+    assert open_compactions(SEAL, "alice", sent) == [
+        sent[0], {"type": "message", "role": "user", "content": SUMMARY_INTRO + "we spoke of teal"}, sent[2]]
+    assert repr(sent) == before   # the client's input is left as it is
 
 
-@pytest.mark.parametrize("raw", [{"input": "text"}, {"input": [{"role": "user", "content": "x"}]}, {}, None, []])
-def test_requests_without_items_are_untouched(raw):
-    before = repr(raw)
-    assert expand(SEAL, "alice", raw) is None
-    assert repr(raw) == before
+@pytest.mark.parametrize("input_", ["text", [{"role": "user", "content": "x"}], None, [], {}])
+def test_inputs_without_items_are_untouched(input_):
+    before = repr(input_)
+    assert open_compactions(SEAL, "alice", input_) is None
+    assert repr(input_) == before
 
 
 def test_without_keys_nothing_is_replaced():
-    raw = {"input": [{"type": "compaction", "encrypted_content": "x"}]}
-    assert expand(CompactionSeal([]), "alice", raw) is None and raw["input"][0]["type"] == "compaction"
+    assert open_compactions(CompactionSeal([]), "alice", [{"type": "compaction", "encrypted_content": "x"}]) is None
 
 
 @pytest.mark.parametrize("content, reason", [(None, "must be a string"), (7, "must be a string"),
@@ -38,7 +37,7 @@ def test_without_keys_nothing_is_replaced():
 def test_refusals_are_422_naming_the_item(content, reason):
     item = {"type": "compaction"} if content is None else {"type": "compaction", "encrypted_content": content}
     with pytest.raises(ApiError) as refused:
-        expand(SEAL, "alice", {"input": [{"role": "user", "content": "x"}, item]})
+        open_compactions(SEAL, "alice", [{"role": "user", "content": "x"}, item])
     assert refused.value.status == 422 and refused.value.param == "input[1]"
     assert refused.value.code == "invalid_compaction_item" and reason in refused.value.cause
 
@@ -46,7 +45,7 @@ def test_refusals_are_422_naming_the_item(content, reason):
 def test_another_users_item_is_refused():
     item = {"type": "compaction", "encrypted_content": SEAL.seal("bob", "bob's summary")}
     with pytest.raises(ApiError) as refused:
-        expand(SEAL, "alice", {"input": [item]})
+        open_compactions(SEAL, "alice", [item])
     assert "bob's summary" not in str(refused.value.body())
 
 

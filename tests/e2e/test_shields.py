@@ -245,3 +245,88 @@ def test_a_blocked_question_is_a_validation_error_not_a_model_call(judged):
     assert _sample(judged, "ls_llm_validation_errors_total", endpoint="/v1/responses") == errors + 1
     assert _sample(judged, "ls_llm_calls_total") == calls
     assert _sample(judged, "ls_llm_token_sent_total") == sent
+
+
+# Issue 39: a turn whose input holds a `compaction` item is redacted like any other. The
+# item's summary, sealed here with the gateway's key (as a summary made before the shield
+# existed would be), holds the SSN too.
+KEY = {"id": "k1", "secret": "k1-secret-0123456789abcdefghijklmnopqrstuv"}
+TITLE_PROMPT = "Title this conversation."
+JUDGE = {"name": "judge", "provider_id": "question_validity",
+         "config": {"model_prompt": "Judge: ${message}\nscripted-answer: ${allowed}"}}
+
+
+def _sealed(user: str, summary: str) -> dict:
+    from gateway.compaction.seal import CompactionSeal
+    from gateway.config.compaction import CompactionKey
+    return {"type": "compaction", "id": "cmp_1",
+            "encrypted_content": CompactionSeal([CompactionKey(**KEY)]).seal(user, summary)}
+
+
+@pytest.fixture(scope="module", params=["forward", "engine"])
+def compacting(request, gateway_factory, upstream, chat_upstream):
+    target = upstream if request.param == "forward" else chat_upstream
+    llama_stack = {"url": target.url, "max_retries": 0,
+                   **({"api": "chat_completions"} if request.param == "engine" else {"conversations": "gateway"})}
+    gateway = gateway_factory(target.url, llama_stack=llama_stack, shields=[*SHIELDS, JUDGE],
+                              response_compaction={"keys": [KEY]},
+                              customization={"topic_summaries": True, "topic_summary_prompt": TITLE_PROMPT})
+    return gateway, target, request.param
+
+
+def _nothing_unredacted(gateway, target) -> None:
+    """Neither the upstream nor the gateway's database ever got the SSN."""
+    assert "123-45-6789" not in json.dumps(target.requests())
+    db = GatewayDb.of(gateway)
+    for table in ("gateway_turns", "gateway_conversations", "gateway_conversation_items"):
+        assert "123-45-6789" not in json.dumps(db._query(f"SELECT * FROM {table}"), default=str), table
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_compacted_turn_is_redacted_for_the_model_the_store_and_the_summaries(compacting, stream):
+    gateway, target, mode = compacting
+    user = f"compacted-{mode}-{stream}"
+    target.clear()
+    body = {"input": [_sealed(user, "Earlier, the SSN 123-45-6789 was given."),
+                      {"role": "user", "content": [{"type": "input_text", "text": TEXT}]}], "stream": stream}
+    reply = gateway.post(f"/v1/responses?user_id={user}", body)
+    assert reply.status == 200, reply.body
+    assert "123-45-6789" not in reply.body.decode()
+    sent = json.dumps(target.requests())
+    # The model got the summary and the question, both redacted.
+    assert "Earlier, the SSN [SSN] was given." in sent and REDACTED in sent
+    # The question-validity shield and the topic summary were asked the redacted question.
+    assert json.dumps(f"Judge: {REDACTED}")[1:-1] in sent
+    titles = [r for r in target.requests() if TITLE_PROMPT in json.dumps(r["body"])]
+    assert titles and all(REDACTED in json.dumps(r["body"]) for r in titles)
+    # The stored question is the client's own words, redacted (not the summary).
+    conversation = GatewayDb.of(gateway)._query(
+        "SELECT id FROM gateway_conversations WHERE user_id = ?", (user,))[0]["id"]
+    history = gateway.get(f"/v1/conversations/{conversation}?user_id={user}").ok()["chat_history"]
+    assert history[0]["messages"][0]["content"] == REDACTED
+    _nothing_unredacted(gateway, target)
+
+
+@pytest.mark.parametrize("upstream_kept", [False, True])
+def test_items_added_to_a_conversation_are_redacted(gateway_factory, upstream, compacting, upstream_kept):
+    """Items added through OpenAI's Conversations API are kept (or relayed to the
+    upstream's conversation) redacted, and reach the model as the next turn's input so."""
+    gateway, target, mode = compacting
+    if upstream_kept:
+        if mode == "engine":
+            pytest.skip("the engine's conversations are the gateway's")
+        gateway = gateway_factory(upstream.url, shields=SHIELDS)   # Llama Stack keeps the conversation
+    user = f"added-{mode}-{upstream_kept}"
+    target.clear()
+    conversation = gateway.post(f"/v1/conversations?user_id={user}", {
+        "items": [{"role": "user", "content": "First: alice"}]}).ok()["id"]
+    added = gateway.post(f"/v1/conversations/{conversation}/items?user_id={user}",
+                         {"items": [{"role": "user", "content": "Note: my SSN is 123-45-6789."},
+                                    {"role": "assistant", "content": "Noted 123-45-6789."}]}).ok()["data"]
+    if not upstream_kept:   # the gateway lists them as it keeps them
+        assert [item["content"][0]["text"] for item in added] == ["Note: my SSN is [SSN].", "Noted 123-45-6789."]
+    gateway.post(f"/v1/responses?user_id={user}", {"input": "and then?", "conversation": conversation}).ok()
+    sent = json.dumps(target.requests())
+    assert "First: [NAME]" in sent and "Note: my SSN is [SSN]." in sent
+    assert "123-45-6789." not in sent.replace("Noted 123-45-6789.", "")   # the assistant's words are its own
+    assert "alice" not in sent

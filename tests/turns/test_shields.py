@@ -40,16 +40,14 @@ def test_redaction_of_every_user_text():
                                                         {"type": "input_image", "image_url": "data:1234"}]},
         {"role": "assistant", "content": "said 9999"},
         {"type": "function_call_output", "call_id": "c", "output": "0000"}]}
-    shields.redact(raw, ["pii"])
-    assert raw["input"][0]["content"] == "pin #"
-    assert raw["input"][1]["content"] == [{"type": "input_text", "text": "card #"},
-                                          {"type": "input_image", "image_url": "data:1234"}]
-    assert raw["input"][2]["content"] == "said 9999" and raw["input"][3]["output"] == "0000"
-    text = {"input": "1234 and 12345"}
-    shields.redact(text, [])
-    assert text["input"] == "1234 and 12345"
-    shields.redact(text, ["pii"])
-    assert text["input"] == "# and #5"
+    redacted = shields.redaction(["pii"])(raw["input"])
+    assert redacted[0]["content"] == "pin #"
+    assert redacted[1]["content"] == [{"type": "input_text", "text": "card #"},
+                                      {"type": "input_image", "image_url": "data:1234"}]
+    assert redacted[2]["content"] == "said 9999" and redacted[3]["output"] == "0000"
+    assert raw["input"][0]["content"] == "pin 1234"   # a new input: the client's is left as it is
+    assert shields.redaction([])("1234 and 12345") == "1234 and 12345"
+    assert shields.redaction(["pii"])("1234 and 12345") == "# and #5"
 
 
 @pytest.mark.parametrize("shields, reason", [
