@@ -27,7 +27,7 @@ from gateway.legacy.rewriter import LegacyRewriter
 from gateway.legacy.stream import INTERRUPTED_REASON, LegacyStream, failure, interrupted_response
 from gateway.schema.errors import ApiError, conversation_forbidden, model_override_forbidden
 from gateway.schema.validation import request_validation_error
-from gateway.turns.run import BodySink, FrameSink
+from gateway.turns.run import BodySink, FrameSink, client_left
 from gateway.turns.blocked import is_blocked
 from gateway.turns.service import TurnService
 from gateway.turns.turn import Turn
@@ -163,7 +163,9 @@ async def streaming_query(request: web.Request) -> web.StreamResponse:
         # Interrupted by its user: recorded with its partial answer, charged as abandoned.
         await sink.start()
         await sink.end(legacy.interrupted())
-    except ConnectionResetError:
+    except Exception as exc:
+        if not client_left(exc):
+            raise
         log.info("client went away during the streaming query of %s", turn.conversation_id)
     finally:
         streams.finished(request_id)

@@ -37,7 +37,16 @@ _CHAIN_FIELDS = ("previous_response_id", "conversation")
 class Create:
     body: dict[str, Any]          # the response-create body (no `type`, no `stream_id`)
     stream_id: str | None
-    size: int                     # the message's bytes
+    size: int                     # the message's bytes (UTF-8)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A validated `response.create` waiting in a connection's queue: the text that came
+    (parsed again when its turn runs), so what waits costs its bytes and no more."""
+    data: str | bytes
+    stream_id: str | None
+    size: int
 
 
 @dataclass(frozen=True)
@@ -48,8 +57,9 @@ class Steer:
 def parse(data: str | bytes, limit: int) -> Create | Steer:
     """One client message, or the ApiError that answers it (`limit`: the soft size
     limit, `service.max_request_body_bytes`)."""
-    size = len(data)   # characters of a str: at most its UTF-8 bytes, checked again below
-    if size > limit or (isinstance(data, str) and len(data.encode()) > limit):
+    # Its UTF-8 bytes (what a str holds in memory is never more than them).
+    size = len(data) if isinstance(data, bytes) or data.isascii() or len(data) > limit else len(data.encode())
+    if size > limit:
         raise ApiError(413, "Message too large", f"A WebSocket message may hold at most {limit} bytes.",
                        code="message_too_large")
     try:
@@ -128,6 +138,11 @@ def connection_limit(seconds: float) -> ApiError:
 def queue_full(limit: int) -> ApiError:
     return ApiError(429, "Too many queued messages", f"At most {limit} response.create messages may wait behind the "
                     "running turn on one connection.", code="websocket_queue_full")
+
+
+def queue_bytes_full(limit: int) -> ApiError:
+    return ApiError(429, "Too many queued bytes", f"The response.create messages waiting behind the running turn on "
+                    f"one connection may hold at most {limit} bytes together.", code="websocket_queue_full")
 
 
 def idle_timeout(seconds: float) -> ApiError:

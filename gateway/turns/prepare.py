@@ -111,15 +111,9 @@ class Preparer:
         # A `compaction` item becomes the user message of its summary before LCORE's
         # model reads the request (422 for one this caller cannot open); the question
         # stays the client's own words (`asked`), so no summary is stored as one.
-        asked = expand_compactions(self._compaction, identity.user_id, raw)
-        request = await self._parse(raw)
-        if request.background and not request.store:
-            # OpenAI's rule: a background response is only ever read back, so it is stored.
-            raise ApiError(400, "Invalid attribute value", "background: true requires store: true (a background "
-                           "response is read back later)", code="invalid_value", param="background")
-        # LCORE's shield checks, then the redaction shields' rewriting of the input,
-        # before anything else reads it (`turns/shields.py`).
-        shields = self._shields.select(request.shield_ids)
+        asked, request, shields = await self._checked(identity, raw)
+        # The redaction shields' rewriting of the input, before anything else reads it
+        # (`turns/shields.py`).
         self._shields.redact(raw, shields)
         self.in_progress.enter(identity.user_id)   # 429 past the operator's limit; left by the runner
         try:
@@ -142,6 +136,30 @@ class Preparer:
             raise
         turn.in_progress = self.in_progress
         return turn
+
+    async def check(self, identity: Identity, raw: Any, prompt_field: str = "instructions") -> None:
+        """Every refusal a request gets from itself alone (with the configuration and
+        the caller): its `compaction` items, LCORE's request model (or what the backend
+        accepts beyond it), `background` without `store`, its shields, its own system
+        prompt where they are disabled. `prepare()` makes the same checks, in LCORE's
+        order; a transport that holds a request before preparing it (the WebSocket's
+        queue) refuses it with this when it arrives, so nothing invalid waits. Changes
+        `raw` (its compaction items opened): the caller holds the request as it came."""
+        request = (await self._checked(identity, raw))[1]
+        self._prompts.check(request, prompt_field)
+
+    async def _checked(self, identity: Identity, raw: Any) -> tuple[Any, ResponsesRequest, list[str]]:
+        """The request's own refusals before anything is admitted: the input as the
+        client sent it (None: it held no compaction item), LCORE's request model, the
+        shields it selects."""
+        asked = expand_compactions(self._compaction, identity.user_id, raw)
+        request = await self._parse(raw)
+        if request.background and not request.store:
+            # OpenAI's rule: a background response is only ever read back, so it is stored.
+            raise ApiError(400, "Invalid attribute value", "background: true requires store: true (a background "
+                           "response is read back later)", code="invalid_value", param="background")
+        # LCORE's shield checks.
+        return asked, request, self._shields.select(request.shield_ids)
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
                        reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,

@@ -33,6 +33,15 @@ class TurnService:
         self.runner.hooks.prepared(turn)
         return turn
 
+    async def check(self, identity: Identity, raw: Any) -> None:
+        """The refusals a request gets from itself alone (`Preparer.check`), counted as
+        `prepare()`'s are; nothing is admitted or created."""
+        try:
+            await self._preparer.check(identity, raw)
+        except ApiError as exc:
+            self.runner.hooks.refused(exc)
+            raise
+
     def run(self, turn: Turn, sink: BodySink | FrameSink) -> Coroutine[Any, Any, None]:
         # The runner's coroutine itself, not one awaiting it: a held stream keeps one frame
         # fewer, and each of its reads resumes one frame fewer.
