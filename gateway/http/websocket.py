@@ -281,8 +281,7 @@ class _Connection:
         await self._socket.close(code=WSCloseCode.OK, message=why.code.encode())
 
     async def _turn(self, waiting: proto.Waiting) -> None:
-        # Parsed again (it was when it came: it held only its text while it waited).
-        create = proto.parse(waiting.data, waiting.size)
+        create = waiting.create()   # it held only its text while it waited
         previous = create.body.get("previous_response_id")
         try:
             caller = await self._authenticate()

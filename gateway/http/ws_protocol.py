@@ -48,6 +48,12 @@ class Waiting:
     stream_id: str | None
     size: int
 
+    def create(self) -> Create:
+        """The message parsed again, when its turn runs (it was parsed when it came)."""
+        parsed = parse(self.data, self.size)
+        assert isinstance(parsed, Create)
+        return parsed
+
 
 @dataclass(frozen=True)
 class Steer:
