@@ -95,6 +95,7 @@ class _LegacySocket(FrameSink):
     def __init__(self, turns: TurnService, turn: Turn, request: web.Request, legacy: LegacyStream,
                  query: QueryRequest):
         super().__init__(LegacyRewriter(turns.runner.enricher(turn), legacy))
+        self._turns = turns
         self.legacy = legacy
         self._turn = turn
         self._query = query
@@ -122,21 +123,14 @@ class _LegacySocket(FrameSink):
                 await self.response.write(start)
 
     async def stopped(self, turn: Turn, exc: BaseException) -> None:
-        """An interrupted turn is recorded with its partial answer, under its response's
-        id, and charged as an abandoned turn. Where the upstream keeps the conversation,
-        the question and the partial answer are added to it (`Settler` appends a chained
-        turn's input and output); the local engine saved the partial response itself
-        when its stream was stopped (`turn.stopped_reason`), so the next turn's
-        `previous_response_id` continues from it."""
+        """An interrupted turn ends as the settler ends one (`Settler.interrupted`: its
+        partial answer recorded, charged as abandoned); this sink only says what its
+        partial answer is, in LCORE's form, and what the question was."""
         if not (self.interrupted and isinstance(exc, asyncio.CancelledError)) or turn.result is not None:
             return
         failed = self.rewriter.repairer.fail(INTERRUPTED_REASON)
-        if not failed:
-            return
-        turn.result = interrupted_response(failed[0].data["response"], self.legacy.partial_text())
-        if turn.upstream_conversation_id is not None:
-            turn.append_to_upstream = True
-            turn.appended_input = query_input(self._query)
+        partial = interrupted_response(failed[0].data["response"], self.legacy.partial_text()) if failed else None
+        self._turns.interrupted(turn, partial, query_input(self._query))
 
     async def end(self, frames: bytes) -> None:
         await self.response.write_eof(frames)

@@ -42,6 +42,11 @@ class TurnService:
             self.runner.hooks.refused(exc)
             raise
 
+    def interrupted(self, turn: Turn, partial: dict[str, Any] | None, appended_input: Any) -> None:
+        """A stream its user interrupted: recorded with its partial answer and charged as
+        abandoned (`Settler.interrupted`)."""
+        self._settler.interrupted(turn, partial, appended_input)
+
     def run(self, turn: Turn, sink: BodySink | FrameSink) -> Coroutine[Any, Any, None]:
         # The runner's coroutine itself, not one awaiting it: a held stream keeps one frame
         # fewer, and each of its reads resumes one frame fewer.

@@ -90,3 +90,26 @@ async def test_check_refuses_from_the_request_alone_and_admits_nothing(store):  
     await turns.preparer.check(USER, {"input": "hi", "store": False})   # a valid one passes
     assert turns.quota.reserved == [] and turns.backend.conversations_created == 0
     assert turns.preparer.in_progress.running(USER.user_id) == 0
+
+
+async def test_an_interrupted_stream_is_recorded_with_its_partial_answer_and_charged_as_abandoned(store):  # noqa: F811
+    turns = life(store)
+    turn = await turns.prepare(stream=True)
+    partial = {"id": "resp_cut", "object": "response", "created_at": 1, "status": "incomplete", "model": "fake/model",
+               "output": [], "usage": None, "error": None, "incomplete_details": {"reason": "interrupted"}}
+    turns.settler.interrupted(turn, partial, "the question")
+    assert turn.result is partial and turn.abandoned
+    assert not turn.append_to_upstream   # the gateway keeps this conversation: nothing to append upstream
+    turns.settler.finish(turn)
+    await turns.settler.drain()
+    assert turns.quota.written == [("fake/model", RESERVED)]   # no usage: its reservation
+    assert await turns.repository.find_turn("resp_cut") is not None
+    # A turn that already ended otherwise is left as it was.
+    other = await turns.prepare(stream=True)
+    other.result = {"status": "completed"}
+    turns.settler.interrupted(other, partial, "q")
+    assert other.result == {"status": "completed"} and not other.abandoned
+    # One with nothing to show ends as any abandoned turn without a result.
+    empty = await turns.prepare(stream=True)
+    turns.settler.interrupted(empty, None, "q")
+    assert empty.result is None
