@@ -1,7 +1,8 @@
 """A client that stops reading in the middle of a long answer and then closes its
 connection, through `gateway serve` over raw sockets, on every transport that streams
 a turn to a client: SSE (`POST /v1/responses`), the WebSocket and LCORE's
-`/v1/streaming_query` (issue 39).
+`/v1/streaming_query` (issue 39); and a background response's stream, whose run goes on
+without its follower and is charged what it used.
 
 The gateway is then blocked writing to that client (the answer is larger than the
 sockets can buffer), and the close makes aiohttp's `drain()` raise a plain
@@ -19,8 +20,8 @@ import sqlite3
 
 import pytest
 
-from tests.support.raw_client import (bigger_than_socket_buffers, open_stream, open_websocket, read_until,
-                                      wait_until, websocket_text)
+from tests.support.raw_client import (bigger_than_socket_buffers, first_event, open_stream, open_websocket,
+                                      read_until, wait_until, websocket_text)
 
 INITIAL = 10 ** 9
 # The scripted upstream's reply repeats the input: an input larger than the sockets can
@@ -90,16 +91,51 @@ def test_websocket_client_that_stops_reading_and_closes_is_charged(charged, upst
     assert charged_after(charged, upstream, "wanda") == responses_reservation()
 
 
-def test_streaming_query_client_that_stops_reading_and_closes_is_charged(charged, upstream):
-    wait_until(lambda: upstream.open_streams() == 0, "earlier upstream streams to end")
+def posted(port: int, path: str, body: dict) -> socket.socket:
+    """A POST on a raw socket with a small receive buffer; nothing is read yet."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
-    sock.connect(("127.0.0.1", charged.direct_port))
-    body = json.dumps({"query": "x" * SIZE}).encode()
-    sock.sendall(b"POST /v1/streaming_query?user_id=quinn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    sock.connect(("127.0.0.1", port))
+    data = json.dumps(body).encode()
+    sock.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (path.encode(), len(data), data))
+    return sock
+
+
+def test_streaming_query_client_that_stops_reading_and_closes_is_charged(charged, upstream):
+    wait_until(lambda: upstream.open_streams() == 0, "earlier upstream streams to end")
+    sock = posted(charged.direct_port, "/v1/streaming_query?user_id=quinn", {"query": "x" * SIZE})
     stop_reading_then_close(sock, upstream)
     spent = charged_after(charged, upstream, "quinn")
     # The translated request's input (the query, and whatever LCORE's translation adds)
     # and the operator's output reservation: at least the query's own share.
     assert spent >= math.ceil(SIZE / 4) + OUTPUT
+
+
+def test_a_background_stream_whose_follower_leaves_runs_on_and_is_charged(charged, upstream):
+    wait_until(lambda: upstream.open_streams() == 0, "earlier upstream streams to end")
+    sock = posted(charged.direct_port, "/v1/responses?user_id=bianca", {
+        "input": "x" * SIZE, "max_output_tokens": OUTPUT, "tool_choice": "none", "background": True, "store": True,
+        "stream": True})
+    head, seen = read_until(sock, b"x" * 4096)
+    assert seen, "the answer never began"
+    response_id = first_event(head)["response"]["id"]
+    sock.close()
+    # The run is the gateway's, not its follower's: it ends, and is charged its usage.
+    final: dict = {}
+
+    def ended() -> bool:
+        final.update(charged.get(f"/v1/responses/{response_id}?user_id=bianca").ok())
+        return final["status"] not in ("queued", "in_progress")
+
+    wait_until(ended, "the background run to end", timeout=60)
+    assert final["status"] == "completed"
+    wait_until(lambda: nothing_reserved(charged), "the run to be settled")
+    usage = final["usage"]
+    assert INITIAL - balance(charged, "bianca") == usage["input_tokens"] + usage["output_tokens"] > 0
+
+
+def test_no_client_that_left_was_an_unhandled_error(charged):
+    """Every way these clients left is a client that left (499), not a fault of ours."""
+    log = charged.log()
+    assert "unhandled error" not in log and "Error handling request" not in log, log[-4000:]
