@@ -141,11 +141,12 @@ class Preparer:
         """Every refusal a request gets from itself alone (with the configuration and
         the caller): its `compaction` items, LCORE's request model (or what the backend
         accepts beyond it), `background` without `store`, its shields, its own system
-        prompt where they are disabled. `prepare()` makes the same checks, in LCORE's
-        order; a transport that holds a request before preparing it (the WebSocket's
+        prompt where they are disabled, the tools it names (`ConfiguredTools.check`).
+        `prepare()` makes the same checks, in LCORE's order; a transport that holds a request before preparing it (the WebSocket's
         queue) refuses it with this when it arrives, so nothing invalid waits. Changes
         `raw` (its compaction items opened): the caller holds the request as it came."""
         request = (await self._checked(identity, raw))[1]
+        self._tools.check(raw.get("tools"), raw.get("tool_choice"))
         self._prompts.check(request, prompt_field)
 
     async def _checked(self, identity: Identity, raw: Any) -> tuple[Any, ResponsesRequest, list[str]]:

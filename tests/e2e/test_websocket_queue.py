@@ -59,6 +59,8 @@ def junk(index: int) -> str:
          "stream_id": f"j{index}"},
         {"type": "response.create", "input": "hi", "shield_ids": [pad], "stream_id": f"j{index}"},
         {"type": "response.create", "input": 12345, "instructions": pad, "stream_id": f"j{index}"},
+        {"type": "response.create", "input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["vs_no"]}],
+         "metadata": {"pad": pad[:500]}, "stream_id": f"j{index}"},   # a store this client may not search
     ]
     if index % 7 == 6:
         return "{" + pad   # not JSON

@@ -83,7 +83,12 @@ async def test_check_refuses_from_the_request_alone_and_admits_nothing(store):  
     turns = life(store, customization={"disable_query_system_prompt": True})
     for raw, code in (({"input": "hi", "junk": 1}, None), ({"input": 3}, None),
                       ({"input": "hi", "instructions": "be brief"}, "system_prompt_disabled"),
-                      ({"input": "hi", "background": True, "store": False}, "invalid_value")):
+                      ({"input": "hi", "background": True, "store": False}, "invalid_value"),
+                      ({"input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["vs_x"]}]},
+                       "vector_store_not_found"),
+                      ({"input": "hi", "tools": [{"type": "mcp", "server_label": "mine",
+                                                  "server_url": "https://mcp.example/sse"}]},
+                       "mcp_server_not_allowed")):
         with pytest.raises(ApiError) as refused:
             await turns.preparer.check(USER, raw)
         assert 400 <= refused.value.status < 500 and (code is None or refused.value.code == code)
