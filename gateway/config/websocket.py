@@ -22,6 +22,10 @@ class WebSocketConfig(Strict):
     # `response.create` messages that may wait behind the running turn; one more gets
     # an error message (`websocket_queue_full`) and is not run.
     max_queued_messages: int = Field(8, ge=0, le=1000)
+    # The bytes those waiting messages may hold together (kept as the text that came,
+    # validated on arrival); one that would exceed it gets `websocket_queue_full`. At
+    # least `service.max_request_body_bytes`, or a message that large never waits.
+    max_queued_bytes: int = Field(16 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
     # The context kept in memory for a `store: false` continuation (the latest
     # response's input and output items, as JSON). A response whose context is larger
     # is not held: continuing it fails with `previous_response_not_found`.

@@ -6,7 +6,6 @@ in it (`observability/http.py` `request_hooks`)."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
 import logging
@@ -28,6 +27,7 @@ from gateway.schema.errors import (ApiError, body_too_large, database_error, end
                                    internal_error, method_not_allowed, route_not_found)
 from gateway.storage.database import DatabaseUnavailable
 from gateway.request_scope import REQUEST
+from gateway.turns.run import client_left
 
 log = logging.getLogger("gateway.http")
 
@@ -168,14 +168,17 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
                 # The route's template, never the raw path: a path may name a user (/v1/quotas/users/…).
                 log.error("database unavailable on %s (request %s): %s", _route(request), rid, exc)
                 response = error_response(database_error(), request, extra)
-            except Exception:
+            except Exception as exc:
+                if client_left(exc):
+                    raise   # no answer to write: counted below
                 log.exception("unhandled error on %s (request %s)", _route(request), rid)
                 response = error_response(internal_error(), request, extra)
             status = response.status
             return response
-        except (asyncio.CancelledError, ConnectionResetError):
-            status = CLIENT_CLOSED   # the client left before its answer was complete
-            websocket = request.headers.get("Upgrade", "").lower() == "websocket"   # a socket dropped
+        except BaseException as exc:
+            if client_left(exc):
+                status = CLIENT_CLOSED   # the client left before its answer was complete
+                websocket = request.headers.get("Upgrade", "").lower() == "websocket"   # a socket dropped
             raise
         finally:
             if end is not None:

@@ -27,7 +27,7 @@ from gateway.legacy.rewriter import LegacyRewriter
 from gateway.legacy.stream import INTERRUPTED_REASON, LegacyStream, failure, interrupted_response
 from gateway.schema.errors import ApiError, conversation_forbidden, model_override_forbidden
 from gateway.schema.validation import request_validation_error
-from gateway.turns.run import BodySink, FrameSink
+from gateway.turns.run import BodySink, FrameSink, client_left
 from gateway.turns.blocked import is_blocked
 from gateway.turns.service import TurnService
 from gateway.turns.turn import Turn
@@ -95,6 +95,7 @@ class _LegacySocket(FrameSink):
     def __init__(self, turns: TurnService, turn: Turn, request: web.Request, legacy: LegacyStream,
                  query: QueryRequest):
         super().__init__(LegacyRewriter(turns.runner.enricher(turn), legacy))
+        self._turns = turns
         self.legacy = legacy
         self._turn = turn
         self._query = query
@@ -122,21 +123,14 @@ class _LegacySocket(FrameSink):
                 await self.response.write(start)
 
     async def stopped(self, turn: Turn, exc: BaseException) -> None:
-        """An interrupted turn is recorded with its partial answer, under its response's
-        id, and charged as an abandoned turn. Where the upstream keeps the conversation,
-        the question and the partial answer are added to it (`Settler` appends a chained
-        turn's input and output); the local engine saved the partial response itself
-        when its stream was stopped (`turn.stopped_reason`), so the next turn's
-        `previous_response_id` continues from it."""
+        """An interrupted turn ends as the settler ends one (`Settler.interrupted`: its
+        partial answer recorded, charged as abandoned); this sink only says what its
+        partial answer is, in LCORE's form, and what the question was."""
         if not (self.interrupted and isinstance(exc, asyncio.CancelledError)) or turn.result is not None:
             return
         failed = self.rewriter.repairer.fail(INTERRUPTED_REASON)
-        if not failed:
-            return
-        turn.result = interrupted_response(failed[0].data["response"], self.legacy.partial_text())
-        if turn.upstream_conversation_id is not None:
-            turn.append_to_upstream = True
-            turn.appended_input = query_input(self._query)
+        partial = interrupted_response(failed[0].data["response"], self.legacy.partial_text()) if failed else None
+        self._turns.interrupted(turn, partial, query_input(self._query))
 
     async def end(self, frames: bytes) -> None:
         await self.response.write_eof(frames)
@@ -163,7 +157,9 @@ async def streaming_query(request: web.Request) -> web.StreamResponse:
         # Interrupted by its user: recorded with its partial answer, charged as abandoned.
         await sink.start()
         await sink.end(legacy.interrupted())
-    except ConnectionResetError:
+    except Exception as exc:
+        if not client_left(exc):
+            raise
         log.info("client went away during the streaming query of %s", turn.conversation_id)
     finally:
         streams.finished(request_id)

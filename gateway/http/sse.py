@@ -2,8 +2,8 @@
 runner (`turns/run.py` does the work: rewriting, settling before the terminal event).
 Errors after the first byte become `response.failed` then `data: [DONE]` (decision
 6); an upstream that refuses the request before the gateway has sent anything gets the
-HTTP error its refusal names instead. A client that goes away cancels the handler,
-which closes the upstream connection.
+HTTP error its refusal names instead. A client that goes away cancels the handler, or
+fails a write (`client_left()`), which closes the upstream connection.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 
 from aiohttp import web
 
-from gateway.turns.run import FrameSink
+from gateway.turns.run import FrameSink, client_left
 from gateway.turns.service import TurnService
 from gateway.turns.turn import Turn
 
@@ -45,7 +45,9 @@ async def relay(request: web.Request, turns: TurnService, turn: Turn) -> web.Str
     sink = _Socket(turns, turn, request)
     try:
         await turns.run(turn, sink)
-    except ConnectionResetError:
+    except Exception as exc:
+        if not client_left(exc):
+            raise
         # The client went away before the handler was cancelled (the runner marked the
         # turn abandoned); leaving the backend's `async with` closed the upstream.
         log.info("client went away during the stream of %s", turn.conversation)

@@ -9,12 +9,15 @@ authenticated and authorized it like any request (a refusal is the HTTP error), 
 this module checks `Origin` against the CORS configuration and the user's open
 sockets before upgrading. Then:
 
-- the handler reads messages; a `response.create` joins the connection's queue
-  (bounded), anything else is answered at once (errors, `response.steer.failed`);
+- the handler reads messages; a `response.create` is validated as it arrives (every
+  refusal the request gets from itself alone, `TurnService.check`: the same validation
+  as the HTTP endpoint's) and joins the connection's queue as the text that came
+  (bounded in messages and in bytes), anything else is answered at once (errors,
+  `response.steer.failed`);
 - one worker task runs the queue's turns one at a time, re-authenticating the
   upgrade's headers before each (a token may expire during an hour-long connection);
-- a client that leaves cancels the worker, so the running turn is abandoned and its
-  upstream call closed, as on HTTP;
+- a client that leaves drops the queue and cancels the worker, so the running turn is
+  abandoned (charged) and its upstream call closed, as on HTTP;
 - past `max_connection_seconds` the running turn completes, then every message not
   run gets `websocket_connection_limit_reached` and the socket closes (1000); a
   connection idle for `idle_timeout_seconds` closes the same way
@@ -40,7 +43,7 @@ from gateway.schema.errors import ApiError, database_error, endpoint_forbidden, 
 from gateway.storage.database import DatabaseUnavailable
 from gateway.streaming.websocket import WebSocketRewriter
 from gateway.turns.in_progress import InProgress
-from gateway.turns.run import FrameSink
+from gateway.turns.run import FrameSink, client_left
 from gateway.turns.service import TurnService
 from gateway.turns.turn import Turn
 
@@ -122,7 +125,7 @@ async def connect(request: web.Request) -> web.StreamResponse:
         socket.headers["X-Request-ID"] = request["request_id"]
         writer = await socket.prepare(request)
         connection = _Connection(request, socket, writer, services.turns, services.authenticator, config,
-                                 service.max_request_body_bytes)
+                                 service.max_request_body_bytes, service.max_json_items)
         sockets.connections.add(connection)
         try:
             await connection.serve()
@@ -135,7 +138,7 @@ async def connect(request: web.Request) -> web.StreamResponse:
 
 class _Connection:
     def __init__(self, request: web.Request, socket: web.WebSocketResponse, writer: Any, turns: TurnService,
-                 authenticator: Authenticator, config: WebSocketConfig, soft_limit: int):
+                 authenticator: Authenticator, config: WebSocketConfig, soft_limit: int, max_items: int):
         self._request = request
         self._socket = socket
         self._writer = writer
@@ -143,8 +146,12 @@ class _Connection:
         self._authenticator = authenticator
         self._config = config
         self._soft_limit = soft_limit
+        self._max_items = max_items   # `service.max_json_items`: counted before a message is decoded
         self._headers: Mapping[str, str] = request.headers
-        self._queue: deque[proto.Create] = deque()
+        self._caller: Identity = request["identity"]   # the upgrade's: what arriving messages are checked for
+        self._queue: deque[proto.Waiting] = deque()
+        self._queued_bytes = 0
+        self._gone = False                   # the client left: nothing more runs
         self._ready = asyncio.Event()        # the queue has something
         self._running = False
         self._continuation = proto.Continuation(config.max_context_bytes)
@@ -162,6 +169,9 @@ class _Connection:
                 elif message.type is WSMsgType.ERROR:
                     break
         finally:
+            # Nothing that waits runs any more, whoever ended the connection.
+            self._gone = True
+            self._drop_queue()
             if not worker.done() and self._ended is None:
                 # The client left (or the socket failed): the running turn is abandoned
                 # and its upstream call closed, as when an HTTP client leaves. (When the
@@ -178,30 +188,64 @@ class _Connection:
                     # TCP connection goes (handler_cancellation), which a closed socket's
                     # does at once. The session ended normally: counted 101, not 499.
                     handler.uncancel()
-            except ConnectionResetError:
-                pass   # the client left mid-turn (the runner abandoned the turn)
+            except Exception as exc:
+                if not client_left(exc):
+                    raise
+                # The client left mid-turn (the runner abandoned the turn).
+
+    def _drop_queue(self) -> None:
+        self._queue.clear()
+        self._queued_bytes = 0
 
     async def _received(self, data: str | bytes) -> None:
         try:
-            parsed = proto.parse(data, self._soft_limit)
+            parsed = proto.parse(data, self._soft_limit, self._max_items)
         except ApiError as exc:
-            await self._send(proto.error_message(exc, proto.lane_of(data) if len(data) <= self._soft_limit
+            await self._send(proto.error_message(exc, proto.lane_of(data, self._max_items)
+                                                 if len(data) <= self._soft_limit
                                                  else None))
             return
         if isinstance(parsed, proto.Steer):
             await self._send(proto.steer_refused(parsed))
             return
+        if self._gone:
+            return
         if self._ended is not None:
             await self._send(proto.error_message(self._ended, parsed.stream_id))
             return
-        # The messages that would wait behind the running turn with this one.
+        # The messages that would wait behind the running turn with this one, and their bytes.
+        config = self._config
         behind = len(self._queue) + (1 if self._running else 0)
-        if behind > self._config.max_queued_messages:
-            await self._send(proto.error_message(proto.queue_full(self._config.max_queued_messages),
-                                                 parsed.stream_id))
+        if behind > config.max_queued_messages:
+            await self._send(proto.error_message(proto.queue_full(config.max_queued_messages), parsed.stream_id))
             return
-        self._queue.append(parsed)
+        if self._queued_bytes + parsed.size > config.max_queued_bytes:
+            await self._send(proto.error_message(proto.queue_bytes_full(config.max_queued_bytes), parsed.stream_id))
+            return
+        # Refused now, not when its turn comes: an invalid request never waits.
+        try:
+            await self._turns.check(self._caller, parsed.body)
+        except ApiError as exc:
+            self._audit(exc)
+            await self._send(proto.error_message(exc, parsed.stream_id))
+            return
+        except Exception:   # (the backend asked which runs turns, for what only it accepts)
+            log.exception("unhandled error checking a WebSocket message (request %s)", self._request["request_id"])
+            await self._send(proto.error_message(internal_error(), parsed.stream_id))
+            return
+        if self._gone:
+            return
+        if self._ended is not None:   # the server ended the connection while it was checked
+            await self._send(proto.error_message(self._ended, parsed.stream_id))
+            return
+        self._queue.append(proto.Waiting(data, parsed.stream_id, parsed.size))
+        self._queued_bytes += parsed.size
         self._ready.set()
+
+    def _next(self) -> proto.Waiting:
+        waiting = self._queue.popleft()
+        self._queued_bytes -= waiting.size
+        return waiting
 
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
@@ -218,13 +262,15 @@ class _Connection:
                     else:
                         await self._end(proto.idle_timeout(self._config.idle_timeout_seconds))
                     return
+            if self._gone:
+                return
             if loop.time() >= self._deadline:
                 await self._end(proto.connection_limit(self._config.max_connection_seconds))
                 return
-            create = self._queue.popleft()
+            waiting = self._next()
             self._running = True
             try:
-                await self._turn(create)
+                await self._turn(waiting)
             finally:
                 self._running = False
 
@@ -233,10 +279,11 @@ class _Connection:
         self._ended = why
         await self._send(proto.error_message(why))
         while self._queue:
-            await self._send(proto.error_message(why, self._queue.popleft().stream_id))
+            await self._send(proto.error_message(why, self._next().stream_id))
         await self._socket.close(code=WSCloseCode.OK, message=why.code.encode())
 
-    async def _turn(self, create: proto.Create) -> None:
+    async def _turn(self, waiting: proto.Waiting) -> None:
+        create = waiting.create()   # it held only its text while it waited
         previous = create.body.get("previous_response_id")
         try:
             caller = await self._authenticate()
@@ -245,7 +292,7 @@ class _Connection:
             if held is not None:
                 turn.previous_response_id = held   # echoed, as the client named it
             await self._run(turn, create.stream_id)
-        except (asyncio.CancelledError, ConnectionResetError):
+        except asyncio.CancelledError:
             raise
         except ApiError as exc:
             self._audit(exc)
@@ -253,7 +300,10 @@ class _Connection:
         except DatabaseUnavailable as exc:   # as the middleware answers it on HTTP
             log.error("database unavailable in a WebSocket turn (request %s): %s", self._request["request_id"], exc)
             await self._failed(previous, database_error(), create.stream_id)
-        except Exception:
+        except Exception as exc:
+            if client_left(exc):
+                self._gone = True
+                raise   # the client left mid-turn: the runner abandoned the turn
             log.exception("unhandled error in a WebSocket turn (request %s)", self._request["request_id"])
             await self._failed(previous, internal_error(), create.stream_id)
         else:
@@ -292,8 +342,10 @@ class _Connection:
             return
         try:
             await self._socket.send_str(payload.decode())
-        except ConnectionResetError:
-            pass   # the client is gone: the reader sees it and ends the connection
+        except Exception as exc:
+            if not client_left(exc):
+                raise
+            # The client is gone: the reader sees it and ends the connection.
 
     async def shutdown(self) -> None:
         """The gateway stops: the running turn is abandoned (charged as when a client

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from gateway.schema.errors import ApiError
+from gateway.schema.validation import MAX_JSON_ITEMS, too_many_items
 
 CREATE = "response.create"
 STEER = "response.steer"
@@ -37,7 +38,22 @@ _CHAIN_FIELDS = ("previous_response_id", "conversation")
 class Create:
     body: dict[str, Any]          # the response-create body (no `type`, no `stream_id`)
     stream_id: str | None
-    size: int                     # the message's bytes
+    size: int                     # the message's bytes (UTF-8)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A validated `response.create` waiting in a connection's queue: the text that came
+    (parsed again when its turn runs), so what waits costs its bytes and no more."""
+    data: str | bytes
+    stream_id: str | None
+    size: int
+
+    def create(self) -> Create:
+        """The message parsed again, when its turn runs (it was parsed when it came)."""
+        parsed = parse(self.data, self.size)
+        assert isinstance(parsed, Create)
+        return parsed
 
 
 @dataclass(frozen=True)
@@ -45,13 +61,18 @@ class Steer:
     message: dict[str, Any]
 
 
-def parse(data: str | bytes, limit: int) -> Create | Steer:
+def parse(data: str | bytes, limit: int, max_items: int = MAX_JSON_ITEMS) -> Create | Steer:
     """One client message, or the ApiError that answers it (`limit`: the soft size
-    limit, `service.max_request_body_bytes`)."""
-    size = len(data)   # characters of a str: at most its UTF-8 bytes, checked again below
-    if size > limit or (isinstance(data, str) and len(data.encode()) > limit):
+    limit, `service.max_request_body_bytes`; `max_items`: `service.max_json_items`, the
+    arrays, objects and items a message may hold, counted before it is decoded)."""
+    # Its UTF-8 bytes (what a str holds in memory is never more than them).
+    size = len(data) if isinstance(data, bytes) or data.isascii() or len(data) > limit else len(data.encode())
+    if size > limit:
         raise ApiError(413, "Message too large", f"A WebSocket message may hold at most {limit} bytes.",
                        code="message_too_large")
+    if _too_many_items(data, max_items):
+        raise ApiError(400, "Invalid JSON", f"A message may hold at most {max_items} arrays, objects and items "
+                       "in them.", code="invalid_json")
     try:
         message = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -80,15 +101,27 @@ def parse(data: str | bytes, limit: int) -> Create | Steer:
     return Create(body, stream_id, size)
 
 
-def lane_of(data: str | bytes) -> str | None:
+def lane_of(data: str | bytes, max_items: int = MAX_JSON_ITEMS) -> str | None:
     """The `stream_id` of a message that could not be parsed as a whole, if readable
     (so its error still goes to its lane)."""
+    if _too_many_items(data, max_items):
+        return None   # decoding it is what its refusal saved
     try:
         message = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
     stream_id = message.get("stream_id") if isinstance(message, dict) else None
     return stream_id if isinstance(stream_id, str) and len(stream_id) <= _MAX_STREAM_ID else None
+
+
+def _too_many_items(data: str | bytes, limit: int) -> bool:
+    """`too_many_items` over a message's bytes; a text message's three counts run on the
+    str itself, which nearly every message passes without a copy."""
+    if isinstance(data, bytes):
+        return too_many_items(data, limit)
+    if data.count(",") + data.count("{") + data.count("[") <= limit:
+        return False
+    return too_many_items(data.encode(), limit)
 
 
 def error_message(error: ApiError, stream_id: str | None = None) -> bytes:
@@ -128,6 +161,11 @@ def connection_limit(seconds: float) -> ApiError:
 def queue_full(limit: int) -> ApiError:
     return ApiError(429, "Too many queued messages", f"At most {limit} response.create messages may wait behind the "
                     "running turn on one connection.", code="websocket_queue_full")
+
+
+def queue_bytes_full(limit: int) -> ApiError:
+    return ApiError(429, "Too many queued bytes", f"The response.create messages waiting behind the running turn on "
+                    f"one connection may hold at most {limit} bytes together.", code="websocket_queue_full")
 
 
 def idle_timeout(seconds: float) -> ApiError:

@@ -81,7 +81,7 @@ def parse_json_body(body: bytes, max_items: int = MAX_JSON_ITEMS) -> Any:
     if not body:
         raise request_validation_error([{"type": "missing", "loc": ["body"], "msg": "Field required",
                                          "input": None}])
-    if _too_many_items(body, max_items):
+    if too_many_items(body, max_items):
         raise _json_invalid(0, f"too many items: a body may hold at most {max_items} arrays, objects and items "
                                "in them")
     try:
@@ -112,7 +112,7 @@ def parse_json_body(body: bytes, max_items: int = MAX_JSON_ITEMS) -> Any:
     return data
 
 
-def _too_many_items(body: bytes, limit: int) -> bool:
+def too_many_items(body: bytes, limit: int) -> bool:
     """Whether the body holds more than `limit` arrays, objects and separators between
     items (outside strings). Decoding builds an object per item: 10 MB of `{},` is
     3.3 million dicts, 300 MB. Three C-speed counts decide nearly every body; past the

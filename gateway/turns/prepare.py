@@ -116,17 +116,10 @@ class Preparer:
         adapter made from the operator's (`/v1/infer`'s template), not the client's."""
         # A `compaction` item becomes the user message of its summary before LCORE's
         # model reads the request (422 for one this caller cannot open).
-        given = raw.get("input") if isinstance(raw, dict) else None
-        opened_input = open_compactions(self._compaction, identity.user_id, given)
-        request = await self._parse(raw if opened_input is None else {**raw, "input": opened_input})
-        if request.background and not request.store:
-            # OpenAI's rule: a background response is only ever read back, so it is stored.
-            raise ApiError(400, "Invalid attribute value", "background: true requires store: true (a background "
-                           "response is read back later)", code="invalid_value", param="background")
-        # LCORE's shield checks, then the one input everything after reads
-        # (`turns/normalized.py`): opened, redacted, its question the client's own words.
-        # From here on `raw` carries it: nothing is left to read the client's text from.
-        shields = self._shields.select(request.shield_ids)
+        given, opened_input, request, shields = await self._checked(identity, raw)
+        # The one input everything after reads (`turns/normalized.py`): opened, redacted,
+        # its question the client's own words. From here on `raw` carries it: nothing is
+        # left to read the client's text from.
         redact = self._shields.redaction(shields)
         given_input = normalize(given, opened_input, redact)
         del given, opened_input
@@ -153,6 +146,34 @@ class Preparer:
             raise
         turn.in_progress = self.in_progress
         return turn
+
+    async def check(self, identity: Identity, raw: Any, prompt_field: str = "instructions") -> None:
+        """Every refusal a request gets from itself alone (with the configuration and
+        the caller): its `compaction` items, LCORE's request model (or what the backend
+        accepts beyond it), `background` without `store`, its shields, its own system
+        prompt (by `instructions` or by a message's role) where they are disabled, the
+        tools it names (`ConfiguredTools.check`). `prepare()` makes the same checks, in
+        LCORE's order; a transport that holds a request before preparing it (the
+        WebSocket's queue) refuses it with this when it arrives, so nothing invalid
+        waits. `raw` is left as it came."""
+        given, opened_input, request, _ = await self._checked(identity, raw)
+        self._tools.check(raw.get("tools"), raw.get("tool_choice"))
+        self._prompts.check(request, prompt_field)
+        self._prompts.refuse_messages(given if opened_input is None else opened_input)
+
+    async def _checked(self, identity: Identity, raw: Any) -> tuple[Any, list[Any] | None, ResponsesRequest, list[str]]:
+        """The request's own refusals before anything is admitted: its input as the
+        client sent it, that input with its compaction items opened (None: it held
+        none), LCORE's request model, the shields it selects."""
+        given = raw.get("input") if isinstance(raw, dict) else None
+        opened_input = open_compactions(self._compaction, identity.user_id, given)
+        request = await self._parse(raw if opened_input is None else {**raw, "input": opened_input})
+        if request.background and not request.store:
+            # OpenAI's rule: a background response is only ever read back, so it is stored.
+            raise ApiError(400, "Invalid attribute value", "background: true requires store: true (a background "
+                           "response is read back later)", code="invalid_value", param="background")
+        # LCORE's shield checks.
+        return given, opened_input, request, self._shields.select(request.shield_ids)
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
                        reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,

@@ -77,13 +77,17 @@ class SystemPrompts:
         index = system_message(items) if self._disabled else None
         return None if index is None else stored_prompt_disabled(str(items[index].get("id")), items[index]["role"])
 
+    def check(self, request: ResponsesRequest, field: str = "instructions") -> None:
+        """LCORE's 422 for a request's own system prompt where the operator disabled them."""
+        if request.instructions and self._disabled:
+            raise prompt_disabled(field)
+
     def apply(self, request: ResponsesRequest, field: str = "instructions") -> bool:
         """Refuse a request's own system prompt where they are disabled, else give the
         request the one it runs with (its own when it has one: an empty one is none,
         as in LCORE). True: the operator's prompt was applied."""
+        self.check(request, field)
         if request.instructions:
-            if self._disabled:
-                raise prompt_disabled(field)
             return False
         # An operator's empty prompt (`system_prompt: ""`) sends none at all.
         request.instructions = self._default or None

@@ -15,8 +15,9 @@ for every caller. The callers only provide a sink:
 The terminal event or body waits for `Settler.settle()`, which commits the turn's
 record and charge, so its `available_quotas` is the balance after the turn (a record
 that cannot be committed ends the stream with `response.failed`, or the JSON request
-with the database error). A turn whose caller goes away (cancelled, or the socket
-reset) is abandoned: `finish()` charges it in full.
+with the database error). A turn whose caller goes away (`client_left()`: cancelled,
+or its connection reset, lost or closed under a write) is abandoned: `finish()`
+charges it in full.
 """
 
 from __future__ import annotations
@@ -77,8 +78,27 @@ class FrameSink:
         """The stream stopped before its end (the exception propagates after this)."""
 
 
-# Ways a turn's caller goes away: it is abandoned, and charged in full.
-_LEFT = (asyncio.CancelledError, ConnectionResetError)
+# What the event loops and aiohttp say, as a RuntimeError, on a write to a connection
+# the client closed (uvloop: "unable to perform operation on <TCPTransport closed=True
+# ...>; the handler is closed"; asyncio: "Transport is closing"; aiohttp's WebSocket:
+# "WebSocket connection is closed.").
+_CLOSED_TRANSPORT = ("handler is closed", "transport is closing", "closing transport", "connection is closed")
+
+
+def client_left(exc: BaseException) -> bool:
+    """Whether `exc` means the turn's caller went away: its task cancelled, or its
+    connection reset, lost or closed under a write (aiohttp's `drain()` raises a plain
+    `ConnectionError` when a client that stopped reading closes, its writers
+    `ClientConnectionResetError`, a closed transport a `RuntimeError`). The one
+    definition: the runner abandons such a turn (charged in full), and every transport
+    (SSE, the WebSocket, the query API, the middleware's 499) asks this, so no way of
+    leaving is charged as a turn that merely ended."""
+    if isinstance(exc, (asyncio.CancelledError, ConnectionError)):
+        return True
+    if not isinstance(exc, RuntimeError):
+        return False
+    text = str(exc).lower()
+    return any(closed in text for closed in _CLOSED_TRANSPORT)
 
 
 class Runner:
@@ -106,7 +126,7 @@ class Runner:
                 await self._respond(turn, sink)
         except BaseException as exc:
             error = exc
-            if isinstance(exc, _LEFT):
+            if client_left(exc):
                 turn.abandoned = True  # the client left before the answer
             await sink.stopped(turn, exc)
             raise

@@ -43,6 +43,21 @@ class TurnService:
         """Items a client adds to a conversation, as the redaction shields rewrite them."""
         return self._preparer.redacted(items)
 
+    async def check(self, identity: Identity, raw: Any) -> None:
+        """The refusals a request gets from itself alone (`Preparer.check`), counted as
+        `prepare()`'s are; nothing is admitted or created."""
+        try:
+            check_counts(raw, self.limits.responses())
+            await self._preparer.check(identity, raw)
+        except ApiError as exc:
+            self.runner.hooks.refused(exc)
+            raise
+
+    def interrupted(self, turn: Turn, partial: dict[str, Any] | None, appended_input: Any) -> None:
+        """A stream its user interrupted: recorded with its partial answer and charged as
+        abandoned (`Settler.interrupted`)."""
+        self._settler.interrupted(turn, partial, appended_input)
+
     def run(self, turn: Turn, sink: BodySink | FrameSink) -> Coroutine[Any, Any, None]:
         # The runner's coroutine itself, not one awaiting it: a held stream keeps one frame
         # fewer, and each of its reads resumes one frame fewer.

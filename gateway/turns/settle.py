@@ -18,6 +18,7 @@ import logging
 import math
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 from gateway.identity import Identity
 from gateway.quota.reservation import Charge, Reservation
@@ -206,6 +207,24 @@ class Settler:
             return
         turn._settling = asyncio.ensure_future(self._settle(turn))
         self._track(turn, turn._settling)
+
+    def interrupted(self, turn: Turn, partial: dict | None, appended_input: Any) -> None:
+        """A stream its user interrupted (LCORE's `/v1/streaming_query/interrupt`), before
+        `finish()`: recorded with its partial answer (`partial`, the response object so
+        far, under its id; None: there is none, it ends as any abandoned turn without a
+        result) and charged as an abandoned turn (`Turn.stopped_charge`). Where the
+        upstream keeps the conversation, `appended_input` and the partial answer are
+        added to it (as a chained turn's are, `_append_turn`); the local engine saved
+        the partial response itself (`turn.stopped_reason`), so the next turn's
+        `previous_response_id` continues from it. A turn that already has its result
+        ended otherwise and is left as it is."""
+        if turn.result is not None or partial is None:
+            return
+        turn.result = partial
+        turn.abandoned = True
+        if turn.upstream_conversation_id is not None:
+            turn.append_to_upstream = True
+            turn.appended_input = appended_input
 
     def give_back(self, turn: Turn) -> None:
         """Items clients added to a conversation the gateway keeps go with its next turn

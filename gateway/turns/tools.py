@@ -86,6 +86,19 @@ class ConfiguredTools:
             chosen += self._merged_defaults(chosen, identity, headers)
         return chosen
 
+    def check(self, tools: list[dict[str, Any]] | None, tool_choice: Any) -> None:
+        """The refusals of `for_request` that need no credential, the caller's headers
+        or the network: a vector store the client may not search, a client's own MCP
+        server where they are not taken or whose URL is literally forbidden."""
+        if tool_choice == "none":
+            return
+        for tool in tools or ():
+            if tool.get("type") == "file_search":
+                for store_id in tool["vector_store_ids"]:
+                    self._store(store_id)
+            elif tool.get("type") == "mcp" and tool["server_label"] not in self._servers:
+                self._check_client_url(tool)
+
     async def probe_oauth(self, tools: list[dict[str, Any]] | None, tool_choice: Any, identity: Identity,
                           headers: Mapping[str, str]) -> None:
         """LCORE's OAuth probe (its pipeline's step 2), as LCORE main does it: every server

@@ -109,3 +109,16 @@ def test_a_held_turn_chained_to_a_stored_response_stays_chained():
     memory.record(body, response("resp_2", "r2"))
     body, _ = memory.body(create(input="three", store=False, previous_response_id="resp_2"))
     assert body["previous_response_id"] == "resp_stored" and len(body["input"]) == 5
+
+
+def test_a_message_size_is_its_utf8_bytes():
+    assert parse({"type": "response.create", "input": "hi"}).size == len('{"type":"response.create","input":"hi"}')
+    text = orjson.dumps({"type": "response.create", "input": "é" * 100}).decode()
+    assert parse(text).size == len(text.encode()) == len(text) + 100
+    assert proto.parse(text.encode(), 1024).size == len(text.encode())
+
+
+def test_the_queue_refusals_name_their_bound():
+    for error in (proto.queue_full(8), proto.queue_bytes_full(65536)):
+        assert error.status == 429 and error.code == "websocket_queue_full"
+    assert "65536 bytes" in proto.queue_bytes_full(65536).cause

@@ -80,3 +80,36 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30) ->
     while not condition():
         assert time.monotonic() < deadline, f"gave up after {timeout} s waiting for {what}"
         time.sleep(0.02)
+
+
+def open_websocket(port: int, path: str = "/v1/responses", receive_buffer: int | None = None) -> socket.socket:
+    """A WebSocket upgrade of `path` on a raw socket, its 101 read; nothing else is read.
+
+    receive_buffer: as `open_stream`'s, a client that stops reading pushes back at once."""
+    sock = socket.socket()
+    if receive_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n" % path.encode())
+    sock.settimeout(10)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)   # byte by byte: nothing after the head is taken from the socket
+        assert chunk, head
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def websocket_text(payload: bytes) -> bytes:
+    """One client text frame (FIN), masked with the all-zero key (RFC 6455 allows any key;
+    this one leaves the payload as it is, so megabytes cost no Python loop)."""
+    size = len(payload)
+    if size < 126:
+        length = bytes([0x80 | size])
+    elif size < 1 << 16:
+        length = bytes([0x80 | 126]) + struct.pack("!H", size)
+    else:
+        length = bytes([0x80 | 127]) + struct.pack("!Q", size)
+    return b"\x81" + length + b"\x00\x00\x00\x00" + payload
