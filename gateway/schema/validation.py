@@ -166,13 +166,20 @@ def validate(adapter: TypeAdapter[Model], data: Any, context: dict[str, Any] | N
         data = dict(itertools.islice(data.items(), _MAX_TOP_LEVEL_KEYS))
     try:
         return _fail_fast(adapter).validate_python(data, from_attributes=True, context=context)
-    except ValidationError as exc:
-        if _values_within(data, EXACT_VALUES):
-            try:
-                adapter.validate_python(data, from_attributes=True, context=context)
-            except ValidationError as exact:
-                exc = exact
-        raise request_validation_error(fastapi_errors(exc, MAX_ERRORS), exc.error_count() + dropped) from None
+    except ValidationError as fast:
+        refusal = _exact_refusal(adapter, data, context) if _values_within(data, EXACT_VALUES) else None
+        refusal = refusal or fast
+        raise request_validation_error(fastapi_errors(refusal, MAX_ERRORS), refusal.error_count() + dropped) from None
+
+
+def _exact_refusal(adapter: TypeAdapter[Any], data: Any, context: Any) -> ValidationError | None:
+    """The full validator's errors for a small body the fail-fast pass refused (LCORE's
+    exact list)."""
+    try:
+        adapter.validate_python(data, from_attributes=True, context=context)
+    except ValidationError as exact:
+        return exact
+    return None
 
 
 # A refused body with at most this many JSON values is validated in full (LCORE's exact
