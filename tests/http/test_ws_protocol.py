@@ -122,3 +122,19 @@ def test_the_queue_refusals_name_their_bound():
     for error in (proto.queue_full(8), proto.queue_bytes_full(65536)):
         assert error.status == 429 and error.code == "websocket_queue_full"
     assert "65536 bytes" in proto.queue_bytes_full(65536).cause
+
+
+@pytest.mark.parametrize("as_text", [True, False])
+def test_a_message_of_too_many_items_is_refused_before_it_is_decoded(as_text, monkeypatch):
+    message = '{"type": "response.create", "stream_id": "a", "input": [' + ",".join(["{}"] * 2000) + "]}"
+    decoded: list[object] = []
+    real_loads = orjson.loads
+    monkeypatch.setattr(proto.orjson, "loads", lambda data: decoded.append(data) or real_loads(data))
+    data = message if as_text else message.encode()
+    with pytest.raises(ApiError) as refused:
+        proto.parse(data, 10_000_000, max_items=1000)
+    assert (refused.value.status, refused.value.code) == (400, "invalid_json")
+    assert "1000" in refused.value.cause
+    assert proto.lane_of(data, max_items=1000) is None
+    assert decoded == []   # neither the parse nor the lane decoded it
+    assert isinstance(proto.parse(data, 10_000_000, max_items=10_000), proto.Create)
