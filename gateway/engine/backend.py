@@ -226,12 +226,12 @@ class LocalEngine:
 def _redact_errors(chunks: list[Chunk], redact: Any) -> None:
     """An error chunk's message without what the gateway sent the upstream (its key)."""
     for chunk in chunks:
-        if chunk.__class__ is dict and chunk.get("error") is not None:  # type: ignore[union-attr]
-            error = chunk["error"]  # type: ignore[index]
+        if chunk.__class__ is dict and chunk.get("error") is not None:
+            error = chunk["error"]
             if isinstance(error, dict) and isinstance(error.get("message"), str):
                 error["message"] = redact(error["message"])
             elif isinstance(error, str):
-                chunk["error"] = redact(error)  # type: ignore[index]
+                chunk["error"] = redact(error)
 
 
 def _with_id(item: dict[str, Any]) -> dict[str, Any]:

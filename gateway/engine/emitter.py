@@ -282,11 +282,11 @@ class Emitter:
         if item["type"] == "message" and item["content"][0]["type"] == "output_text":
             if self.citations is not None:
                 for piece in self.citations.flush():  # text held back in case a marker began
-                    self._deltas([orjson.dumps(piece)])  # type: ignore[arg-type]
+                    self._deltas([orjson.dumps(piece)])
                 self.citations.reset()  # the next text part counts from 0
             cited, self._cited = self._cited, []
             # The pieces are JSON strings: their insides joined are one JSON string.
-            text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))  # type: ignore[misc]
+            text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))
             self.round_text.append(text)
         else:
             text = "".join(opened.text)

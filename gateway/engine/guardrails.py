@@ -162,7 +162,7 @@ def refusing(message: str) -> Model:
 def _text_of(chunk: Chunk) -> tuple[str, bool]:
     """The text a chunk would show the client, and whether it carries a tool call."""
     if chunk.__class__ is list:
-        return "".join(orjson.loads(literal) for literal in chunk), False  # type: ignore[union-attr]
+        return "".join(orjson.loads(literal) for literal in chunk), False
     assert isinstance(chunk, dict)
     text, call = [], False
     for choice in chunk.get("choices") or ():

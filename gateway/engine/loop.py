@@ -213,8 +213,8 @@ def _refuse_before_the_first_event(chunks: list[Chunk]) -> None:
     """An upstream whose stream opens with an error gets the HTTP error: nothing was
     sent to the client yet."""
     first = chunks[0] if chunks else None
-    if first.__class__ is dict and first.get("error") is not None:  # type: ignore[union-attr]
-        error = first["error"]  # type: ignore[index]
+    if first.__class__ is dict and first.get("error") is not None:
+        error = first["error"]
         raise upstream_error(500, str(error.get("message") if isinstance(error, dict) else error))
 
 

@@ -31,7 +31,7 @@ class RemoteInterrupts:
     def __init__(self, db: Any, registry: StreamRegistry):
         self._db = db
         self._registry = registry
-        self._waiting: dict[str, asyncio.Future] = {}
+        self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._stops: list[Callable[[], Awaitable[None]]] = []
 
     @property
@@ -92,6 +92,6 @@ class RemoteInterrupts:
             future.set_result(str(message["outcome"]))
 
 
-def _logged(task: asyncio.Task) -> None:
+def _logged(task: asyncio.Task[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("could not answer an interrupt request: %s", task.exception())

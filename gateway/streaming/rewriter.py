@@ -107,8 +107,8 @@ class StreamRewriter:
         `terminal()`."""
         out = []
         for event in events:
-            if event.__class__ is Framed and event.number == self._next:  # type: ignore[attr-defined]
-                out.append(event.raw)  # type: ignore[arg-type]
+            if event.__class__ is Framed and event.number == self._next:
+                out.append(event.raw)
                 self._next += 1
             else:
                 out.append(self._frame(self.enricher.apply(event)))

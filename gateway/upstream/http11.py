@@ -67,7 +67,7 @@ class Exchange(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.idle_since = 0.0
         self.holds_slot = False   # counts against the pool's limit until the exchange ends
-        self._waiter: asyncio.Future | None = None
+        self._waiter: asyncio.Future[Any] | None = None
         self._deadline = 0.0      # while waiting with a timeout: when it expires (loop time)
         self._reset(0.0)
 
