@@ -41,13 +41,15 @@ def first_response(frames: bytes) -> dict[str, Any]:
     """The response object of the first frame (`response.created`)."""
     end = frames.find(b"\n\n")
     frame = frames if end < 0 else frames[:end]
-    return orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
+    response: dict[str, Any] = orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
+    return response
 
 
 def last_response(frames: bytes) -> dict[str, Any]:
     """The response object of the last frame (the terminal event)."""
     frame = frames.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
-    return orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
+    response: dict[str, Any] = orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
+    return response
 
 
 def cancelled_event(response: dict[str, Any], batches: list[bytes], usage: dict[str, Any] | None = None) -> Event:

@@ -38,7 +38,7 @@ class _Open:
     def __init__(self, item: dict[str, Any], index: int):
         self.item = item
         self.index = index
-        self.text: list = []        # pieces: JSON strings (output text), else str
+        self.text: list[Any] = []   # pieces: JSON strings (output text), else str
         self.head: bytes | None = None  # a text delta event's bytes up to the delta
         self.call: dict[str, Any] | None = None  # a server-side call's view for the loop
         self.lifecycle: Lifecycle | None = None  # a server-side call's (items.py)
@@ -75,7 +75,8 @@ class Emitter:
 
     @property
     def output(self) -> list[dict[str, Any]]:
-        return self.response["output"]
+        output: list[dict[str, Any]] = self.response["output"]
+        return output
 
     def take(self) -> list[Event]:
         """The events emitted since the last call."""
@@ -379,6 +380,7 @@ class Emitter:
         self.response.update(status="incomplete", incomplete_details={"reason": reason})
 
     def _terminal(self, status: str) -> Event:
-        data = {"type": TERMINAL_TYPES[status], "response": self.response, "sequence_number": self._next}
+        kind = TERMINAL_TYPES[status]
+        data = {"type": kind, "response": self.response, "sequence_number": self._next}
         self._next += 1
-        return Event(data["type"], None, data)
+        return Event(kind, None, data)

@@ -98,7 +98,9 @@ def to_messages(items: Iterable[dict[str, Any]], instructions: str | None = None
             continue
         if kind == "web_search_call":  # an earlier search: the call, and where it looked
             call_id = str(item.get("id"))
-            action = item.get("action") if isinstance(item.get("action"), dict) else {}
+            action = item.get("action")
+            if not isinstance(action, dict):
+                action = {}
             calls().append(_tool_call(call_id, "web_search", {"query": action.get("query") or ""}))
             sources = [source.get("url") for source in action.get("sources") or () if isinstance(source, dict)]
             messages.append({"role": "tool", "tool_call_id": call_id, "content": (

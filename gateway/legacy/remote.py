@@ -52,7 +52,7 @@ class RemoteInterrupts:
     async def ask(self, request_id: str, user_id: str) -> str | None:
         """The outcome from the replica that has the stream, or None if none has it."""
         ask = uuid.uuid4().hex
-        answer = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._waiting[ask] = answer
         try:
             await self._db.notify(ASK, orjson.dumps({"id": request_id, "user": user_id, "ask": ask}).decode())

@@ -46,7 +46,7 @@ class Admissions:
     async def admit(self, reservation: Reservation) -> bool | None:
         """True: reserved. False: refused alone (no room, a row missing or due a top-up).
         None: its batch did not fit, so nothing was reserved: try alone."""
-        done = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
         self._queue.append((reservation, done))
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
