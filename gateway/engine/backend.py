@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import aclosing
-from typing import Any, AsyncContextManager, AsyncIterator, Sequence
+from typing import Any, AsyncContextManager, AsyncGenerator, AsyncIterator, Sequence
 
 from gateway.config import InferenceConfig
 from gateway.destinations import DestinationPolicy
@@ -95,9 +95,10 @@ class LocalEngine:
         async for events in self.events(turn):
             terminal = events[-1] if events else terminal
         assert terminal is not None
-        return terminal.data["response"]
+        response: dict[str, Any] = terminal.data["response"]
+        return response
 
-    async def events(self, turn: EngineTurn) -> AsyncIterator[list[Event]]:
+    async def events(self, turn: EngineTurn) -> AsyncGenerator[list[Event], None]:
         """The response's events, a list per upstream read, the terminal event last."""
         body = turn.body
         history = await self._history(turn, body.get("previous_response_id"))
@@ -203,7 +204,7 @@ class LocalEngine:
             raise UpstreamChatError("the upstream's chat completion has no message") from None
         return content if isinstance(content, str) else ""
 
-    async def _chat(self, request: dict[str, Any], model: str) -> AsyncIterator[list[Chunk]]:
+    async def _chat(self, request: dict[str, Any], model: str) -> AsyncGenerator[list[Chunk], None]:
         """The upstream's chat stream, decoded: the chunks of each read."""
         decoder = ChatDecoder()
         redact = self._client.redact

@@ -34,7 +34,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 
 import orjson
 
@@ -55,7 +55,7 @@ NOT_RUN = ("Not run: this round also called a client-side function tool, and suc
            "(spec 002); call the tool again if it is still needed.")
 
 # The model: a chat request in, the decoded chunks of its stream out, a list per read.
-Model = Callable[[dict[str, Any]], AsyncIterator[list[Chunk]]]
+Model = Callable[[dict[str, Any]], AsyncGenerator[list[Chunk], None]]
 # Called with the items produced so far and whether the response is finished.
 Save = Callable[[Emitter, bool], Awaitable[None]]
 

@@ -198,7 +198,7 @@ def _force(choice: Any, servers: list[tuple[dict[str, Any], McpServer]], plan: P
         return
     plan.tool_choice = None
     for offered, tool in plan.tools.items():
-        server = tool.get("server")
+        server: Any = tool.get("server")   # an mcp_tool's McpServer
         if tool.get("type") == "mcp_tool" and tool.get("mcp_name") == name and server.label == choice["server_label"]:
             plan.tool_choice = {"type": "function", "function": {"name": offered}}
             return

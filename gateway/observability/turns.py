@@ -148,6 +148,7 @@ class TurnMetrics(TurnHooks):
             model = turn.model
             # One lookup (subscripts, not `.get` calls: this runs on every turn).
             key = _key(turn)
+            bound: _Bound | None
             try:
                 bound = self._bound[key]
                 if bound.provider != model.provider_id:
