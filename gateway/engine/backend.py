@@ -38,7 +38,8 @@ from gateway.upstream.responses_api import StreamBroken, UpstreamStream
 
 log = logging.getLogger("gateway.engine")
 CHAT_PATH = "/v1/chat/completions"
-_ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
+# Looked up with an item's `type` as the client sent it (any JSON value).
+_ITEM_PREFIXES: dict[Any, str] = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
 
 
 class LocalEngine:
@@ -165,8 +166,9 @@ class LocalEngine:
                     # so, with the output so far, before the cancel is answered.
                     emitter.response.update(status="cancelled", usage=turn.usage)   # what it used so far
                 done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=True)
+                assert done is not None   # wait=True: its commit
                 try:
-                    await asyncio.shield(done)  # type: ignore[arg-type]
+                    await asyncio.shield(done)
                 except Exception:  # the store logged it
                     pass
             raise
@@ -239,4 +241,4 @@ def _with_id(item: dict[str, Any]) -> dict[str, Any]:
     """An input item as stored: with an id (input_items and item_reference name it)."""
     if isinstance(item.get("id"), str):
         return item
-    return {"id": new_item_id(_ITEM_PREFIXES.get(item.get("type"), "item")), **item}  # type: ignore[arg-type]
+    return {"id": new_item_id(_ITEM_PREFIXES.get(item.get("type"), "item")), **item}

@@ -317,12 +317,14 @@ class Emitter:
             self._emit({"type": "response.function_call_arguments.done", **base, "name": item["name"],
                         "arguments": text})
         elif opened.lifecycle is Lifecycle.APPROVAL:
-            item["arguments"] = opened.call["arguments"] = text  # type: ignore[index]
+            assert opened.call is not None   # a server-side call's item has its view
+            item["arguments"] = opened.call["arguments"] = text
         elif opened.lifecycle is Lifecycle.SEARCH and item.get("status") == "in_progress":
-            opened.call["arguments"] = text  # type: ignore[index]
+            assert opened.call is not None
+            opened.call["arguments"] = text
             self._emit({"type": f"response.{item['type']}.in_progress", **base})
             self._emit({"type": f"response.{item['type']}.searching", **base})
-            self._running[opened.call["call_id"]] = opened  # type: ignore[index]
+            self._running[opened.call["call_id"]] = opened
             return
         elif opened.call is not None and item.get("status") == "in_progress":
             item["arguments"] = opened.call["arguments"] = text

@@ -90,13 +90,14 @@ async def call_tool(server: McpServer, name: str, arguments: dict[str, Any],
     """The tool's text output. `listed`: the tool as the turn listed it (its input and
     output schemas): the call is then one `tools/call`, no listing first. Raises McpFailure."""
 
-    from gateway.engine.mcp_session import session as _session
+    from gateway.engine.mcp_session import ListedSession, session as _session
 
     budget = _budget(server)
 
     async def run() -> str:
         async with _session(server, budget, {name: listed or {}}) as session:
-            session.know(name)  # type: ignore[attr-defined]  # a ListedSession
+            assert isinstance(session, ListedSession)   # given `listed`
+            session.know(name)
             result = await session.call_tool(name, arguments)
         content = [part.model_dump(mode="json", exclude_none=True) for part in result.content]
         if result.is_error:

@@ -26,7 +26,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import httptools
 
@@ -176,7 +176,7 @@ class Exchange(asyncio.Protocol):
     # -- asyncio.Protocol and the parser's callbacks ---------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)   # a TCP connection's: a full Transport
 
     def data_received(self, data: bytes) -> None:
         self._answered = True
