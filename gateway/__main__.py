@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     try_it.set_defaults(func=demo)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    return args.func(args)
+    status: int = args.func(args)
+    return status
 
 
 if __name__ == "__main__":

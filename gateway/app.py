@@ -187,7 +187,7 @@ async def _reach_upstream(services: Services, metrics: Metrics | None) -> None:
 
 
 def create_app(config: Configuration) -> web.Application:
-    actions: dict = {}
+    actions: dict[Any, str] = {}
     # Each application its own registry: never the process-global one.
     metrics = Metrics() if config.service.metrics else None
     observer = HttpObserver(metrics, config.service.root_path, config.authentication.module) if metrics else None

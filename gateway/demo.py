@@ -17,7 +17,8 @@ from gateway.config import parse_config
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def demo_app(port: int, data_dir: str | None, engine: bool = False) -> tuple[web.Application, str]:

@@ -19,7 +19,7 @@ Merged, a tool needs approval when either policy requires it:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 Approval = str | dict[str, list[str]]
 
@@ -27,26 +27,26 @@ Approval = str | dict[str, list[str]]
 def tighter(operator: Any, client: Any) -> Approval:
     """The policy a configured server's call runs under: the operator's, tightened by
     the client's (None: the client gave none)."""
-    operator = _normal(operator)
+    operators = _normal(operator)
     if client is None:
-        return operator
-    client = _normal(client)
-    if operator == "always" or client == "always":
+        return operators
+    clients = _normal(client)
+    if operators == "always" or clients == "always":
         return "always"
-    if operator == "never":
-        return client
-    if client == "never":
-        return operator
-    assert isinstance(operator, dict) and isinstance(client, dict)
-    always = list(dict.fromkeys(operator["always"] + client["always"]))
-    exempt = set(client["never"]) - set(always)
-    return {"always": always, "never": [name for name in operator["never"] if name in exempt]}
+    if operators == "never":
+        return clients
+    if clients == "never":
+        return operators
+    assert isinstance(operators, dict) and isinstance(clients, dict)
+    always = list(dict.fromkeys(operators["always"] + clients["always"]))
+    exempt = set(clients["never"]) - set(always)
+    return {"always": always, "never": [name for name in operators["never"] if name in exempt]}
 
 
 def _normal(approval: Any) -> Approval:
     """`always`, `never`, or a filter as two lists of names (anything unknown: `always`)."""
     if approval in ("always", "never"):
-        return approval
+        return cast(Approval, approval)
     if approval is None:
         return "never"  # the Responses API's default
     if hasattr(approval, "model_dump"):

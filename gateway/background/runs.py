@@ -41,13 +41,15 @@ def first_response(frames: bytes) -> dict[str, Any]:
     """The response object of the first frame (`response.created`)."""
     end = frames.find(b"\n\n")
     frame = frames if end < 0 else frames[:end]
-    return orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
+    response: dict[str, Any] = orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
+    return response
 
 
 def last_response(frames: bytes) -> dict[str, Any]:
     """The response object of the last frame (the terminal event)."""
     frame = frames.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
-    return orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
+    response: dict[str, Any] = orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
+    return response
 
 
 def cancelled_event(response: dict[str, Any], batches: list[bytes], usage: dict[str, Any] | None = None) -> Event:
@@ -89,8 +91,8 @@ class Run:
         self.done = False
         self.ending = False
         self.stopping: str | None = None   # why it ends failed (a shutdown, a fault), not cancelled
-        self.opened: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.task: asyncio.Task | None = None
+        self.opened: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.task: asyncio.Task[Any] | None = None
         self._store = store
         self._runner = runner
         self._changed = asyncio.Event()
@@ -98,7 +100,7 @@ class Run:
         self._pending_first = 0
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
-        self._flusher: asyncio.Task | None = None
+        self._flusher: asyncio.Task[Any] | None = None
 
     async def changed(self) -> None:
         """Wait for more frames (or the end)."""
@@ -239,7 +241,7 @@ class BackgroundRuns:
         self.store = store
         self.runner = runner_id
         self._runs: dict[str, Run] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def get(self, response_id: str) -> Run | None:
         return self._runs.get(response_id)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from gateway.background.runs import BackgroundRuns, interrupted_event
 from gateway.storage.background_responses import BackgroundStore, now_ms
@@ -46,7 +47,7 @@ async def fail_stale(store: BackgroundStore, older_than_ms: int | None) -> int:
 class BackgroundWatch:
     def __init__(self, runs: BackgroundRuns):
         self._runs = runs
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     async def start(self) -> None:
         store = self._runs.store

@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 from pydantic import PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from gateway.config.access import AccessRule, AuthorizationConfig, RoleRule, raw_role_rules, role_rules_adapter
 from gateway.config.auth import (DEFAULT_USER_ID, DEFAULT_USERNAME, LCORE_AUTH_MODULES, SUPPORTED_AUTH_MODULES,
@@ -172,7 +173,7 @@ class ConfigError(Exception):
 _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 
 
-def substitute_env(value: Any, path: str = "", environ: dict[str, str] | None = None) -> Any:
+def substitute_env(value: Any, path: str = "", environ: Mapping[str, str] | None = None) -> Any:
     """Replace `${env.VAR}` and `${env.VAR:=default}` in every string, like Llama Stack."""
     env = os.environ if environ is None else environ
     if isinstance(value, dict):
@@ -182,8 +183,9 @@ def substitute_env(value: Any, path: str = "", environ: dict[str, str] | None = 
     if not isinstance(value, str) or "${env." not in value:
         return value
 
-    def replace(match: re.Match) -> str:
-        name, default = match.group(1), match.group(2)
+    def replace(match: re.Match[str]) -> str:
+        name: str = match.group(1)
+        default: str | None = match.group(2)
         if name in env:
             return env[name]
         if default is not None:
@@ -197,7 +199,7 @@ def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _describe(error: dict) -> str:
+def _describe(error: ErrorDetails) -> str:
     path = ""
     for part in error["loc"]:
         path = f"{path}[{part}]" if isinstance(part, int) else _join(path, part)
@@ -230,7 +232,7 @@ def parse_config(data: Any) -> Configuration:
         raise ConfigError([_describe(error) for error in exc.errors()]) from None
 
 
-def load_config(path: str | os.PathLike) -> Configuration:
+def load_config(path: str | os.PathLike[str]) -> Configuration:
     try:
         text = Path(path).read_text()
     except OSError as exc:

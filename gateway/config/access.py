@@ -23,6 +23,12 @@ class ApiKeyEntry(Strict):
     username: str | None = None          # default: user_id
     roles: list[str] = []
 
+    @property
+    def secret(self) -> SecretStr:
+        """The key, given as `key` or read from `key_file` (`_one_key` makes it set)."""
+        assert self.key is not None
+        return self.key
+
     @model_validator(mode="after")
     def _one_key(self) -> "ApiKeyEntry":
         if (self.key is None) == (self.key_file is None):
@@ -35,7 +41,7 @@ class ApiKeyEntry(Strict):
             if not value:
                 raise ValueError(f"key_file: {self.key_file} is empty")
             self.key = SecretStr(value)
-        elif not self.key.get_secret_value():
+        elif self.key is not None and not self.key.get_secret_value():
             raise ValueError("key: must not be empty")
         return self
 
@@ -54,10 +60,10 @@ class ApiKeyConfig(Strict):
             raise ValueError("at least one of api_key and keys is required")
         seen = [self.api_key.get_secret_value()] if self.api_key is not None else []
         for index, entry in enumerate(self.keys):
-            if entry.key.get_secret_value() in seen:
+            if entry.secret.get_secret_value() in seen:
                 # One key must mean one identity (the message does not show the key).
                 raise ValueError(f"keys[{index}]: the same key is configured twice")
-            seen.append(entry.key.get_secret_value())
+            seen.append(entry.secret.get_secret_value())
         return self
 
 
@@ -144,10 +150,10 @@ class RoleRule(Strict):
 
     @model_validator(mode="after")
     def _valid(self) -> "RoleRule":
-        import jsonpath_ng  # only a configuration with role rules loads it (start-up memory)
+        from jsonpath_ng.parser import parse  # only a configuration with role rules loads it (start-up memory)
 
         try:
-            jsonpath_ng.parse(self.jsonpath)
+            parse(self.jsonpath)
         except Exception as exc:  # the lexer and the parser raise their own exception types
             raise ValueError(f"jsonpath: invalid JSONPath expression {self.jsonpath!r}: {exc}") from None
         if not self.roles:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -51,7 +51,8 @@ class JwtConfiguration(Strict):
 
 
 # Asymmetric signature algorithms only: `none` and HMAC are never accepted for JWKS keys.
-JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+JwtAlgorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+JWT_ALGORITHMS: tuple[JwtAlgorithm, ...] = get_args(JwtAlgorithm)
 
 
 class JwkConfig(Strict):
@@ -64,7 +65,7 @@ class JwkConfig(Strict):
     issuer: str | None = None
     audience: str | list[str] | None = None
     # Ours: what a key without `alg` may verify, by its `kty` (and curve).
-    algorithms: list[Literal[JWT_ALGORITHMS]] = ["RS256", "PS256", "ES256", "ES384", "ES512", "EdDSA"]
+    algorithms: list[JwtAlgorithm] = ["RS256", "PS256", "ES256", "ES384", "ES512", "EdDSA"]
     # Ours: seconds the key set is used before it is fetched again (LCORE: one hour).
     jwks_cache_seconds: float = Field(3600, ge=0)
     # Ours: an unknown `kid` refetches the key set at most once per this many seconds.
@@ -169,7 +170,7 @@ class AuthenticationConfig(Strict):
     def _module_block(self) -> "AuthenticationConfig":
         if self.module == "jwk-token" and self.jwk_config is None:
             raise ValueError("jwk_config: required by module jwk-token")
-        if self.module == "jwk-token" and self.jwk_config.url is None:
+        if self.module == "jwk-token" and self.jwk_config is not None and self.jwk_config.url is None:
             raise ValueError("jwk_config.url: required by module jwk-token")
         if self.module == "api-key-token" and self.api_key_config is None:
             raise ValueError("api_key_config: required by module api-key-token")

@@ -41,7 +41,8 @@ class Period:
 
     @classmethod
     def parse(cls, text: str) -> "Period":
-        return _parse(cls, text)
+        # A class object is hashable; mypy does not match it to typeshed's Hashable protocol.
+        return _parse(cls, text)  # type: ignore[arg-type]
 
     @classmethod
     def _parse(cls, text: str) -> "Period":
@@ -78,7 +79,7 @@ class Period:
 
 
 @lru_cache(maxsize=256)
-def _parse(cls: type, text: str) -> Period:
+def _parse(cls: type[Period], text: str) -> Period:
     return cls._parse(text)
 
 

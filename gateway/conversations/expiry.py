@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 from datetime import timedelta, timezone
 
 from gateway.config import ConversationExpiryConfig
@@ -35,7 +36,7 @@ class ExpirySweep:
         self._db = db
         self._history = history
         self._forgetting = forgetting
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     def start(self) -> None:
         if self._ttl is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from gateway.schema.errors import ApiError
 from gateway.storage.history import ConversationHistory, Deleted
@@ -38,7 +38,7 @@ class Forgetting:
         self._backend = backend
         # Called with what was deleted, after the database's part (transcripts' files).
         self.also: list[Callable[[Deleted], Awaitable[None]]] = []
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     async def delete(self, conversation_id: str, idle_before: str | None = None) -> Deleted | None:
         """Delete it, if this call claims it (None: nothing was deleted here)."""

@@ -68,7 +68,7 @@ class Transcripts(TurnHooks):
         self._storage = Path(storage)
         self._queue: list[tuple[Path, dict[str, Any]]] = []
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._closing = False
         self._lock = asyncio.Lock()
 

@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         import uvloop  # optional: faster event loop when installed
     except ImportError:
-        uvloop = None
-    if uvloop is not None:
+        pass
+    else:
         uvloop.install()
     try:
         asyncio.run(serve(args))

@@ -143,7 +143,7 @@ def create_app(*, responses: bool = True, conversations: bool = True, delay_ms: 
     # Large request bodies (long histories) are normal for a model server.
     app = web.Application(middlewares=[_middleware(state)], client_max_size=64 * 2**20)
     app[STATE] = state
-    table = []
+    table: list[dict[str, object]] = []
     for method, path, handler, provider in _routes(responses, responses and conversations):
         app.router.add_route(method, path, handler)
         route = path.replace("{model_id:.+}", "{model_id:path}")

@@ -144,7 +144,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         trigger or "", "tool_calls" if calls else "stop")
     completion_tokens = reply.completion_tokens + sum(count_words(c[2]) for c in calls[1:]) \
         + (count_words(reasoning) if reasoning else 0)
-    usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": completion_tokens,
+    usage: dict[str, Any] = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": completion_tokens,
              "total_tokens": reply.prompt_tokens + completion_tokens}
     if reasoning:
         usage["completion_tokens_details"] = {"reasoning_tokens": count_words(reasoning)}
@@ -181,12 +181,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         await sse.wait_for_disconnect(request)
         return resp
     if trigger in (triggers.ERROR_EVENT, triggers.ECHO_ERROR, triggers.ECHO_ERROR_FIRST):
-        message = triggers.ERROR_EVENT_MESSAGE if trigger == triggers.ERROR_EVENT \
+        error_message = triggers.ERROR_EVENT_MESSAGE if trigger == triggers.ERROR_EVENT \
             else triggers.echo_of(request.headers, body)
         if trigger == triggers.ECHO_ERROR_FIRST:
             frames.clear()  # the error is the stream's first chunk
         frames.append(b"data: " + orjson.dumps({"error": {
-            "message": message, "type": "server_error", "param": None, "code": 500}}) + b"\n\n")
+            "message": error_message, "type": "server_error", "param": None, "code": 500}}) + b"\n\n")
         frames.append(DONE)
     elif calls:
         for index, (call_id, name, arguments) in enumerate(calls):

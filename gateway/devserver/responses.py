@@ -25,7 +25,7 @@ from .model import last_user_text
 from .shapes import (Echo, detail, json_response, model_not_found_message, queued_object,
                      response_object, usage, validation_error)
 from .state import STATE, ServerState
-from .store import CONVERSATION_ID_RE, StoredResponse
+from .store import CONVERSATION_ID_RE, Conversation, StoredResponse
 from .stream import EventWriter, untyped_error_frame
 from .tools import build_toolset
 from .validation import check_create, json_invalid, not_an_object
@@ -59,7 +59,7 @@ class CreateRequest:
         self.knobs = triggers.read_knobs(body.get("metadata"), state.delay_ms, state.dialect)
         self.echo = Echo(body, list(body.get("tools") or []) if self.knobs.echo_tools_verbatim else self.toolset.echo)
         self.history: list[dict[str, Any]] = []
-        self.conversation = None
+        self.conversation: Conversation | None = None
         self.messages: list[dict[str, Any]] = []
         self.turn_input: list[dict[str, Any]] = []
         self.trigger: str | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import aclosing
-from typing import Any, AsyncContextManager, AsyncIterator, Sequence
+from typing import Any, AsyncContextManager, AsyncGenerator, AsyncIterator, Sequence
 
 from gateway.config import InferenceConfig
 from gateway.destinations import DestinationPolicy
@@ -38,7 +38,8 @@ from gateway.upstream.responses_api import StreamBroken, UpstreamStream
 
 log = logging.getLogger("gateway.engine")
 CHAT_PATH = "/v1/chat/completions"
-_ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
+# Looked up with an item's `type` as the client sent it (any JSON value).
+_ITEM_PREFIXES: dict[Any, str] = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
 
 
 class LocalEngine:
@@ -95,9 +96,10 @@ class LocalEngine:
         async for events in self.events(turn):
             terminal = events[-1] if events else terminal
         assert terminal is not None
-        return terminal.data["response"]
+        response: dict[str, Any] = terminal.data["response"]
+        return response
 
-    async def events(self, turn: EngineTurn) -> AsyncIterator[list[Event]]:
+    async def events(self, turn: EngineTurn) -> AsyncGenerator[list[Event], None]:
         """The response's events, a list per upstream read, the terminal event last."""
         body = turn.body
         history = await self._history(turn, body.get("previous_response_id"))
@@ -164,8 +166,9 @@ class LocalEngine:
                     # so, with the output so far, before the cancel is answered.
                     emitter.response.update(status="cancelled", usage=turn.usage)   # what it used so far
                 done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=True)
+                assert done is not None   # wait=True: its commit
                 try:
-                    await asyncio.shield(done)  # type: ignore[arg-type]
+                    await asyncio.shield(done)
                 except Exception:  # the store logged it
                     pass
             raise
@@ -203,7 +206,7 @@ class LocalEngine:
             raise UpstreamChatError("the upstream's chat completion has no message") from None
         return content if isinstance(content, str) else ""
 
-    async def _chat(self, request: dict[str, Any], model: str) -> AsyncIterator[list[Chunk]]:
+    async def _chat(self, request: dict[str, Any], model: str) -> AsyncGenerator[list[Chunk], None]:
         """The upstream's chat stream, decoded: the chunks of each read."""
         decoder = ChatDecoder()
         redact = self._client.redact
@@ -226,16 +229,16 @@ class LocalEngine:
 def _redact_errors(chunks: list[Chunk], redact: Any) -> None:
     """An error chunk's message without what the gateway sent the upstream (its key)."""
     for chunk in chunks:
-        if chunk.__class__ is dict and chunk.get("error") is not None:  # type: ignore[union-attr]
-            error = chunk["error"]  # type: ignore[index]
+        if chunk.__class__ is dict and chunk.get("error") is not None:
+            error = chunk["error"]
             if isinstance(error, dict) and isinstance(error.get("message"), str):
                 error["message"] = redact(error["message"])
             elif isinstance(error, str):
-                chunk["error"] = redact(error)  # type: ignore[index]
+                chunk["error"] = redact(error)
 
 
 def _with_id(item: dict[str, Any]) -> dict[str, Any]:
     """An input item as stored: with an id (input_items and item_reference name it)."""
     if isinstance(item.get("id"), str):
         return item
-    return {"id": new_item_id(_ITEM_PREFIXES.get(item.get("type"), "item")), **item}  # type: ignore[arg-type]
+    return {"id": new_item_id(_ITEM_PREFIXES.get(item.get("type"), "item")), **item}

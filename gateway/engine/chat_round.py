@@ -32,7 +32,7 @@ class ChatRound:
 
     def feed(self, chunk: Chunk) -> None:
         if chunk.__class__ is list:  # text pieces' JSON strings (chat_stream.py)
-            self._emitter.text_literals(chunk)  # type: ignore[arg-type]
+            self._emitter.text_literals(chunk)
             return
         assert isinstance(chunk, dict)
         error = chunk.get("error")

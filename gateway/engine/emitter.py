@@ -38,7 +38,7 @@ class _Open:
     def __init__(self, item: dict[str, Any], index: int):
         self.item = item
         self.index = index
-        self.text: list = []        # pieces: JSON strings (output text), else str
+        self.text: list[Any] = []   # pieces: JSON strings (output text), else str
         self.head: bytes | None = None  # a text delta event's bytes up to the delta
         self.call: dict[str, Any] | None = None  # a server-side call's view for the loop
         self.lifecycle: Lifecycle | None = None  # a server-side call's (items.py)
@@ -75,7 +75,8 @@ class Emitter:
 
     @property
     def output(self) -> list[dict[str, Any]]:
-        return self.response["output"]
+        output: list[dict[str, Any]] = self.response["output"]
+        return output
 
     def take(self) -> list[Event]:
         """The events emitted since the last call."""
@@ -282,11 +283,11 @@ class Emitter:
         if item["type"] == "message" and item["content"][0]["type"] == "output_text":
             if self.citations is not None:
                 for piece in self.citations.flush():  # text held back in case a marker began
-                    self._deltas([orjson.dumps(piece)])  # type: ignore[arg-type]
+                    self._deltas([orjson.dumps(piece)])
                 self.citations.reset()  # the next text part counts from 0
             cited, self._cited = self._cited, []
             # The pieces are JSON strings: their insides joined are one JSON string.
-            text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))  # type: ignore[misc]
+            text = orjson.loads(b'"%s"' % b"".join([piece[1:-1] for piece in opened.text]))
             self.round_text.append(text)
         else:
             text = "".join(opened.text)
@@ -316,12 +317,14 @@ class Emitter:
             self._emit({"type": "response.function_call_arguments.done", **base, "name": item["name"],
                         "arguments": text})
         elif opened.lifecycle is Lifecycle.APPROVAL:
-            item["arguments"] = opened.call["arguments"] = text  # type: ignore[index]
+            assert opened.call is not None   # a server-side call's item has its view
+            item["arguments"] = opened.call["arguments"] = text
         elif opened.lifecycle is Lifecycle.SEARCH and item.get("status") == "in_progress":
-            opened.call["arguments"] = text  # type: ignore[index]
+            assert opened.call is not None
+            opened.call["arguments"] = text
             self._emit({"type": f"response.{item['type']}.in_progress", **base})
             self._emit({"type": f"response.{item['type']}.searching", **base})
-            self._running[opened.call["call_id"]] = opened  # type: ignore[index]
+            self._running[opened.call["call_id"]] = opened
             return
         elif opened.call is not None and item.get("status") == "in_progress":
             item["arguments"] = opened.call["arguments"] = text
@@ -379,6 +382,7 @@ class Emitter:
         self.response.update(status="incomplete", incomplete_details={"reason": reason})
 
     def _terminal(self, status: str) -> Event:
-        data = {"type": TERMINAL_TYPES[status], "response": self.response, "sequence_number": self._next}
+        kind = TERMINAL_TYPES[status]
+        data = {"type": kind, "response": self.response, "sequence_number": self._next}
         self._next += 1
-        return Event(data["type"], None, data)
+        return Event(kind, None, data)

@@ -92,7 +92,9 @@ def hits_of(page: Any, multiplier: float) -> list[Hit]:
     for entry in data:
         if not isinstance(entry, dict) or not isinstance(entry.get("score"), (int, float)):
             raise ValueError("a search result has no numeric score")
-        attributes = entry.get("attributes") if isinstance(entry.get("attributes"), dict) else {}
+        attributes = entry.get("attributes")
+        if not isinstance(attributes, dict):
+            attributes = {}
         file_id = str(entry.get("file_id") or attributes.get("document_id") or "")
         filename = str(entry.get("filename") or attributes.get("filename") or file_id or "unknown")
         text = "".join(str(part.get("text") or "") for part in entry.get("content") or ()

@@ -30,7 +30,7 @@ import asyncio
 import logging
 import re
 from contextlib import aclosing
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncGenerator, Iterable
 
 import orjson
 
@@ -153,7 +153,7 @@ def refusal_chunk(message: str) -> dict[str, Any]:
 def refusing(message: str) -> Model:
     """A model that refuses at once: the response to flagged input."""
 
-    async def run(chat: dict[str, Any]) -> AsyncIterator[list[Chunk]]:
+    async def run(chat: dict[str, Any]) -> AsyncGenerator[list[Chunk], None]:
         yield [refusal_chunk(message)]
 
     return run
@@ -162,7 +162,7 @@ def refusing(message: str) -> Model:
 def _text_of(chunk: Chunk) -> tuple[str, bool]:
     """The text a chunk would show the client, and whether it carries a tool call."""
     if chunk.__class__ is list:
-        return "".join(orjson.loads(literal) for literal in chunk), False  # type: ignore[union-attr]
+        return "".join(orjson.loads(literal) for literal in chunk), False
     assert isinstance(chunk, dict)
     text, call = [], False
     for choice in chunk.get("choices") or ():
@@ -194,7 +194,7 @@ def guarded(model: Model, moderation: Moderation, ids: list[str]) -> Model:
     """`model` with every round's answer checked before it is passed on (module doc)."""
     window = moderation.window
 
-    async def run(chat: dict[str, Any]) -> AsyncIterator[list[Chunk]]:
+    async def run(chat: dict[str, Any]) -> AsyncGenerator[list[Chunk], None]:
         answer: list[str] = []  # the round's text so far, released and held
         pending = 0             # characters of it not checked yet
         ended = False           # a sentence ended in them

@@ -34,7 +34,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 
 import orjson
 
@@ -55,7 +55,7 @@ NOT_RUN = ("Not run: this round also called a client-side function tool, and suc
            "(spec 002); call the tool again if it is still needed.")
 
 # The model: a chat request in, the decoded chunks of its stream out, a list per read.
-Model = Callable[[dict[str, Any]], AsyncIterator[list[Chunk]]]
+Model = Callable[[dict[str, Any]], AsyncGenerator[list[Chunk], None]]
 # Called with the items produced so far and whether the response is finished.
 Save = Callable[[Emitter, bool], Awaitable[None]]
 
@@ -213,8 +213,8 @@ def _refuse_before_the_first_event(chunks: list[Chunk]) -> None:
     """An upstream whose stream opens with an error gets the HTTP error: nothing was
     sent to the client yet."""
     first = chunks[0] if chunks else None
-    if first.__class__ is dict and first.get("error") is not None:  # type: ignore[union-attr]
-        error = first["error"]  # type: ignore[index]
+    if first.__class__ is dict and first.get("error") is not None:
+        error = first["error"]
         raise upstream_error(500, str(error.get("message") if isinstance(error, dict) else error))
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Awaitable, Mapping, TypeVar
 
 import orjson
 
@@ -90,13 +90,14 @@ async def call_tool(server: McpServer, name: str, arguments: dict[str, Any],
     """The tool's text output. `listed`: the tool as the turn listed it (its input and
     output schemas): the call is then one `tools/call`, no listing first. Raises McpFailure."""
 
-    from gateway.engine.mcp_session import session as _session
+    from gateway.engine.mcp_session import ListedSession, session as _session
 
     budget = _budget(server)
 
     async def run() -> str:
         async with _session(server, budget, {name: listed or {}}) as session:
-            session.know(name)  # type: ignore[attr-defined]  # a ListedSession
+            assert isinstance(session, ListedSession)   # given `listed`
+            session.know(name)
             result = await session.call_tool(name, arguments)
         content = [part.model_dump(mode="json", exclude_none=True) for part in result.content]
         if result.is_error:
@@ -112,7 +113,10 @@ def _budget(server: McpServer) -> ReadBudget | None:
     return None if server.limits is None else ReadBudget(server.limits.message_bytes)
 
 
-async def _bounded(server: McpServer, operation: Any, budget: ReadBudget | None = None) -> Any:
+_Result = TypeVar("_Result")
+
+
+async def _bounded(server: McpServer, operation: Awaitable[_Result], budget: ReadBudget | None = None) -> _Result:
     """The operation within the server's timeout, its failures as McpFailure (a
     response past the budget, however the transport reported it, says so)."""
     try:
@@ -174,8 +178,9 @@ class McpExecutor(EngineTool):
             if not isinstance(arguments, dict):
                 raise ValueError("the arguments are not a JSON object")
         except (orjson.JSONDecodeError, ValueError) as exc:
-            error = {"type": "mcp_protocol_error", "code": -32602, "message": f"Invalid arguments: {exc}"}
-            return ToolResult(error["message"], is_error=True, fields={"error": error})
+            message = f"Invalid arguments: {exc}"
+            error = {"type": "mcp_protocol_error", "code": -32602, "message": message}
+            return ToolResult(message, is_error=True, fields={"error": error})
         try:
             output = await call_tool(server, call.tool["mcp_name"], arguments, call.tool.get("listed"))
         except McpFailure as failure:

@@ -117,6 +117,7 @@ class CappedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
+        # httpx2 types a response's stream as sync or async; an async transport's is async.
         stream = _CappedStream(response.stream, self._budget)  # type: ignore[arg-type]
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self._budget.limit:
@@ -146,9 +147,10 @@ def guarded_client(policy: DestinationPolicy, headers: dict[str, str] | None = N
 def refusal_of(exc: BaseException) -> ForbiddenDestination | None:
     """The refusal behind an exception httpx2 or the `mcp` transports raised, if any."""
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, RefusedConnection):
-            return exc.reason
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, RefusedConnection):
+            return current.reason
+        current = current.__cause__ or current.__context__
     return None

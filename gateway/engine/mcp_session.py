@@ -90,7 +90,7 @@ async def session(server: McpServer, budget: ReadBudget | None = None,
             yield opened
         return
     # A budget caps one SSE event too (the package's own 1 MiB default otherwise).
-    events = {} if budget is None else {"max_sse_event_size": budget.limit}
+    events: dict[str, Any] = {} if budget is None else {"max_sse_event_size": budget.limit}
     async with make(dict(server.headers), httpx2.Timeout(server.timeout)) as http:
         async with streamable_http_client(server.url, http_client=http, **events) as (read, write), \
                 opened_session(read, write) as opened:

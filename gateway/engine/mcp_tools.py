@@ -109,7 +109,7 @@ def _bad_approval(cause: str) -> ApiError:
 
 
 def mcp_prelude(tools: list[dict[str, Any]], earlier: Iterable[dict[str, Any]], plan: Plan, emitter: Emitter,
-                timeouts: Mapping[str, float | None], approvals: list[Approval] = (),  # type: ignore[assignment]
+                timeouts: Mapping[str, float | None], approvals: Sequence[Approval] = (),
                 client_policy: DestinationPolicy | None = None, limits: McpLimits | None = None,
                 choice: Any = None) -> Callable[[], AsyncIterator[list[Event]]]:
     """The prelude for `plan`: runs the approved calls, lists the servers, then adds
@@ -154,7 +154,7 @@ def mcp_prelude(tools: list[dict[str, Any]], earlier: Iterable[dict[str, Any]], 
     return prelude
 
 
-async def _approved(approvals: list[Approval], servers: list[tuple[dict[str, Any], McpServer]], plan: Plan,
+async def _approved(approvals: Sequence[Approval], servers: list[tuple[dict[str, Any], McpServer]], plan: Plan,
                     emitter: Emitter) -> AsyncIterator[list[Event]]:
     """Run the approved calls (concurrently); tell the model about each answer."""
     by_label = {server.label: server for _, server in servers}
@@ -198,7 +198,7 @@ def _force(choice: Any, servers: list[tuple[dict[str, Any], McpServer]], plan: P
         return
     plan.tool_choice = None
     for offered, tool in plan.tools.items():
-        server = tool.get("server")
+        server: Any = tool.get("server")   # an mcp_tool's McpServer
         if tool.get("type") == "mcp_tool" and tool.get("mcp_name") == name and server.label == choice["server_label"]:
             plan.tool_choice = {"type": "function", "function": {"name": offered}}
             return

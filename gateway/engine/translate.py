@@ -27,7 +27,8 @@ from gateway.schema.responses_tools import WEB_SEARCH_TYPES
 # decided before the model runs again).
 _SKIPPED_ITEMS = frozenset({"reasoning", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
-_ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
+# Looked up with a message's `role` as the client sent it (any JSON value).
+_ROLES: dict[Any, str] = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 
 
 def unsupported(cause: str, param: str = "input") -> ApiError:
@@ -98,7 +99,9 @@ def to_messages(items: Iterable[dict[str, Any]], instructions: str | None = None
             continue
         if kind == "web_search_call":  # an earlier search: the call, and where it looked
             call_id = str(item.get("id"))
-            action = item.get("action") if isinstance(item.get("action"), dict) else {}
+            action = item.get("action")
+            if not isinstance(action, dict):
+                action = {}
             calls().append(_tool_call(call_id, "web_search", {"query": action.get("query") or ""}))
             sources = [source.get("url") for source in action.get("sources") or () if isinstance(source, dict)]
             messages.append({"role": "tool", "tool_call_id": call_id, "content": (
@@ -141,7 +144,7 @@ def _text(value: Any) -> str:
 
 
 def _message(item: dict[str, Any]) -> dict[str, Any]:
-    role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+    role = _ROLES.get(item.get("role"))
     if role is None:
         raise unsupported(f"Messages with role {item.get('role')!r} are not supported")
     content = item.get("content")

@@ -36,6 +36,9 @@ class EngineTurn(Protocol):
     def conversation(self) -> str | None: ...
 
     @property
+    def shown_conversation(self) -> str | dict[str, str] | None: ...
+
+    @property
     def store(self) -> bool: ...
 
     @property

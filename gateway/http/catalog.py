@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from aiohttp import web
 
@@ -18,7 +19,7 @@ def gateway_version() -> str:
         return "0.0.0"
 
 
-def _lcore_model(model: ModelInfo) -> dict:
+def _lcore_model(model: ModelInfo) -> dict[str, Any]:
     metadata = {key: value for key, value in (model.raw.get("custom_metadata") or {}).items()
                 if key not in ("model_type", "provider_id", "provider_resource_id")}
     return {"identifier": model.id, "metadata": metadata, "api_model_type": model.model_type,
@@ -26,7 +27,7 @@ def _lcore_model(model: ModelInfo) -> dict:
             "provider_resource_id": model.provider_resource_id or model.id, "model_type": model.model_type}
 
 
-def _openai_model(model: ModelInfo) -> dict:
+def _openai_model(model: ModelInfo) -> dict[str, Any]:
     return {"object": "model", "created": 0, "owned_by": model.provider_id or "upstream", **model.raw,
             "id": model.id}
 

@@ -14,8 +14,10 @@ import re
 from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME, AuthenticationConfig, ServiceConfig
+from gateway.config.service import CorsConfig
 from gateway.http.openapi import AUTHENTICATED_ONLY
 from gateway.http.responses_io import json_response
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL
@@ -75,7 +77,7 @@ _NO_AUTH = Identity(user_id=DEFAULT_USER_ID, username=DEFAULT_USERNAME, skip_use
 
 def gateway_middleware(service: ServiceConfig, authentication: AuthenticationConfig,
                        route_actions: Mapping[Any, str], observer: HttpObserver | None = None,
-                       requests: RequestObserver | None = None):
+                       requests: RequestObserver | None = None) -> Middleware:
     """`route_actions`: each route's action (`openapi.route_actions`); the application
     fills it in once its routes are registered. `observer`: the request metrics (None:
     metrics off). `requests`: the access line and the request's span (None: neither)."""
@@ -149,6 +151,7 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
         REQUEST.set((rid, began[0]))   # the id is sent upstream with every call this request makes
         extra = {"X-Request-ID": rid, **cors_headers(request)}
         status, websocket = 500, False
+        response: web.StreamResponse
         try:
             try:
                 if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
@@ -187,7 +190,7 @@ def gateway_middleware(service: ServiceConfig, authentication: AuthenticationCon
     return web.middleware(handle)
 
 
-def _preflight(request: web.Request, cors, headers: dict[str, str]) -> web.Response:
+def _preflight(request: web.Request, cors: CorsConfig, headers: dict[str, str]) -> web.Response:
     if "Access-Control-Allow-Origin" not in headers:
         return web.Response(status=403, text="CORS origin not allowed")
     methods = cors.allow_methods

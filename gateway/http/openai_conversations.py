@@ -88,6 +88,7 @@ async def create_conversation(request: web.Request) -> web.Response:
     opened = _opened(request, caller.user_id, create.items) if create.items else None
     upstream_id = await (await services.turns.backend()).create_conversation()
     conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
+    assert conversation_id is not None, "the upstream's conversation ids are conv_<48 hex> or UUIDs"
     now = datetime.now(timezone.utc).isoformat()
     record = ConversationRecord(conversation_id, caller.user_id, upstream_id, now, now, None, None, None, 0, "", False)
     await services.conversations.save(record, None)
@@ -117,7 +118,10 @@ async def _add(services: Services, record: ConversationRecord, raw: list[dict[st
     What is kept or relayed is redacted (the redaction shields, `turns/shields.py`)."""
     if record.upstream_id is not None:
         sent = services.turns.redacted(raw if opened is None else opened)   # the summary, never the item
-        return (await _relay(services, "POST", _item_path(record.upstream_id), json={"items": [openai.normalized(item) for item in sent]}))["data"]
+        relayed = await _relay(services, "POST", _item_path(record.upstream_id),
+                               json={"items": [openai.normalized(item) for item in sent]})
+        added: list[dict[str, Any]] = relayed["data"]
+        return added
     _within_limit(services, await services.items.count(record.id), len(raw))
     items = [openai.new_item(item) for item in services.turns.redacted(raw)]
     await services.items.add(record.id, items, pending=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from pydantic import TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 
 from gateway.config.access import Action
 from gateway.schema.conversations import (ConversationAndHistory, ConversationDeletedBoth,
@@ -336,7 +337,8 @@ def _schemas() -> dict[str, Any]:
               ConversationUpdateResponse, ConversationDeleteResponse, FeedbackResponse, FeedbackStatus,
               FeedbackStatusUpdate, OpenAIConversation, OpenAIConversationItemList, ConversationAndHistory,
               ConversationDeletedBoth}
-    inputs = [(model.__name__, "serialization", TypeAdapter(model)) for model in models]
+    inputs: list[tuple[str, JsonSchemaMode, TypeAdapter[Any]]] = [
+        (model.__name__, "serialization", TypeAdapter(model)) for model in models]
     inputs.append(("ResponsesRequest", "validation", TypeAdapter(ResponsesRequest)))
     inputs.append(("QuotaChange", "validation", TypeAdapter(QuotaChange)))
     inputs.append(("ConversationUpdateRequest", "validation", TypeAdapter(ConversationUpdateRequest)))

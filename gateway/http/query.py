@@ -103,7 +103,7 @@ class _LegacySocket(FrameSink):
         self.response = _Stream(headers={
             "Content-Type": _CONTENT_TYPES[legacy.text], "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
             "X-Request-ID": request["request_id"]})
-        self.write = self.response.write   # type: ignore[method-assign]
+        self.write = self.response.write
 
     @property
     def interrupted(self) -> bool:

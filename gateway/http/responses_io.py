@@ -26,4 +26,5 @@ async def read_json(request: web.Request) -> Any:
 
 
 def identity(request: web.Request) -> Identity:
-    return request["identity"]
+    found: Identity = request["identity"]   # set by the middleware
+    return found

@@ -12,9 +12,6 @@ from gateway.http.catalog import gateway_version
 from gateway.http.openapi import openapi_document
 from gateway.http.services import SERVICES
 
-_DOCUMENT: web.AppKey["OpenApiCache"] = web.AppKey("openapi_document", object)
-
-
 class OpenApiCache:
     """The document, built once: generating the schemas takes about a second of CPU, so it
     happens off the event loop, on first use."""
@@ -29,6 +26,8 @@ class OpenApiCache:
                 None, lambda: orjson.dumps(openapi_document(title, gateway_version(), root_path)))
         return await asyncio.shield(self._body)
 
+
+_DOCUMENT: web.AppKey[OpenApiCache] = web.AppKey("openapi_document", OpenApiCache)
 
 async def openapi(request: web.Request) -> web.Response:
     config = request.app[SERVICES].config

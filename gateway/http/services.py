@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -51,8 +52,8 @@ class Services:
 
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)
 # Handlers that answer without authentication.
-PUBLIC: web.AppKey[frozenset] = web.AppKey("public_handlers", frozenset)
+PUBLIC: web.AppKey[frozenset[Any]] = web.AppKey("public_handlers", frozenset)
 # Handlers a request without the module's credential header reaches unauthenticated, as
 # LCORE's `skip_for_health_probes` / `skip_for_metrics` allow; with a credential they
 # authenticate like every other endpoint.
-SKIP_WITHOUT_CREDENTIAL: web.AppKey[frozenset] = web.AppKey("skip_without_credential", frozenset)
+SKIP_WITHOUT_CREDENTIAL: web.AppKey[frozenset[Any]] = web.AppKey("skip_without_credential", frozenset)

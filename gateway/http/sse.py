@@ -34,8 +34,8 @@ class _Socket(FrameSink):
         super().__init__(turns.runner.rewriter(turn))
         self._request = request
         self.response = _EventStream(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
-        self.write = self.response.write   # type: ignore[method-assign]  (no layer per read)
-        self.end = self.response.write_eof   # type: ignore[method-assign]
+        self.write = self.response.write   # no layer per read
+        self.end = self.response.write_eof
 
     async def start(self) -> None:
         await self.response.prepare(self._request)

@@ -93,8 +93,8 @@ class _Sink(FrameSink):
 
     def __init__(self, rewriter: WebSocketRewriter, writer: Any):
         super().__init__(rewriter)
-        self.write = writer.write   # type: ignore[method-assign]  (no layer per read)
-        self.end = writer.write     # type: ignore[method-assign]
+        self.write = writer.write   # no layer per read
+        self.end = writer.write
 
 
 def _origin_allowed(request: web.Request, origins: list[str]) -> bool:

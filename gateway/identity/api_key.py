@@ -29,13 +29,14 @@ class ApiKeyAuthenticator:
 
     def __init__(self, authentication: AuthenticationConfig):
         config = authentication.api_key_config
+        assert config is not None   # required by module api-key-token (`AuthenticationConfig._module_block`)
         self._keys: list[tuple[bytes, Identity]] = []
         if config.api_key is not None:
             self._keys.append((_digest(config.api_key.get_secret_value()),
                                Identity(user_id=DEFAULT_USER_ID, username=DEFAULT_USERNAME, skip_userid_check=True)))
         for entry in config.keys:
             username = entry.username or entry.user_id
-            self._keys.append((_digest(entry.key.get_secret_value()), Identity(
+            self._keys.append((_digest(entry.secret.get_secret_value()), Identity(
                 user_id=entry.user_id, username=username, roles=tuple(entry.roles),
                 document={"user_id": entry.user_id, "username": username, "roles": list(entry.roles)})))
 

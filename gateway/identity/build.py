@@ -3,7 +3,7 @@ when there are any."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from gateway.config import AuthenticationConfig
 from gateway.config.access import AccessRule, RoleRule
@@ -17,7 +17,7 @@ from gateway.identity.noop_with_token import NoopWithTokenAuthenticator
 from gateway.identity.rh_identity import RhIdentityAuthenticator
 from gateway.identity.trusted_proxy import TrustedProxyAuthenticator
 
-_MODULES = {"noop": NoopAuthenticator, "noop-with-token": NoopWithTokenAuthenticator,
+_MODULES: dict[str, Callable[[AuthenticationConfig], Authenticator]] = {"noop": NoopAuthenticator, "noop-with-token": NoopWithTokenAuthenticator,
             "api-key-token": ApiKeyAuthenticator, "jwk-token": JwkTokenAuthenticator, "k8s": K8sAuthenticator,
             "rh-identity": RhIdentityAuthenticator, "trusted-proxy": TrustedProxyAuthenticator}
 

@@ -19,6 +19,7 @@ import time
 from typing import Any, Mapping
 
 import jwt
+from jwt.types import Options
 
 from gateway.config.auth import AuthenticationConfig
 from gateway.identity import Identity
@@ -48,7 +49,7 @@ class JwkTokenAuthenticator:
         self.jwks = JwksCache(config.jwk_config)
         self._verified: dict[bytes, tuple[float, Identity]] = {}
         self._verified_version = 0
-        self._decode_options = {"verify_aud": config.jwk_config.audience is not None,
+        self._decode_options: Options = {"verify_aud": config.jwk_config.audience is not None,
                                 "require": ["exp"] if config.jwk_config.require_exp else []}
 
     async def authenticate(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity:

@@ -16,7 +16,7 @@ import logging
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import aiohttp
 from jwt import PyJWKSet
@@ -55,10 +55,10 @@ class VerificationKey:
     algorithms: frozenset[str]
 
 
-def key_algorithms(jwk: dict[str, Any], allowed: list[str]) -> frozenset[str]:
+def key_algorithms(jwk: dict[str, Any], allowed: Sequence[str]) -> frozenset[str]:
     """The algorithms a key may verify: its own `alg` when it has one (if asymmetric and
     fitting its type), else the configured allow-list narrowed to its `kty`/`crv`."""
-    kty = jwk.get("kty")
+    kty: Any = jwk.get("kty")   # the key server's JSON: any type
     fitting = set(_FAMILIES.get(kty, ()))
     if kty == "EC" and jwk.get("crv") in _EC_CURVES:
         fitting = {_EC_CURVES[jwk["crv"]]}
@@ -71,7 +71,7 @@ def key_algorithms(jwk: dict[str, Any], allowed: list[str]) -> frozenset[str]:
     return frozenset(fitting & set(allowed))
 
 
-def parse_key_set(data: Any, allowed: list[str]) -> tuple[VerificationKey, ...]:
+def parse_key_set(data: Any, allowed: Sequence[str]) -> tuple[VerificationKey, ...]:
     """The usable keys of a JWKS document; raises `KeySetUnavailable` with LCORE's cause."""
     if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
         raise KeySetUnavailable(INVALID_DATA)
@@ -97,12 +97,14 @@ def parse_key_set(data: Any, allowed: list[str]) -> tuple[VerificationKey, ...]:
 
 class JwksCache:
     def __init__(self, config: JwkConfig):
+        assert config.url is not None   # required by module jwk-token (`AuthenticationConfig._module_block`)
         self._config = config
+        self._url: str = config.url
         self._keys: tuple[VerificationKey, ...] | None = None
         self._fingerprint = b""
         self._fetched_at = float("-inf")
         self._attempted_at = float("-inf")
-        self._inflight: asyncio.Task | None = None
+        self._inflight: asyncio.Task[Any] | None = None
         self._last_error = UNREACHABLE
         self._session: aiohttp.ClientSession | None = None
         # Bumped whenever the fetched set differs from the one before: verified tokens
@@ -135,7 +137,7 @@ class JwksCache:
             self._inflight.add_done_callback(self._done)
         return await asyncio.shield(self._inflight)
 
-    def _done(self, task: asyncio.Task) -> None:
+    def _done(self, task: asyncio.Task[Any]) -> None:
         self._inflight = None
         if not task.cancelled():
             task.exception()  # retrieved here so a fetch nobody awaits any more is not reported
@@ -168,13 +170,13 @@ class JwksCache:
                 connector=aiohttp.TCPConnector(ssl=self._ssl_context()),
                 trace_configs=outbound.trace_configs("jwks fetch"))
         try:
-            async with self._session.get(self._config.url, headers={"Accept": "application/json"}) as reply:
+            async with self._session.get(self._url, headers={"Accept": "application/json"}) as reply:
                 if reply.status != 200:
                     log.warning("jwk-token: the key server answered HTTP %d", reply.status)
                     raise KeySetUnavailable(UNREACHABLE)
                 body = await reply.read()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            log.warning("jwk-token: cannot fetch the key set from %s: %s", self._config.url,
+            log.warning("jwk-token: cannot fetch the key set from %s: %s", self._url,
                         exc.__class__.__name__ if not str(exc) else exc)
             raise KeySetUnavailable(UNREACHABLE) from None
         try:
@@ -183,7 +185,7 @@ class JwksCache:
             raise KeySetUnavailable(INVALID_DATA) from None
 
     def _ssl_context(self) -> ssl.SSLContext | bool:
-        if not self._config.url.startswith("https:"):
+        if not self._url.startswith("https:"):
             return False
         return ssl.create_default_context(cafile=self._config.ca_cert_path)
 

@@ -59,10 +59,10 @@ def user_of(document: Any) -> tuple[str, str]:
         cn = _text("cn", _section(identity, "system").get("cn"))
         if identity.get("org_id") in (None, ""):
             raise _invalid("missing 'org_id' for System type")
-        account = identity.get("account_number")
-        if account not in (None, ""):
-            _text("account_number", account)
-        result = cn, account or cn
+        number = identity.get("account_number")
+        if number not in (None, ""):
+            _text("account_number", number)
+        result = cn, number or cn
     else:
         raise _invalid("unsupported identity type")
     if identity.get("org_id") not in (None, ""):

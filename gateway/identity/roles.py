@@ -18,44 +18,44 @@ from typing import Any, Callable, Mapping, Sequence
 from gateway.config.access import RoleRule
 
 
-def _equals(matches: list[Any], value: Any, regex: re.Pattern | None) -> bool:
-    return matches == value
+def _equals(matches: list[Any], value: Any, regex: re.Pattern[str] | None) -> bool:
+    return bool(matches == value)
 
 
-def _contains(matches: list[Any], value: Any, regex: re.Pattern | None) -> bool:
+def _contains(matches: list[Any], value: Any, regex: re.Pattern[str] | None) -> bool:
     return value in matches
 
 
-def _in(matches: list[Any], value: Any, regex: re.Pattern | None) -> bool:
+def _in(matches: list[Any], value: Any, regex: re.Pattern[str] | None) -> bool:
     try:
         return matches in value
     except TypeError:  # a `value` that cannot hold a list (a string, a number): no match
         return False
 
 
-def _match(matches: list[Any], value: Any, regex: re.Pattern | None) -> bool:
+def _match(matches: list[Any], value: Any, regex: re.Pattern[str] | None) -> bool:
     assert regex is not None
     return any(isinstance(item, str) and regex.search(item) is not None for item in matches)
 
 
-_OPERATORS: dict[str, Callable[[list[Any], Any, re.Pattern | None], bool]] = {
+_OPERATORS: dict[str, Callable[[list[Any], Any, re.Pattern[str] | None], bool]] = {
     "equals": _equals, "contains": _contains, "in": _in, "match": _match}
 
 
 @dataclass(frozen=True)
 class _Compiled:
     path: Any                      # a jsonpath_ng expression
-    holds: Callable[[list[Any], Any, re.Pattern | None], bool]
+    holds: Callable[[list[Any], Any, re.Pattern[str] | None], bool]
     value: Any
-    regex: re.Pattern | None
+    regex: re.Pattern[str] | None
     negate: bool
     roles: frozenset[str]
 
 
 def _compile(rule: RoleRule) -> _Compiled:
-    import jsonpath_ng  # only a configuration with role rules loads it (start-up memory)
+    from jsonpath_ng.parser import parse  # only a configuration with role rules loads it (start-up memory)
 
-    return _Compiled(jsonpath_ng.parse(rule.jsonpath), _OPERATORS[rule.operator], rule.value,
+    return _Compiled(parse(rule.jsonpath), _OPERATORS[rule.operator], rule.value,
                      re.compile(rule.value) if rule.operator == "match" else None, rule.negate, frozenset(rule.roles))
 
 

@@ -5,6 +5,7 @@ the message alone. Sans-I/O; the frames are `LegacyStream`'s own where it has th
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import orjson
 
@@ -15,6 +16,6 @@ def blocked_stream(legacy: LegacyStream, message: str, available_quotas: dict[st
     frames = legacy.start() + legacy.delta(orjson.dumps(message))
     if legacy.text:
         return frames
-    end = {"referenced_documents": [], "truncated": None, "input_tokens": 0, "output_tokens": 0}
+    end: dict[str, Any] = {"referenced_documents": [], "truncated": None, "input_tokens": 0, "output_tokens": 0}
     return frames + b"data: %s\n\n" % json.dumps({"event": "end", "data": end,
                                                   "available_quotas": available_quotas}).encode()

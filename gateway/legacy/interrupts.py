@@ -23,7 +23,7 @@ ALREADY_FINISHED = "Streaming request already finished"
 @dataclass
 class _Running:
     user_id: str
-    task: asyncio.Task
+    task: asyncio.Task[Any]
     sink: Any = None          # told it was interrupted (`interrupted = True`) before its task is cancelled
     interrupted: bool = False
 
@@ -50,7 +50,7 @@ class StreamRegistry:
         self._running: dict[str, _Running] = {}
         self._finished: OrderedDict[str, str] = OrderedDict()   # request id -> owner
 
-    def add(self, request_id: str, user_id: str, task: asyncio.Task, sink: Any = None) -> None:
+    def add(self, request_id: str, user_id: str, task: asyncio.Task[Any], sink: Any = None) -> None:
         self._running[request_id] = _Running(user_id, task, sink)
 
     def finished(self, request_id: str) -> None:

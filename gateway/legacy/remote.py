@@ -31,7 +31,7 @@ class RemoteInterrupts:
     def __init__(self, db: Any, registry: StreamRegistry):
         self._db = db
         self._registry = registry
-        self._waiting: dict[str, asyncio.Future] = {}
+        self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._stops: list[Callable[[], Awaitable[None]]] = []
 
     @property
@@ -52,7 +52,7 @@ class RemoteInterrupts:
     async def ask(self, request_id: str, user_id: str) -> str | None:
         """The outcome from the replica that has the stream, or None if none has it."""
         ask = uuid.uuid4().hex
-        answer = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._waiting[ask] = answer
         try:
             await self._db.notify(ASK, orjson.dumps({"id": request_id, "user": user_id, "ask": ask}).decode())
@@ -92,6 +92,6 @@ class RemoteInterrupts:
             future.set_result(str(message["outcome"]))
 
 
-def _logged(task: asyncio.Task) -> None:
+def _logged(task: asyncio.Task[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("could not answer an interrupt request: %s", task.exception())

@@ -54,7 +54,7 @@ class LegacyRewriter(StreamRewriter):
         pos = 0
         while (stop := data.find(b"\n\n", pos)) >= 0:
             if data.find(_DELTA_TYPE, pos, stop) >= 0:
-                end = self._run(data, pos, out)
+                end = self._token_run(data, pos, out)
                 if end:
                     pos = end
                     continue
@@ -72,7 +72,7 @@ class LegacyRewriter(StreamRewriter):
         self._rest = data[pos:] if pos else data
         return b"".join(out), None
 
-    def _run(self, data: bytes, pos: int, out: list[bytes]) -> int:
+    def _token_run(self, data: bytes, pos: int, out: list[bytes]) -> int:
         """The text deltas from `pos` on, as many as follow one another, made `token`s
         in one step; where they end (0: not a run this can take, one block at a time)."""
         if data.startswith(b"event: ", pos):

@@ -131,7 +131,8 @@ class LegacyStream:
         number = self._next
         self._next = number + 1
         if self.text:
-            return orjson.loads(literal).encode()
+            text: str = orjson.loads(literal)   # a JSON string the engine wrote
+            return text.encode()
         return _TOKEN % (number, literal)
 
     def delta_event(self, raw: bytes) -> bytes:

@@ -34,7 +34,7 @@ class _One(Collector):
     def __init__(self, metric: Any):
         self._metric = metric
 
-    def collect(self) -> Iterable:
+    def collect(self) -> Iterable[Any]:
         yield self._metric
 
 
@@ -77,7 +77,9 @@ class Exposition:
         if plain is not None:
             plain.as_families = True   # its collect() yields its `Family` objects (synchronous: no one else sees it)
         try:
-            for metric in self._registry.collect():
+            # The registry yields the plain collector's `Family` objects too, not only its Metrics.
+            metrics: Iterable[Any] = self._registry.collect()
+            for metric in metrics:
                 if metric.__class__ is Family:
                     self._family(metric, out)
                 else:

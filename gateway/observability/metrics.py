@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -77,7 +77,7 @@ class Definition:
     buckets: tuple[float, ...] | None = None
 
 
-def _d(name: str, kind: str, labels: tuple[str, ...], help: str, buckets: tuple[float, ...] | None = None):
+def _d(name: str, kind: str, labels: tuple[str, ...], help: str, buckets: tuple[float, ...] | None = None) -> Definition:
     return Definition(name, kind, labels, help, buckets)
 
 
@@ -166,7 +166,7 @@ class HotCounters(Collector):
         self.streams_open: dict[str, int] = dict.fromkeys(BACKENDS, 0)
         self.stream_events: dict[str, int] = dict.fromkeys(BACKENDS, 0)
 
-    def collect(self) -> Iterable:
+    def collect(self) -> Iterable[Any]:
         calls = CounterMetricFamily("ls_rest_api_calls", BY_NAME["ls_rest_api_calls_total"].help,
                                     labels=("path", "status_code"))
         for path, by_status in list(self.rest_calls.items()):

@@ -178,24 +178,25 @@ class Family:
     def sample_family(self) -> Any:
         children = list(self.children.items())
         if self.kind == "counter":
-            family = CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=self.label_names)
+            counter = CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=self.label_names)
             for values, child in children:
-                family.add_metric(values, child.value)
-        elif self.kind == "gauge":
-            family = GaugeMetricFamily(self.name, self.help, labels=self.label_names)
+                counter.add_metric(values, child.value)
+            return counter
+        if self.kind == "gauge":
+            gauge = GaugeMetricFamily(self.name, self.help, labels=self.label_names)
             for values, child in children:
-                family.add_metric(values, child.value)
-        else:
-            self.fold()
-            family = HistogramMetricFamily(self.name, self.help, labels=self.label_names)
-            edges = [*(repr(bound) for bound in self.bounds), "+Inf"]
-            for values, child in children:
-                cumulative, buckets = 0, []
-                for edge, count in zip(edges, list(child.counts)):
-                    cumulative += count
-                    buckets.append((edge, cumulative))
-                family.add_metric(values, buckets, child.sum)
-        return family
+                gauge.add_metric(values, child.value)
+            return gauge
+        self.fold()
+        histogram = HistogramMetricFamily(self.name, self.help, labels=self.label_names)
+        edges = [*(repr(bound) for bound in self.bounds), "+Inf"]
+        for values, child in children:
+            cumulative, buckets = 0, []
+            for edge, count in zip(edges, list(child.counts)):
+                cumulative += count
+                buckets.append((edge, cumulative))
+            histogram.add_metric(values, buckets, child.sum)
+        return histogram
 
 
 class PlainCollector(Collector):
@@ -205,7 +206,7 @@ class PlainCollector(Collector):
         # themselves, written from their numbers, rather than the library's samples.
         self.as_families = False
 
-    def collect(self) -> Iterable:
+    def collect(self) -> Iterable[Any]:
         if self.as_families:
             yield from self._families
             return

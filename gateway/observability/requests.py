@@ -108,8 +108,8 @@ class RequestTurns(TurnHooks):
             result = turn.result if turn.result.__class__ is dict else None
             usage = result.get("usage") if result is not None else turn.usage
             if usage.__class__ is dict:
-                record.input_tokens = usage.get("input_tokens")   # type: ignore[union-attr]
-                record.output_tokens = usage.get("output_tokens")   # type: ignore[union-attr]
+                record.input_tokens = usage.get("input_tokens")
+                record.output_tokens = usage.get("output_tokens")
             if self._keep_content:
                 record.prompt = turn.body.get("input")
                 record.completion = _output_text(result)

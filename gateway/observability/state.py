@@ -22,7 +22,7 @@ class StateCollector(Collector):
         self._api = api_setting
         self._db = db
 
-    def collect(self) -> Iterable:
+    def collect(self) -> Iterable[Any]:
         caps = self._capabilities
         if self._api != "auto":
             api = self._api

@@ -94,9 +94,9 @@ class RequestTracing:
             if record.model is not None:
                 span.set_attribute("gen_ai.request.model", record.model)
             if record.input_tokens.__class__ is int:
-                span.set_attribute("gen_ai.usage.input_tokens", record.input_tokens)   # type: ignore[arg-type]
+                span.set_attribute("gen_ai.usage.input_tokens", record.input_tokens)
             if record.output_tokens.__class__ is int:
-                span.set_attribute("gen_ai.usage.output_tokens", record.output_tokens)   # type: ignore[arg-type]
+                span.set_attribute("gen_ai.usage.output_tokens", record.output_tokens)
             if record.first_event is not None and record.streamed:
                 span.set_attribute("gateway.first_event_ms", round(record.first_event * 1000, 3))
             if self._content:
@@ -260,14 +260,14 @@ class WriterTracing:
 
     def __init__(self, tracing: Tracing):
         self._tracer = tracing.tracer
-        self._turns: dict[asyncio.Future, Any] = {}
+        self._turns: dict[asyncio.Future[Any], Any] = {}
 
-    def queued(self, done: asyncio.Future) -> None:
+    def queued(self, done: asyncio.Future[Any]) -> None:
         context = trace.get_current_span().get_span_context()
         if context.is_valid:
             self._turns[done] = context
 
-    def writing(self, waiters: list[asyncio.Future]) -> Any:
+    def writing(self, waiters: list[asyncio.Future[Any]]) -> Any:
         links = [Link(context) for context in (self._turns.pop(done, None) for done in waiters) if context]
         return self._tracer.start_span("db commit turns", context=otel_context.Context(), links=links,
                                        attributes={"db.operation.batch.size": len(waiters)})

@@ -148,6 +148,7 @@ class TurnMetrics(TurnHooks):
             model = turn.model
             # One lookup (subscripts, not `.get` calls: this runs on every turn).
             key = _key(turn)
+            bound: _Bound | None
             try:
                 bound = self._bound[key]
                 if bound.provider != model.provider_id:
@@ -240,7 +241,7 @@ class TurnMetrics(TurnHooks):
                 outcome = "error"
             else:
                 try:
-                    outcome = _OUTCOMES[result["status"]]   # type: ignore[index]
+                    outcome = _OUTCOMES[result["status"]]
                 except (KeyError, TypeError):
                     outcome = "error"
             # Its turn counter, and one inference observation (a success or a failure:
@@ -319,7 +320,7 @@ def _odd_usage(result: dict[str, Any]) -> tuple[Any, Any]:
     usage = result.get("usage")
     if usage.__class__ is not dict:
         return 0, 0
-    return usage.get("input_tokens"), usage.get("output_tokens")   # type: ignore[union-attr]
+    return usage.get("input_tokens"), usage.get("output_tokens")
 
 
 class ClusterBalances(TurnHooks):

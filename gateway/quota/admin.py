@@ -10,6 +10,7 @@ import logging
 from datetime import date, timedelta
 from typing import Any, Literal
 
+from gateway.config.quota import QuotaLimiterConfig
 from gateway.quota.balances import BALANCE_MAX, CLUSTER, iso
 from gateway.quota.service import QuotaService
 from gateway.quota.store import BalanceOutOfRange
@@ -25,7 +26,7 @@ class QuotaAdmin:
     def __init__(self, quota: QuotaService):
         self._quota = quota
 
-    def _limiters(self, kind: Kind) -> list:
+    def _limiters(self, kind: Kind) -> list[QuotaLimiterConfig]:
         return [limiter for limiter in self._quota.limiters if limiter.type == kind]
 
     async def describe(self, kind: Kind, subject: str, applied: bool | None = None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timedelta
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from gateway.quota.holds import SPARE, Hold, Holds
 from gateway.quota.reservation import Reservation
@@ -38,15 +38,15 @@ class Admissions:
         self._clock = clock
         self._seconds = seconds            # a hold row's lifetime without renewal (`reservation_seconds`)
         self._orphan = orphan              # releases a reservation whose caller left
-        self._queue: list[tuple[Reservation, asyncio.Future]] = []
-        self._task: asyncio.Task | None = None
-        self._releasing: set[asyncio.Future] = set()
+        self._queue: list[tuple[Reservation, asyncio.Future[Any]]] = []
+        self._task: asyncio.Task[Any] | None = None
+        self._releasing: set[asyncio.Future[Any]] = set()
         self.statements = 0                # sent so far (tests count them)
 
     async def admit(self, reservation: Reservation) -> bool | None:
         """True: reserved. False: refused alone (no room, a row missing or due a top-up).
         None: its batch did not fit, so nothing was reserved: try alone."""
-        done = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
         self._queue.append((reservation, done))
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
@@ -80,7 +80,7 @@ class Admissions:
                     self._releasing.add(released)   # a task the loop only holds weakly
                     released.add_done_callback(self._releasing.discard)
 
-    def _from_spare(self, batch: list[tuple[Reservation, asyncio.Future]]) -> list[tuple[Reservation, asyncio.Future]]:
+    def _from_spare(self, batch: list[tuple[Reservation, asyncio.Future[Any]]]) -> list[tuple[Reservation, asyncio.Future[Any]]]:
         """Admit the queued turns the spare now covers (the statement before this one
         brought some): the others still need a statement."""
         rest = []

@@ -75,10 +75,10 @@ class Ledger:
         balances = self._balances
         found = self._by_user.get(user_id) if user_id is not None else None
         if found is not None:
-            for balance in found:
-                if balance.stale:
+            for cached in found:
+                if cached.stale:
                     break
-                balances.move_to_end(balance.key)
+                balances.move_to_end(cached.key)
             else:
                 return found
         listed = []
@@ -97,8 +97,8 @@ class Ledger:
 
     async def load(self, user_id: str | None, pairs: Sequence[Pair], now: datetime) -> tuple[Balance, ...]:
         """A user's balances (`pairs`), reading (or creating) those not in memory or stale."""
-        wanted = [pair for pair in pairs if (found := self._balances.get((pair[0].name, pair[1]))) is None
-                  or found.stale]
+        wanted = [pair for pair in pairs if (cached := self._balances.get((pair[0].name, pair[1]))) is None
+                  or cached.stale]
         if wanted:
             for held in await self._store.bring_up_to_date(wanted, now):
                 balance = self._balances.get((held.limiter.name, held.subject))

@@ -59,7 +59,7 @@ class LimitedQuota(ABC):
         self._owns_db = owns_db
         self._offset = 0.0        # database clock minus process clock (seconds): `sync_clock()`
         self._last: tuple[float, datetime] = (-math.inf, datetime.min)   # the last now() made
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     @property
     def batch(self) -> BatchParticipant[Charge] | None:

@@ -18,8 +18,10 @@ with warnings.catch_warnings():
     class GatewayResponse(Response):
         """OpenAI's response object with LCORE's additions (spec 001)."""
 
-        conversation: str | None = Field(None, description="`conv_<48 hex>`: the conversation the turn belongs "
-                                                           "to; null for a `store: false` turn in none")
+        # LCORE's plain id where OpenAI's SDK has an object: pydantic re-declares the field, mypy sees an override.
+        conversation: str | None = Field(  # type: ignore[assignment]
+            None, description="`conv_<48 hex>`: the conversation the turn belongs to; null for a `store: false` "
+                              "turn in none")
         available_quotas: dict[str, int] = Field(default_factory=dict,
                                                  description="Tokens left per quota limiter after this turn")
         output_text: str = Field("", description="The concatenated text of the assistant's messages")

@@ -147,7 +147,8 @@ class EngineResponsesRequest(ResponsesRequest):
     A separate model, so forward mode keeps LCORE's exact 422 bodies (every member of
     the input union is reported in them)."""
 
-    input: str | list[ResponseItem | ItemReference]
+    # A wider list than the base's: pydantic re-declares a field, mypy holds a mutable attribute invariant.
+    input: str | list[ResponseItem | ItemReference]  # type: ignore[assignment]
 
 
 _ADAPTER = TypeAdapter(ResponsesRequest)
@@ -169,7 +170,10 @@ def parse_responses_request(raw: Any, configured_mcp: Mapping[str, str] | None =
     (`TurnService.limits`; None: the caller checked them)."""
     if limits is not None:
         check_counts(raw, limits.responses())
-    return validate(_ENGINE_ADAPTER if engine else _ADAPTER, raw, {CONFIGURED_MCP_SERVERS: configured_mcp or {}})
+    context = {CONFIGURED_MCP_SERVERS: configured_mcp or {}}
+    if engine:
+        return validate(_ENGINE_ADAPTER, raw, context)
+    return validate(_ADAPTER, raw, context)
 
 
 def provider_data_header(solr: Any) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from typing import Any, Sequence, TypeVar
+from typing import Any, Sequence, TypeVar, cast
 
 import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -165,7 +165,8 @@ def validate(adapter: TypeAdapter[Model], data: Any, context: dict[str, Any] | N
         dropped = len(data) - _MAX_TOP_LEVEL_KEYS
         data = dict(itertools.islice(data.items(), _MAX_TOP_LEVEL_KEYS))
     try:
-        return _fail_fast(adapter).validate_python(data, from_attributes=True, context=context)
+        # The fail-fast copy of the adapter's own schema: it builds the adapter's type.
+        return cast(Model, _fail_fast(adapter).validate_python(data, from_attributes=True, context=context))
     except ValidationError as fast:
         refusal = _exact_refusal(adapter, data, context) if _values_within(data, EXACT_VALUES) else None
         refusal = refusal or fast
@@ -208,12 +209,12 @@ def _build_fail_fast(schema: Any) -> SchemaValidator:
     copied = _with_fail_fast(schema)
     models = [cls for cls in _model_classes(copied, set()) if cls.__dict__.get("__pydantic_complete__")]
     for cls in models:
-        cls.__pydantic_complete__ = False
+        setattr(cls, "__pydantic_complete__", False)
     try:
         return SchemaValidator(copied)
     finally:
         for cls in models:
-            cls.__pydantic_complete__ = True
+            setattr(cls, "__pydantic_complete__", True)
 
 
 def _model_classes(schema: Any, found: set[type]) -> set[type]:

@@ -49,7 +49,7 @@ def _row(row: Any) -> BackgroundRow:
                          bool(row["cancel_requested"]), int(row["updated_at"]))
 
 
-def _events(response_id: str, first_seq: int, frames: bytes, count: int) -> tuple[str, tuple]:
+def _events(response_id: str, first_seq: int, frames: bytes, count: int) -> tuple[str, tuple[str, int, int, str]]:
     # Frames are UTF-8 JSON; an upstream that broke that still gets its stream recorded.
     return _EVENTS, (response_id, first_seq, first_seq + count - 1, frames.decode(errors="replace"))
 
@@ -122,7 +122,7 @@ class BackgroundStore:
     async def stale(self, older_than_ms: int | None) -> list[BackgroundRow]:
         """Unfinished responses whose runner has not been heard of since then (None: all)."""
         sql = f"SELECT {_COLUMNS} FROM gateway_background WHERE status IN ('queued', 'in_progress')"
-        params: tuple = ()
+        params: tuple[int, ...] = ()
         if older_than_ms is not None:
             sql += " AND updated_at < ?"
             params = (older_than_ms,)

@@ -28,7 +28,7 @@ class ConversationItems:
         self._pending: set[str] | None = None   # None: ask the database (shared, or not loaded)
         # Items being given back by a turn that just failed, by conversation: the next
         # turn here waits for them (its client may ask at once).
-        self._restoring: dict[str, asyncio.Future] = {}
+        self._restoring: dict[str, asyncio.Future[Any]] = {}
 
     async def load(self) -> None:
         """At start-up: which conversations have pending items (one process's database)."""
@@ -46,7 +46,8 @@ class ConversationItems:
                                       {"id": conversation_id})
         if row is None or row["metadata"] is None:
             return None
-        return orjson.loads(row["metadata"])
+        metadata: dict[str, str] = orjson.loads(row["metadata"])
+        return metadata
 
     async def set_metadata(self, conversation_id: str, metadata: dict[str, str]) -> bool:
         changed = await self._db.execute("UPDATE gateway_conversations SET metadata = :metadata WHERE id = :id",
@@ -108,13 +109,13 @@ class ConversationItems:
             self._pending.discard(conversation_id)
         return [orjson.loads(row["item"]) for row in rows]
 
-    def restore_soon(self, conversation_id: str, item_ids: tuple[str, ...]) -> asyncio.Future:
+    def restore_soon(self, conversation_id: str, item_ids: tuple[str, ...]) -> asyncio.Future[Any]:
         """`restore`, from a synchronous caller (`Settler.give_back`); the conversation's next
         `take_pending` waits for it."""
         task = asyncio.ensure_future(self.restore(conversation_id, item_ids))
         self._restoring[conversation_id] = task
 
-        def done(_: asyncio.Future) -> None:
+        def done(_: asyncio.Future[Any]) -> None:
             if self._restoring.get(conversation_id) is task:
                 del self._restoring[conversation_id]
 

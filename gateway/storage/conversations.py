@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 from gateway.storage.database import Database, Params, Row
 
 # Records kept in memory, of each kind: about half a kilobyte each, so a few MiB in all
 # (what the cache holds stays resident after a load).
 _CACHED = 2048
+# A turn's records as the writer queues them: its conversation and its turn (None: no turn row).
+_Entry = tuple["ConversationRecord", "TurnRecord | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +70,11 @@ _TURN_COLUMNS = ("conversation_id, response_id, previous_response_id, model, pro
                  "completed_at, turn_number, prior_response_id, tokens")
 
 
-def _conversation(row: dict) -> ConversationRecord:
+def _conversation(row: Mapping[str, Any]) -> ConversationRecord:
     return ConversationRecord(**{**row, "generate_topic_summary": bool(row["generate_topic_summary"])})
 
 
-class _Lru(OrderedDict):
+class _Lru(OrderedDict[str, Any]):
     def remember(self, key: str, value: object) -> None:
         self[key] = value
         self.move_to_end(key)
@@ -99,7 +101,7 @@ class ConversationRepository:
             self._conversations = self._turns = _Forgetful()
 
     async def get(self, conversation_id: str) -> ConversationRecord | None:
-        cached = self._conversations.get(conversation_id)
+        cached: ConversationRecord | None = self._conversations.get(conversation_id)
         if cached is not None:
             return cached
         row = await self._db.fetchone(f"SELECT {_CONVERSATION_COLUMNS} FROM gateway_conversations WHERE id = :id",
@@ -252,11 +254,14 @@ class ConversationRepository:
         self._conversations.pop(turn["conversation_id"], None)
 
 
-def _chunks(rounds: list[list[tuple]]) -> list[list[tuple]]:
+_Item = TypeVar("_Item")
+
+
+def _chunks(rounds: list[list[_Item]]) -> list[list[_Item]]:
     """Each round cut into pieces of a power-of-two size: SQLite keeps a compiled
     statement per distinct text, and a multi-row statement for every batch size seen
     would keep hundreds of them resident (MiBs); these are a dozen."""
-    pieces = []
+    pieces: list[list[_Item]] = []
     for round_ in rounds:
         start = 0
         while start < len(round_):
@@ -266,11 +271,11 @@ def _chunks(rounds: list[list[tuple]]) -> list[list[tuple]]:
     return pieces
 
 
-def _rounds(entries: list[tuple[ConversationRecord, TurnRecord | None]]) -> list[list[tuple]]:
+def _rounds(entries: list[_Entry]) -> list[list[_Entry]]:
     """Split a batch so no conversation appears twice in a round (usually one round: a
     conversation's next turn waits for this one's record, unless a client sent two
     turns of one conversation at the same time)."""
-    rounds: list[list[tuple]] = []
+    rounds: list[list[_Entry]] = []
     seen: dict[str, int] = {}
     for entry in entries:
         index = seen.get(entry[0].id, 0)

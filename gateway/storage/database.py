@@ -32,7 +32,7 @@ Params = Mapping[str, Any] | Sequence[Any]
 SHARES_TRIP = "/* independent of the statement before it */ "
 
 
-def committed(done: asyncio.Future, error: BaseException | None) -> None:
+def committed(done: asyncio.Future[Any], error: BaseException | None) -> None:
     """Tell a group commit's waiter how its write went (a waiter that gave up is left
     alone). A failure is logged by the committer, so it is marked retrieved here: the
     waiter still gets it, and nothing logs it again at garbage collection."""

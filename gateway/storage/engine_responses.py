@@ -56,11 +56,11 @@ class ResponseStore:
 
     def __init__(self, db: Database):
         self._db = db
-        self._queued: dict[str, tuple[str, Snapshot, list[asyncio.Future]]] = {}
+        self._queued: dict[str, tuple[str, Snapshot, list[asyncio.Future[Any]]]] = {}
         self._writing = False
         self._last_seq = 0
 
-    def save(self, response_id: str, user_id: str, snapshot: Snapshot, *, wait: bool) -> "asyncio.Future | None":
+    def save(self, response_id: str, user_id: str, snapshot: Snapshot, *, wait: bool) -> "asyncio.Future[Any] | None":
         """Queue an insert or update of the response. `wait`: returns a future that
         resolves once it is committed (else nothing: it is written as soon as it can be)."""
         queued = self._queued.get(response_id)

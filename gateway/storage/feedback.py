@@ -4,6 +4,8 @@ shares: a `PUT /v1/feedback/status` on one replica is what every other answers n
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from gateway.storage.database import Database
@@ -16,7 +18,7 @@ class FeedbackStore:
         self._db = db
 
     async def add(self, feedback_id: str, user_id: str, conversation_id: str, created_at: str,
-                  feedback: dict) -> None:
+                  feedback: dict[str, Any]) -> None:
         await self._db.execute(
             "INSERT INTO gateway_feedback (id, user_id, conversation_id, created_at, feedback) "
             "VALUES (:id, :user, :conversation, :at, :feedback)",

@@ -10,6 +10,7 @@ replicas deleting one conversation (a client and an expiry sweep) delete it once
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable
@@ -17,7 +18,7 @@ from typing import Callable
 import orjson
 
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
-from gateway.storage.database import Database, Row
+from gateway.storage.database import Database, Row, Transaction
 
 # A conversation's turns without an index on their conversation id (one per turn would
 # cost every turn a random B-tree write, ~5 % of its CPU): each turn's row links the turn
@@ -106,7 +107,7 @@ class ConversationHistory:
             rows = [row for row in rows if not self._expired(row["last_message_at"])][:limit]
         return rows
 
-    async def turns(self, conversation_id: str) -> list[StoredTurn]:
+    async def turns(self, conversation_id: str) -> builtins.list[StoredTurn]:
         """The conversation's recorded turns in order (deleted responses left out)."""
         rows = await self._db.fetchall(
             _CHAIN + "SELECT t.response_id, t.model, t.provider, t.started_at, t.completed_at, t.content "
@@ -164,7 +165,7 @@ class ConversationHistory:
         await self._db.execute("UPDATE gateway_deleted_conversations SET upstream_pending = 0 "
                                "WHERE conversation_id = :id", {"id": conversation_id})
 
-    async def resurrected(self, limit: int = 100) -> list[str]:
+    async def resurrected(self, limit: int = 100) -> builtins.list[str]:
         """Deleted conversations that exist again: a turn still running when its
         conversation was deleted recorded it anew (ids are the gateway's, never reused)."""
         rows = await self._db.fetchall(
@@ -177,7 +178,7 @@ class ConversationHistory:
         await self._db.execute("DELETE FROM gateway_deleted_conversations WHERE upstream_pending = 0 "
                                "AND deleted_at < :before", {"before": deleted_before})
 
-    async def pending(self, attempted_before: str, now: str, limit: int = 100) -> list[Deleted]:
+    async def pending(self, attempted_before: str, now: str, limit: int = 100) -> builtins.list[Deleted]:
         """Upstream state whose deletion was last attempted before `attempted_before`,
         leased to this caller (its attempt time set to `now`, so another replica leaves
         it alone until that is old too)."""
@@ -195,7 +196,7 @@ class ConversationHistory:
                                       tuple(orjson.loads(row["response_ids"]))))
         return leased
 
-    async def idle(self, before: str, limit: int = 100) -> list[str]:
+    async def idle(self, before: str, limit: int = 100) -> builtins.list[str]:
         """Conversations without a turn since `before` (the expiry sweep's candidates)."""
         rows = await self._db.fetchall(
             f"SELECT id FROM gateway_conversations WHERE last_message_at < :before ORDER BY last_message_at "
@@ -203,7 +204,7 @@ class ConversationHistory:
         return [row["id"] for row in rows]
 
 
-async def _delete_responses(tx, response_id: str) -> None:
+async def _delete_responses(tx: Transaction, response_id: str) -> None:
     """What the gateway keeps of one turn: its row, the engine's stored response and a
     background run's row and events."""
     for sql in ("DELETE FROM gateway_turns WHERE response_id = :id",

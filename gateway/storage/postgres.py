@@ -20,11 +20,12 @@ import ssl
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence, cast
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
-from gateway.config.database import PostgresConfig
+from gateway.config.database import PostgresConfig, SslMode
 from gateway.storage import database
 from gateway.storage.database import DatabaseUnavailable, Params, Row
 
@@ -58,7 +59,7 @@ def _numbered(sql: str) -> tuple[str, tuple[str, ...] | None]:
     names: list[str] = []
     positional = False
 
-    def number(match: re.Match) -> str:
+    def number(match: re.Match[str]) -> str:
         nonlocal positional
         if match.group(1) is None:
             positional = True
@@ -84,7 +85,7 @@ def _rowcount(status: str) -> int:
     return int(last) if last.isdigit() else 0
 
 
-def _ssl(config: PostgresConfig) -> str | ssl.SSLContext:
+def _ssl(config: PostgresConfig) -> SslMode | ssl.SSLContext:
     """libpq's sslmode as asyncpg takes it. With `ca_cert_path`, the modes that use a
     root certificate in libpq (require, verify-ca, verify-full) verify the server's
     certificate against it; verify-full also checks the host name. Without it, asyncpg
@@ -102,7 +103,7 @@ class PostgresDatabase(database.Database):
     def __init__(self, pool: asyncpg.Pool, config: PostgresConfig):
         self._pool = pool
         # Connections kept checked out of the pool between statements (see `_connection`).
-        self._idle: list[asyncpg.Connection] = []
+        self._idle: list[PoolConnectionProxy[asyncpg.Record]] = []
         self._waiting = 0   # callers waiting in the pool's acquire()
         self._config = config
 
@@ -162,8 +163,8 @@ class PostgresDatabase(database.Database):
         held for it); returns the coroutine function that stops listening."""
         conn = await self._pool.acquire()
 
-        def received(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
-            callback(payload)
+        def received(_conn: object, _pid: int, _channel: str, payload: object) -> None:
+            callback(cast(str, payload))   # a NOTIFY payload is text (asyncpg's stubs say object)
         await conn.add_listener(channel, received)
 
         async def stop() -> None:
@@ -210,7 +211,8 @@ class PostgresDatabase(database.Database):
 
     async def now(self) -> datetime:
         async with self._connection() as conn:
-            return await conn.fetchval("SELECT now()")
+            now: datetime = await conn.fetchval("SELECT now()")
+            return now
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[database.Transaction]:
@@ -218,7 +220,7 @@ class PostgresDatabase(database.Database):
             yield _Transaction(conn)
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+    async def _connection(self) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
         """A pooled connection; losing the server (refused, reset, timed out) is
         `DatabaseUnavailable`, which callers answer with LCORE's database error."""
         try:
@@ -226,7 +228,7 @@ class PostgresDatabase(database.Database):
             # through asyncpg's pool, whose acquire and release cost ~35 µs of CPU a
             # statement (a proxy object, a shielded release task, wait_for's task). The
             # pool still opens them (at most POOL_SIZE) and gets back any that failed.
-            conn = None
+            conn: PoolConnectionProxy[asyncpg.Record] | None = None
             while self._idle and conn is None:
                 conn = self._idle.pop()
                 if conn.is_closed():
@@ -287,7 +289,7 @@ def _flat(sql: str, params: Params) -> list[Any]:
 
 
 class _Transaction(database.Transaction):
-    def __init__(self, conn: asyncpg.Connection):
+    def __init__(self, conn: PoolConnectionProxy[asyncpg.Record]):
         self._conn = conn
 
     async def execute(self, sql: str, params: Params = ()) -> int:

@@ -24,7 +24,7 @@ from gateway.storage.database import committed
 log = logging.getLogger("gateway.storage")
 
 Entry = tuple[ConversationRecord, TurnRecord | None]
-Queued = tuple[Entry, Any, asyncio.Future]   # a turn's records, its charge (or None), its waiter
+Queued = tuple[Entry, Any, asyncio.Future[Any]]   # a turn's records, its charge (or None), its waiter
 
 
 class TurnWriter:
@@ -41,7 +41,7 @@ class TurnWriter:
         self._wakeup = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._closing = False
         self._concurrent = False  # the last batch held more than one turn
         # Observers of the group commit (traces: `queued(waiter)` as a turn queues,
@@ -51,7 +51,7 @@ class TurnWriter:
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
 
-    def submit(self, conversation: ConversationRecord, turn: TurnRecord | None, charge: Any = None) -> asyncio.Future:
+    def submit(self, conversation: ConversationRecord, turn: TurnRecord | None, charge: Any = None) -> asyncio.Future[Any]:
         """Queue a write; the future resolves once it is committed. A `charge` (the
         turn's quota charge, for the participant) commits in the same transaction."""
         if charge is not None and self._participant is None:

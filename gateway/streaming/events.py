@@ -47,6 +47,7 @@ class Event:
     def data(self) -> dict[str, Any]:
         """The event as a dict; parsing marks it for re-serialisation."""
         if self._data is None:
+            assert self.raw is not None   # an event without its dict has its bytes
             value = orjson.loads(self.raw)
             self._data = value if isinstance(value, dict) else {"value": value}
         return self._data
@@ -54,6 +55,7 @@ class Event:
     def payload(self, sequence_number: int) -> bytes:
         """The JSON bytes to send, carrying the given sequence_number."""
         if self._data is None:
+            assert self.raw is not None   # an event without its dict has its bytes
             patched = _patch_sequence(self.raw, sequence_number)
             if patched is not None:
                 return patched
@@ -71,6 +73,7 @@ class Framed(Event):
     are when `number` is the stream's next."""
 
     __slots__ = ("number",)
+    raw: bytes   # always its frame
 
     def __init__(self, type: str, frame: bytes, number: int):
         # No super().__init__: this is made once per streamed text piece.

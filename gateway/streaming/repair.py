@@ -65,7 +65,7 @@ RESPONSE_ERROR_CODES = frozenset({
 
 
 INCOMPLETE_REASONS = frozenset({"max_output_tokens", "max_messages", "content_filter", "steered", None})
-_INCOMPLETE_FROM_FINISH = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_INCOMPLETE_FROM_FINISH: dict[Any, str] = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
 def repair_response(response: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +171,8 @@ def _error_text(error: Any) -> str:
     if isinstance(error, str):
         return error
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return error["message"]
+        message: str = error["message"]
+        return message
     return orjson.dumps(error).decode()
 
 
@@ -187,11 +188,12 @@ class StreamRepairer:
     def __init__(self) -> None:
         self.terminal: Event | None = None
         self._snapshot: bytes | None = None   # what a `response.failed` needs, serialised
-        self._items: dict[str, tuple[str, int]] = {}        # item id -> (item type, output index)
-        self._open: dict[str, str] = {}                     # item type -> id of its open item
-        self._pending_args: dict[str, list[Event]] = {}     # item id -> argument events before its item
+        # The upstream's values as it sent them (its JSON: item types and indexes of any type).
+        self._items: dict[str, tuple[Any, Any]] = {}        # item id -> (item type, output index)
+        self._open: dict[Any, str] = {}                     # item type -> id of its open item
+        self._pending_args: dict[Any, list[Event]] = {}     # item id -> argument events before its item
         self._held_list_start: Event | None = None
-        self._text_done: set[tuple[str, int]] = set()
+        self._text_done: set[tuple[Any, Any]] = set()
         # Set when the stream's first event is an error: the upstream refused the request
         # inside a 200 stream (Llama Stack 0.7.3 does, e.g. for an unknown
         # previous_response_id): (the HTTP status its error names, its message).
@@ -287,7 +289,7 @@ class StreamRepairer:
         match = _ITEM_ID.search(event.raw)
         return match.group(1).decode() if match else None
 
-    def _as_mcp_arguments(self, event: Event, item_id: str, output_index: int) -> Event:
+    def _as_mcp_arguments(self, event: Event, item_id: Any, output_index: Any) -> Event:
         data = event.data
         if event.type.endswith(".delta"):
             return Event.build({"type": "response.mcp_call_arguments.delta", "item_id": item_id,

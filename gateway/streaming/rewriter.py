@@ -105,10 +105,10 @@ class StreamRewriter:
         """Frames for events the gateway made itself (the local engine's): enriched and
         numbered like the upstream's, nothing to repair. Terminal events go through
         `terminal()`."""
-        out = []
+        out: list[bytes] = []
         for event in events:
-            if event.__class__ is Framed and event.number == self._next:  # type: ignore[attr-defined]
-                out.append(event.raw)  # type: ignore[arg-type]
+            if event.__class__ is Framed and event.number == self._next:
+                out.append(event.raw)
                 self._next += 1
             else:
                 out.append(self._frame(self.enricher.apply(event)))

@@ -73,6 +73,7 @@ class SSEDecoder:
 
     def decode(self, block: bytes) -> Event | None:
         """One complete block (its blank line already split off)."""
+        payload: bytes | None
         if block.startswith(b"data: ") and block.find(b"\n") < 0:
             payload = block[6:]
         else:

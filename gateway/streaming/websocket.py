@@ -62,7 +62,7 @@ class WebSocketRewriter(StreamRewriter):
     def emit(self, events: list[Event]) -> bytes:
         out = []
         for event in events:
-            if event.__class__ is Framed and event.number == self._next:  # type: ignore[attr-defined]
+            if event.__class__ is Framed and event.number == self._next:
                 raw = event.raw   # the engine's own SSE block: its data line is the object
                 assert raw is not None
                 out.append(self.message(raw[raw.index(_DATA) + 7:-2]))

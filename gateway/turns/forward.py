@@ -94,9 +94,10 @@ class ForwardBackend:
         if turn is None:
             return None
         response = repair_response(await self._upstream.retrieve(turn.response_id))
-        conversation: str | dict[str, str] = openai_conversation_id(turn.conversation_id)
+        plain = openai_conversation_id(turn.conversation_id)
+        conversation: str | dict[str, str] = plain
         if object_form(await self._conversations.content(turn.response_id)):
-            conversation = {"id": conversation}   # as the turn showed it (issue 23)
+            conversation = {"id": plain}   # as the turn showed it (issue 23)
         Enricher(conversation, turn.previous_response_id,
                  configured_labels=self._tools.labels, redactor=self._tools.redactor).annotate(response)
         return response

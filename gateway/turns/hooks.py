@@ -89,7 +89,7 @@ def _nothing(*args: object) -> None:
 def _dispatch(moment: str, takers: tuple[TurnHooks, ...]) -> Callable[..., None]:
     if not takers:
         return _nothing
-    calls = tuple(getattr(observer, moment) for observer in takers)
+    calls: tuple[Callable[..., None], ...] = tuple(getattr(observer, moment) for observer in takers)
     if all(observer.shielded for observer in takers):
         if len(calls) == 1:
             return calls[0]   # no dispatch between the runner and it

@@ -103,7 +103,8 @@ class Preparer:
     def redacted(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Items added to a conversation through OpenAI's Conversations API, rewritten by
         every redaction shield (that API names none) before they are kept or relayed."""
-        return self._shields.redaction(self._shields.select(None))(items)
+        redacted: list[dict[str, Any]] = self._shields.redaction(self._shields.select(None))(items)
+        return redacted
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions", *, quota_subject: Any = CALLER,

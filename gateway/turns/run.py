@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError
@@ -66,13 +66,11 @@ class FrameSink:
     async def start(self) -> None:
         """Before the first frames (an HTTP stream sends its headers with them)."""
 
-    async def write(self, frames: bytes) -> None:
-        """The frames of one upstream read."""
-        raise NotImplementedError
-
-    async def end(self, frames: bytes) -> None:
-        """The last frames: the settled terminal event, then `data: [DONE]`."""
-        raise NotImplementedError
+    # Attributes a sink defines as methods or sets to its socket's own writes (no layer
+    # per read): `write`, the frames of one upstream read; `end`, the last frames (the
+    # settled terminal event, then `data: [DONE]`).
+    write: Callable[[bytes], Awaitable[None]]
+    end: Callable[[bytes], Awaitable[None]]
 
     async def stopped(self, turn: Turn, exc: BaseException) -> None:
         """The stream stopped before its end (the exception propagates after this)."""

@@ -48,7 +48,7 @@ def _made_summary(turn: Turn) -> str:
     return made.result()
 
 
-def _reported(response: dict) -> int:
+def _reported(response: dict[str, Any]) -> int:
     """The input + output tokens the upstream reported for a turn (the next turn of its
     conversation sends them again: its quota estimate counts them)."""
     usage = response.get("usage")
@@ -92,8 +92,8 @@ class Settler:
         self._writer = writer
         self._quota = quota
         self._items = items   # where a turn that is not recorded gives back the items it took
-        self._pending: dict[str, asyncio.Future] = {}   # conversation / response id -> its recording
-        self._background: set[asyncio.Future] = set()
+        self._pending: dict[str, asyncio.Future[Any]] = {}   # conversation / response id -> its recording
+        self._background: set[asyncio.Future[Any]] = set()
 
     async def settle(self, turn: Turn) -> dict[str, int]:
         """Before the terminal event or body: charge the turn's tokens and commit its
@@ -125,7 +125,7 @@ class Settler:
         turn.quotas = quotas or {}
         return turn.quotas
 
-    def _submitted(self, turn: Turn) -> asyncio.Future | None:
+    def _submitted(self, turn: Turn) -> asyncio.Future[Any] | None:
         """The common turn's settling without a task of its own (a few µs a turn): its
         record, with its charge when the quota storage is the turn database, handed to
         the writer at once; the writer's future. None: `_settle()` it is."""
@@ -208,7 +208,7 @@ class Settler:
         turn._settling = asyncio.ensure_future(self._settle(turn))
         self._track(turn, turn._settling)
 
-    def interrupted(self, turn: Turn, partial: dict | None, appended_input: Any) -> None:
+    def interrupted(self, turn: Turn, partial: dict[str, Any] | None, appended_input: Any) -> None:
         """A stream its user interrupted (LCORE's `/v1/streaming_query/interrupt`), before
         `finish()`: recorded with its partial answer (`partial`, the response object so
         far, under its id; None: there is none, it ends as any abandoned turn without a
@@ -244,7 +244,7 @@ class Settler:
         except Exception:   # never fails the turn: they stay taken (still listed)
             log.exception("giving back the items of a failed turn failed")
 
-    def _track(self, turn: Turn, done: asyncio.Future) -> None:
+    def _track(self, turn: Turn, done: asyncio.Future[Any]) -> None:
         """Requests about this conversation or response wait for its record (in-process:
         another replica only sees it committed, which happens before the client is told)."""
         keys = (turn.conversation_id, str((turn.result or {}).get("id")))
@@ -254,7 +254,7 @@ class Settler:
         self._background.add(done)
         done.add_done_callback(lambda future: self._finished(future, keys, turn.reservation))
 
-    def _finished(self, future: asyncio.Future, keys: tuple[str | None, str],
+    def _finished(self, future: asyncio.Future[Any], keys: tuple[str | None, str],
                   reservation: Reservation | None = None) -> None:
         self._background.discard(future)
         for key in keys:
@@ -326,6 +326,6 @@ class Settler:
 
 
 
-def _logged(task: asyncio.Future) -> None:
+def _logged(task: asyncio.Future[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:   # the database: they stay taken (still listed)
         log.error("giving back the items of a failed turn failed: %s", task.exception())

@@ -13,6 +13,7 @@ instead of being only logged. LCORE's OAuth probe runs first (`ConfiguredTools.p
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 from typing import Any, Mapping
 
@@ -28,7 +29,7 @@ FILE_SEARCH_PROVIDER = "file-search"
 FILE_SEARCH_TOOLGROUP = "builtin::file_search"
 BUILTIN_SOURCE = "builtin"
 # LCORE's descriptions of the file-search runtime's tools (Llama Stack's tool definitions).
-_BUILTIN = (
+_BUILTIN: tuple[tuple[str, str, list[dict[str, Any]]], ...] = (
     ("insert_into_memory", "Insert documents into memory", []),
     ("file_search", "Search for information in a database.",
      [{"name": "query", "description": "The query to search for. Can be a natural language sentence or keywords.",
@@ -96,7 +97,7 @@ class ToolCatalog:
         return body
 
     async def _server_tools(self, server: McpServerConfig, identity: Identity,
-                            headers: Mapping[str, str]) -> tuple[list[dict[str, Any]], str | None]:
+                            headers: Mapping[str, str]) -> tuple[builtins.list[dict[str, Any]], str | None]:
         resolved, missing = self._tools.server_headers(server, identity, headers)
         if resolved is None:
             log.warning("MCP server %s skipped in the tool list: %s", server.name, missing)

@@ -67,14 +67,14 @@ class Turn:
     server_prompt: bool = False          # the instructions are the operator's: shown as LCORE's placeholder
     conversation_object: bool = False    # responses show `conversation` as `{"id": ...}` (issue 23)
     added_items: tuple[str, ...] = ()    # items clients added that this turn sends (pending again if it fails)
-    summary: asyncio.Future | None = None  # the topic summary being made (`turns/summary.py`), its text
+    summary: asyncio.Future[str] | None = None  # the topic summary being made (`turns/summary.py`), its text
     question: str = ""                   # a stored turn's user text (`body.question_text`), for its content
     requested_model: str | None = None   # the model as the request named it (`provider/model`), for transcripts
     attachments: tuple[dict[str, Any], ...] = ()  # a legacy query's attachments (redacted), for transcripts
     observed: Any = None                 # what observers of its hooks keep about it (metrics)
     observed_at: float = 0.0             # and when they last saw it (its first event, its stream's end)
     events: int = 0                      # a stream's: the frames its sink was sent (set at its end)
-    _settling: asyncio.Future | None = None
+    _settling: asyncio.Future[Any] | None = None
 
     @property
     def conversation(self) -> str | None:

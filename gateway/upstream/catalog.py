@@ -84,6 +84,6 @@ class ModelCatalog:
             if not reply.ok:
                 raise self._client.error(reply.status, reply.body)
             data = reply.json()
-            entries = data.get("data", data.get("models", [])) if isinstance(data, dict) else data
+            entries: Any = data.get("data", data.get("models", [])) if isinstance(data, dict) else data
             self._models = [ModelInfo.from_upstream(entry) for entry in entries if isinstance(entry, dict)]
             self._fetched_at = fetched_at

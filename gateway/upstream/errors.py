@@ -34,15 +34,17 @@ def upstream_message(body: bytes) -> str:
         detail = data.get("detail")
         if isinstance(detail, str):
             return detail
-        if isinstance(detail, dict) and isinstance(detail.get("cause"), str):
-            return detail["cause"]
+        cause = detail.get("cause") if isinstance(detail, dict) else None
+        if isinstance(cause, str):
+            return cause
         error = data.get("error")
         if isinstance(error, dict) and error.get("message"):
             return str(error["message"])
         if isinstance(error, str):
             return error
-        if isinstance(data.get("message"), str):
-            return data["message"]
+        message = data.get("message")
+        if isinstance(message, str):
+            return message
     return orjson.dumps(data).decode()[:2000]
 
 

@@ -26,7 +26,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import httptools
 
@@ -67,7 +67,7 @@ class Exchange(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.idle_since = 0.0
         self.holds_slot = False   # counts against the pool's limit until the exchange ends
-        self._waiter: asyncio.Future | None = None
+        self._waiter: asyncio.Future[Any] | None = None
         self._deadline = 0.0      # while waiting with a timeout: when it expires (loop time)
         self._reset(0.0)
 
@@ -176,7 +176,7 @@ class Exchange(asyncio.Protocol):
     # -- asyncio.Protocol and the parser's callbacks ---------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)   # a TCP connection's: a full Transport
 
     def data_received(self, data: bytes) -> None:
         self._answered = True

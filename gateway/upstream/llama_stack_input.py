@@ -22,8 +22,9 @@ def for_llama_stack(items: list[Any]) -> list[Any]:
 
 def error_text(error: dict[str, Any]) -> str:
     """The text of an `openai` MCP error object: its message, or its content's text."""
-    if isinstance(error.get("message"), str):
-        return error["message"]
+    message = error.get("message")
+    if isinstance(message, str):
+        return message
     content = error.get("content")
     if isinstance(content, list):
         texts = [part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)]

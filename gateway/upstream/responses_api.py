@@ -121,13 +121,14 @@ class UpstreamStream:
     __slots__ = ("_opening", "_model", "_exchange", "_redact")
 
     def __init__(self, opening: Awaitable[Exchange], model: str, redact: Callable[[str], str] | None = None):
-        self._opening = opening
+        self._opening: Awaitable[Exchange] | None = opening
         self._model = model
         self._exchange: Exchange | None = None
         self._redact = redact  # the client's (UpstreamClient.redact)
 
     async def __aenter__(self) -> "UpstreamStream":
         opening, self._opening = self._opening, None
+        assert opening is not None   # a stream is entered once
         exchange = self._exchange = await opening
         if exchange.status != 200:
             try:
