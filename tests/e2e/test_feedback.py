@@ -89,7 +89,9 @@ def test_a_storage_that_cannot_be_written_is_a_500(gateway_factory, upstream, tm
         "feedback_enabled": True, "feedback_storage": str(blocker / "feedback")})
     conversation = gateway.post("/v1/responses", {"input": "hi"}).ok()["conversation"]
     reply = gateway.post("/v1/feedback", feedback_for(conversation, sentiment=1))
-    assert reply.status == 500 and reply.json()["detail"]["response"] == "Failed to store feedback"
+    assert reply.status == 500 and reply.json()["detail"] == {
+        "response": "Failed to store feedback",
+        "cause": f"Failed to store feedback at directory: {blocker / 'feedback'}"}   # LCORE's feedback_path_invalid
 
 
 def test_the_switch_is_shared_by_replicas(gateway_factory, upstream, postgres, tmp_path):
