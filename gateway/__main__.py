@@ -66,6 +66,9 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
                    access_log=None,
                    announce=logging.getLogger("gateway").info, shutdown_timeout=10)
     except DatabaseUnavailable as exc:  # at start-up: the message names the key and the server
+        if config.service.access_log_format == "json":   # a log line like every other
+            logging.getLogger("gateway").critical("error: %s", exc)
+            sys.exit(1)
         sys.exit(f"error: {exc}")
 
 
@@ -94,7 +97,11 @@ def _tune_gc() -> None:
 def serve(args: argparse.Namespace) -> int:
     _use_system_allocator(args.argv)
     _setup_logging()
-    _run(_load(_config_path(args)), args.host, args.port)
+    config = _load(_config_path(args))
+    if config.service.access_log_format == "json":   # every line JSON, not only the access lines
+        from gateway.observability.json_logs import use_json_logs
+        use_json_logs()
+    _run(config, args.host, args.port)
     return 0
 
 

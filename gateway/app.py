@@ -216,7 +216,8 @@ def create_app(config: Configuration) -> web.Application:
         feedback.add_routes(app, prefix)
         if metrics is not None:
             metrics_routes.add_routes(app, prefix)
-    actions.update(route_actions(app.router.routes(), config.service.root_path))  # a route without one: no start
+    actions.update(route_actions(app.router.routes(), config.service.root_path,  # a route without one: no start
+                                 rules_configured=bool(config.access_rules)))
     app[PUBLIC] = root.PUBLIC_HANDLERS | feedback.PUBLIC_HANDLERS
     app[MAX_JSON_ITEMS] = config.service.max_json_items
     app[SKIP_WITHOUT_CREDENTIAL] = (health.PROBE_HANDLERS if config.authentication.skip_for_health_probes

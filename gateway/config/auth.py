@@ -34,6 +34,20 @@ def _https_or_loopback(value: str) -> str:
     raise ValueError(f"must be an https:// URL (http:// only for a loopback address), got {value!r}")
 
 
+def _http_or_https(value: str) -> str:
+    """LCORE's rule for the JWKS URL: any http(s) URL with a host (plain http to another
+    host is warned about, `AuthenticationConfig.warnings`, or refused by `require_https`)."""
+    parts = urlsplit(value)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return value
+    raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+
+
+def _plain_http_to_another_host(value: str | None) -> bool:
+    parts = urlsplit(value or "")
+    return parts.scheme == "http" and bool(parts.hostname) and not _is_loopback(parts.hostname or "")
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -80,7 +94,20 @@ class JwkConfig(Strict):
     # 0 verifies the signature on every request.
     verified_token_cache_seconds: float = Field(60, ge=0)
 
-    _url_shape = field_validator("url")(lambda cls, value: None if value is None else _https_or_loopback(value))
+    # Ours: true refuses a plain http:// `url` unless its host is a loopback address (LCORE,
+    # and the default, accept it with a start-up `security:` warning).
+    require_https: bool = False
+
+    _url_shape = field_validator("url")(lambda cls, value: None if value is None else _http_or_https(value))
+
+    @model_validator(mode="after")
+    def _url_strict(self) -> "JwkConfig":
+        if self.require_https and self.url is not None:
+            try:
+                _https_or_loopback(self.url)
+            except ValueError as exc:
+                raise ValueError(f"url: {exc} (require_https: true)") from None
+        return self
 
 
 class RhIdentityConfig(Strict):
@@ -152,6 +179,11 @@ class AuthenticationConfig(Strict):
                 found.append("authentication.jwk_config.audience is not set: a token the issuer minted for ANY "
                              "other service (any `aud`, or none) is accepted here; set it to the audience the "
                              "issuer puts in tokens meant for this gateway")
+            if _plain_http_to_another_host(self.jwk_config.url):
+                found.append(f"authentication.jwk_config.url {self.jwk_config.url} is plain http:// to another "
+                             "host: the key set travels unauthenticated and unencrypted, so anyone on that path "
+                             "can replace the keys and mint tokens for ANY user; use https://, or set "
+                             "jwk_config.require_https: true to refuse to start with it")
             if not self.jwk_config.require_exp:
                 found.append("authentication.jwk_config.require_exp: false: a signed token without `exp` never "
                              "expires; it is accepted for as long as its key is in the key set")

@@ -41,6 +41,11 @@ class FeedbackWriter:
         await asyncio.to_thread(_write, directory / f"{feedback_id}.json", record)
         await self.store.add(feedback_id, user_id, conversation_id, now.isoformat(), feedback)
 
+    @property
+    def directory(self) -> str:
+        """Where the files go (LCORE names it in its 500)."""
+        return str(Path(self._config.feedback_storage or "."))
+
 
 def _write(path: Path, record: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)

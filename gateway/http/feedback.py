@@ -43,8 +43,9 @@ async def post_feedback(request: web.Request) -> web.Response:
         await feedback.store_feedback(caller.user_id, conversation_id, body.model_dump(mode="json"))
     except OSError as exc:
         log.error("storing feedback failed: %s", exc)
-        raise ApiError(500, "Failed to store feedback", "Failed to store feedback at the configured "
-                       "feedback_storage.", code="feedback_storage_failed") from None
+        # LCORE's `feedback_path_invalid`: the operator's directory, named.
+        raise ApiError(500, "Failed to store feedback", f"Failed to store feedback at directory: "
+                       f"{feedback.directory}", code="feedback_storage_failed") from None
     return json_response({"response": "feedback received"})
 
 

@@ -83,6 +83,9 @@ class Operation:
     # nearest for the others), or AUTHENTICATED_ONLY.
     action: str = field(kw_only=True)
     note: str = field(default="", kw_only=True)   # why this action, for the docs' table
+    # Open to every authenticated caller when no `access_rules` are configured (LCORE's
+    # resolver allows every action then); with rules, `action` applies as always.
+    open_without_rules: bool = field(default=False, kw_only=True)
 
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -224,7 +227,8 @@ OPERATIONS: tuple[Operation, ...] = (
               note="as LCORE: no authentication; the switch is in the database, so every replica agrees"),
     Operation("update_feedback_status", "put", "/v1/feedback/status", "Enable or disable feedback", "feedback",
               ok=FeedbackStatusUpdate, request=FeedbackStatusUpdateRequest, errors=(401, 403, 422, 500),
-              action=Action.ADMIN, note="LCORE's"),
+              action=Action.ADMIN, open_without_rules=True,
+              note="LCORE's; any authenticated caller when no `access_rules` are configured, as LCORE"),
     Operation("list_models", "get", "/v1/models",
               "The upstream's models, in LCORE's and OpenAI's shapes at once", "models",
               ok=ModelsResponse, errors=(401, 403, 500, 503), action=Action.GET_MODELS,
@@ -284,10 +288,13 @@ class RouteWithoutAction(RuntimeError):
     """A route is served that `OPERATIONS` does not list: it would have no action."""
 
 
-def route_actions(routes: Iterable[Any], root_path: str = "") -> dict[Any, str]:
+def route_actions(routes: Iterable[Any], root_path: str = "", rules_configured: bool = True) -> dict[Any, str]:
     """Each registered aiohttp route → its action (HEAD as its GET). Raises at start-up
-    for a route that has none, so no route is ever served unchecked."""
-    declared = {(operation.method, operation.path): operation.action for operation in OPERATIONS}
+    for a route that has none, so no route is ever served unchecked. Without configured
+    `access_rules`, an `open_without_rules` route needs authentication only."""
+    declared = {(operation.method, operation.path): AUTHENTICATED_ONLY
+                if operation.open_without_rules and not rules_configured else operation.action
+                for operation in OPERATIONS}
     table: dict[Any, str] = {}
     for route in routes:
         path = route.resource.canonical if route.resource is not None else ""

@@ -173,6 +173,22 @@ def idle_timeout(seconds: float) -> ApiError:
                     code="websocket_idle_timeout")
 
 
+def _check_call_outputs(items: list[Any]) -> None:
+    """A held continuation's whole input is known here: a tool output that answers no
+    call in it is a 400 (OpenAI's message), so the turn fails and, as the spec says of a
+    failed continuation, the id it continued from is evicted."""
+    calls = {(item.get("type"), item.get("call_id")) for item in items if isinstance(item, dict)}
+    for item in items:
+        if not isinstance(item, dict) or item.get("type") not in _OUTPUT_OF:
+            continue
+        if (_OUTPUT_OF[item["type"]], item.get("call_id")) not in calls:
+            raise ApiError(400, "No tool call found", f"No tool call found for function call output with call_id "
+                           f"{item.get('call_id')}.", code="invalid_value", param="input")
+
+
+_OUTPUT_OF = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
+
+
 def _items(value: Any) -> list[Any]:
     if isinstance(value, str):
         return [{"type": "message", "role": "user", "content": value}]
@@ -208,6 +224,7 @@ class Continuation:
         for key, value in self._chain.items():
             expanded.setdefault(key, value)
         expanded["input"] = self._context + _items(body.get("input"))
+        _check_call_outputs(expanded["input"])
         return expanded, previous
 
     def record(self, body: dict[str, Any], response: dict[str, Any] | None) -> None:

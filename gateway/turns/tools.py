@@ -110,7 +110,10 @@ class ConfiguredTools:
         missing or refused) is the caller's 401, with the server's `WWW-Authenticate`,
         so the client can start the OAuth flow.
         Any other answer, or none (the gateway is more lenient than LCORE here), leaves
-        the turn to go on: the server is used, or skipped when a header is missing."""
+        the turn to go on: the server is used, or skipped when a header is missing.
+        A configured server the turn would only use by default, whose `client` header the
+        caller omitted, is not asked: LCORE skips it (the turn and `/v1/tools` go on
+        without it); an omitted `oauth` one is asked, as is a server the client names."""
         if tool_choice == "none":
             return
         labels = None if tools is None else {tool.get("server_label") for tool in tools if tool.get("type") == "mcp"}
@@ -120,6 +123,9 @@ class ConfiguredTools:
         for server in self._servers.values():
             if labels is not None and server.name not in labels:
                 continue
+            if labels is None and any(source == "client" and not _caller_header(server, name, headers)
+                                      for name, source in server.authorization_headers.items()):
+                continue   # the configured tools skip it (`defaults`), as LCORE
             # Asked when it gets an Authorization header, or another header the OAuth
             # flow gives is missing.
             if any(name.lower() == "authorization" for name in server.authorization_headers) \

@@ -89,7 +89,9 @@ def test_a_storage_that_cannot_be_written_is_a_500(gateway_factory, upstream, tm
         "feedback_enabled": True, "feedback_storage": str(blocker / "feedback")})
     conversation = gateway.post("/v1/responses", {"input": "hi"}).ok()["conversation"]
     reply = gateway.post("/v1/feedback", feedback_for(conversation, sentiment=1))
-    assert reply.status == 500 and reply.json()["detail"]["response"] == "Failed to store feedback"
+    assert reply.status == 500 and reply.json()["detail"] == {
+        "response": "Failed to store feedback",
+        "cause": f"Failed to store feedback at directory: {blocker / 'feedback'}"}   # LCORE's feedback_path_invalid
 
 
 def test_the_switch_is_shared_by_replicas(gateway_factory, upstream, postgres, tmp_path):
@@ -109,3 +111,24 @@ def test_the_switch_is_shared_by_replicas(gateway_factory, upstream, postgres, t
     two.request("PUT", "/v1/feedback/status", {"status": True}, headers=auth("admin")).ok()
     assert one.post("/v1/feedback", feedback_for(conversation, sentiment=1), headers=auth("alice")).status == 200
     assert one.request("PUT", "/v1/feedback/status", {"status": "maybe"}, headers=auth("admin")).status == 422
+
+
+def test_without_access_rules_any_caller_switches_feedback(gateway_factory, upstream, tmp_path):
+    """LCORE's scenarios enable and disable feedback with no `access_rules` configured (its
+    resolver allows every action then): any authenticated caller may, and a disabled
+    feedback is LCORE's 403 from then on."""
+    keys = {"authentication": keyed()["authentication"]}   # the keys, no rules
+    gateway = gateway_factory(upstream.url, **keys, user_data_collection={
+        "feedback_enabled": True, "feedback_storage": str(tmp_path)})
+    conversation = gateway.post("/v1/responses", {"input": "hi"}, headers=auth("alice")).ok()["conversation"]
+    changed = gateway.request("PUT", "/v1/feedback/status", {"status": False}, headers=auth("alice")).ok()["status"]
+    assert changed["previous_status"] is True and changed["updated_status"] is False
+    assert changed["updated_by"] == "alice"
+    reply = gateway.post("/v1/feedback", feedback_for(conversation, sentiment=1), headers=auth("alice"))
+    assert reply.status == 403 and reply.json()["detail"] == DISABLED
+    assert gateway.request("PUT", "/v1/feedback/status", {"status": True}).status == 401
+    gateway.request("PUT", "/v1/feedback/status", {"status": True}, headers=auth("bob")).ok()
+    assert gateway.post("/v1/feedback", feedback_for(conversation, sentiment=1), headers=auth("alice")).ok() == {
+        "response": "feedback received"}
+    # The admin-only routes that are not LCORE's stay closed without rules.
+    assert gateway.get("/v1/quotas/cluster", headers=auth("alice")).status == 403

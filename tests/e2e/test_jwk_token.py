@@ -6,6 +6,8 @@ is down with and without keys already fetched."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import time
 import uuid
 
@@ -14,6 +16,7 @@ import pytest
 from tests.support.auth_peers import (JwksServer, SigningKey, TestCa, b64url, claims, hmac_token, owner_of,
                                      unsigned_token)
 from tests.support.gateway_db import Counts, GatewayDb
+from tests.support.gateway_proc import GATEWAY_BIN
 
 RSA = SigningKey.rsa("rsa-1")              # the JWK names alg RS256
 EC = SigningKey.ec("ec-1")                 # no alg in the JWK: ES256 from kty EC, crv P-256
@@ -300,3 +303,33 @@ def test_role_rules_over_the_claims_grant_actions(gateway_factory, upstream, jwk
     assert denied.status == 403
     assert denied.json()["detail"]["cause"] == "User dev-user is not authorized to access this endpoint."
     assert ruled.get("/v1/info", headers=bearer(dev)).status == 200
+
+
+def test_plain_http_key_server_on_another_host_starts_with_a_warning(gateway_factory, upstream, jwks, tmp_path):
+    """LCORE's own configurations name `http://mock-jwks:8000/...`: a plain-http key set on
+    a host that is not a loopback literal starts, with a `security:` warning naming the
+    risk; `require_https: true` keeps the strict rule. The machine's own host name is
+    such a host; where it resolves to the loopback (as in most containers) the key
+    server below is really reached through it."""
+    host = socket.gethostname()
+    try:
+        reachable = socket.gethostbyname(host).startswith("127.")
+    except OSError:
+        reachable = False
+    url = jwks.url.replace("127.0.0.1", host)
+    gateway = gateway_factory(upstream.url, authentication={"module": "jwk-token", "jwk_config": jwk_config(url)})
+    if reachable:
+        token = RSA.sign(claims(sub="over-plain-http"))
+        assert owner_of(gateway, gateway.post("/v1/responses", {"input": "x"}, headers=bearer(token))) \
+            == "over-plain-http"
+    warning = (f"security: authentication.jwk_config.url {url} is plain http:// to another host: the key set "
+               "travels unauthenticated and unencrypted, so anyone on that path can replace the keys and mint "
+               "tokens for ANY user")
+    assert warning in gateway.log()
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(json.dumps({"name": "strict", "llama_stack": {"url": upstream.url}, "authentication": {
+        "module": "jwk-token", "jwk_config": jwk_config(url, require_https=True)}}))
+    refused = subprocess.run([str(GATEWAY_BIN), "serve", "-c", str(strict)], capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode != 0
+    assert "must be an https:// URL (http:// only for a loopback address)" in refused.stderr + refused.stdout

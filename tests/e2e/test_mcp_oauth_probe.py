@@ -145,11 +145,18 @@ def test_a_refused_header_from_any_source_is_the_401(credentialed, upstream, pro
     assert reply.json()["detail"]["cause"] == f"MCP server at {protected} requires OAuth"
     assert _Protected.seen[0]["authorization"] == "Bearer invalid-file-token"
     assert [r["path"] for r in upstream.requests() if r["method"] != "GET"] == []
-    # A client's token: invalid is refused, missing is probed without one, valid goes on.
+    # A client's token: invalid is refused, missing skips the server (LCORE: not probed,
+    # not sent upstream), valid goes on.
     client = credentialed["client"]
     invalid = {"MCP-HEADERS": json.dumps({"filed": {"Authorization": "Bearer invalid-client"}})}
     assert client.post(path, body, headers=invalid).status == 401
-    assert client.post(path, body).status == 401
+    upstream.clear()
+    _Protected.seen.clear()
+    skipped = client.post(path, body)
+    assert skipped.status == 200, skipped.body
+    assert _Protected.seen == []
+    sent = [r for r in upstream.requests() if r["method"] == "POST" and r["path"].endswith("/responses")]
+    assert sent and all(protected not in json.dumps(r.get("body")) for r in sent)
     valid = {"MCP-HEADERS": json.dumps({"filed": {"Authorization": "Bearer client-ok"}})}
     assert client.post(path, body, headers=valid).status == 200
 
@@ -160,6 +167,12 @@ def test_an_accepted_header_goes_on_and_the_tool_list_probes(credentialed):
     assert _Protected.seen[0]["authorization"] == "Bearer file-token-ok"
     reply = credentialed["bad"].get("/v1/tools")
     assert reply.status == 401 and reply.headers["www-authenticate"] == CHALLENGE
+    # The client's header omitted: the list goes on without the server, as LCORE's.
+    _Protected.seen.clear()
+    listed = credentialed["client"].get("/v1/tools").ok()
+    assert {tool["toolgroup_id"] for tool in listed["tools"]} == {"builtin::file_search"}
+    assert [server["name"] for server in listed["unavailable_servers"]] == ["filed"]
+    assert _Protected.seen == []
 
 
 @pytest.fixture(scope="module")

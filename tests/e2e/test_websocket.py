@@ -169,6 +169,30 @@ async def test_ws_compliance_failed_continuation_evicts(forward):
         assert error["error"]["param"] == "previous_response_id"
 
 
+@pytest.mark.parametrize("mode", ["forward", "engine"])
+async def test_ws_compliance_unmatched_tool_output_fails_and_evicts(mode, request):
+    """The suite's `websocket-failed-continuation-evicts-cache`: a store:false
+    continuation whose only input is a `function_call_output` answering no call in the
+    held context fails (400, OpenAI's message), and the retry from the same id is then
+    `previous_response_not_found`."""
+    gateway = request.getfixturevalue(mode)
+    async with connected(gateway) as socket:
+        await socket.send(create("Remember the code word: ember. Reply with OK.", store=False))
+        first = (await socket.turn())[-1]["response"]
+        await socket.send({"type": "response.create", "store": False, "previous_response_id": first["id"],
+                           "input": [{"type": "function_call_output", "call_id": "call_openresponses_missing",
+                                      "output": "No matching tool call exists in the previous response."}]})
+        error = await socket.next()
+        assert error["type"] == "error" and error["status"] == 400, error
+        assert error["error"]["message"].endswith("No tool call found for function call output with call_id "
+                                                  "call_openresponses_missing.")
+        assert error["error"]["param"] == "input"
+        await socket.send(create("Try to continue after the failed turn. Reply with exactly: stale", store=False,
+                                 previous_response_id=first["id"]))
+        error = await socket.next()
+        assert error["type"] == "error" and error["error"]["code"] == "previous_response_not_found", error
+
+
 # --- the openai package's client ---------------------------------------------------
 
 async def test_openai_client_turns_continuation_store_true_and_steer(forward):

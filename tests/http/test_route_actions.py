@@ -33,6 +33,16 @@ def test_every_served_route_has_its_action():
     assert by_path["POST", "/authorized"] == AUTHENTICATED_ONLY
 
 
+def test_without_access_rules_only_lcore_open_routes_drop_their_action():
+    app = create_app(config())
+    strict = route_actions(app.router.routes())
+    relaxed = route_actions(app.router.routes(), rules_configured=False)
+    changed = {(route.method, route.resource.canonical) for route in strict if strict[route] != relaxed[route]}
+    assert changed == {("PUT", "/v1/feedback/status")}
+    assert {relaxed[route] for route in relaxed if (route.method, route.resource.canonical) in changed} \
+        == {AUTHENTICATED_ONLY}
+
+
 def test_a_route_without_an_action_is_a_start_up_error():
     app = web.Application()
 

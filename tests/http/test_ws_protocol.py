@@ -74,6 +74,22 @@ def test_store_false_continuation_sends_the_context_instead_of_the_id():
     assert len(body["input"]) == 5   # the whole chain, then the new item
 
 
+def test_a_tool_output_must_answer_a_call_in_the_held_context():
+    memory = proto.Continuation(10_000)
+    called = {"id": "resp_1", "status": "completed", "output": [
+        {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}]}
+    memory.record(create(input="one", store=False).body, called)
+    answer = [{"type": "function_call_output", "call_id": "call_1", "output": "ok"}]
+    body, held = memory.body(create(input=answer, store=False, previous_response_id="resp_1"))
+    assert held == "resp_1" and body["input"][-1] == answer[0]
+    for stray in ({"type": "function_call_output", "call_id": "call_2", "output": "?"},
+                  {"type": "custom_tool_call_output", "call_id": "call_1", "output": "?"}):
+        with pytest.raises(ApiError) as refused:
+            memory.body(create(input=[stray], store=False, previous_response_id="resp_1"))
+        assert refused.value.status == 400 and refused.value.param == "input"
+        assert refused.value.cause.endswith(f"with call_id {stray['call_id']}.")
+
+
 def test_stored_and_unknown_ids_go_through_as_on_http():
     memory = proto.Continuation(10_000)
     memory.record(create(input="one").body, response("resp_1", "r1"))   # store defaults to true

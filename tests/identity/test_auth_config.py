@@ -19,14 +19,30 @@ def test_jwk_token_needs_its_block():
     assert problems({"module": "jwk-token"}) == ["authentication.jwk_config: required by module jwk-token"]
 
 
-@pytest.mark.parametrize("url", ["http://keys.example/jwks", "ftp://127.0.0.1/jwks", "keys.example"])
-def test_jwks_url_must_be_https_unless_loopback(url):
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/jwks", "keys.example", "http:///jwks"])
+def test_jwks_url_must_be_http_or_https(url):
     assert problems({"module": "jwk-token", "jwk_config": {"url": url}})[0].startswith(
-        "authentication.jwk_config.url: must be an https:// URL")
+        "authentication.jwk_config.url: must be an http:// or https:// URL")
+
+
+def test_plain_http_jwks_on_another_host_is_a_warning_or_refused_when_strict():
+    config = parse_config({**BASE, "authentication": {"module": "jwk-token", "jwk_config": {
+        "url": "http://mock-jwks:8000/.well-known/jwks.json", "audience": "gw"}}})
+    assert [w for w in config.authentication.warnings() if "plain http://" in w] == [
+        "authentication.jwk_config.url http://mock-jwks:8000/.well-known/jwks.json is plain http:// to another "
+        "host: the key set travels unauthenticated and unencrypted, so anyone on that path can replace the keys "
+        "and mint tokens for ANY user; use https://, or set jwk_config.require_https: true to refuse to start "
+        "with it"]
+    for url in ("https://keys.example/jwks", "http://127.0.0.1:8000/jwks"):
+        quiet = parse_config({**BASE, "authentication": {"module": "jwk-token", "jwk_config": {"url": url}}})
+        assert not [w for w in quiet.authentication.warnings() if "plain http://" in w]
+    assert problems({"module": "jwk-token", "jwk_config": {"url": "http://keys.example/jwks",
+                                                           "require_https": True}})[0].startswith(
+        "authentication.jwk_config.url: must be an https:// URL (http:// only for a loopback")
 
 
 @pytest.mark.parametrize("url", ["https://keys.example/jwks", "http://127.0.0.1:8000/jwks", "http://localhost/j",
-                                 "http://[::1]:80/jwks"])
+                                 "http://[::1]:80/jwks", "http://keys.example/jwks"])
 def test_jwks_urls_accepted(url):
     parse_config({**BASE, "authentication": {"module": "jwk-token", "jwk_config": {"url": url}}})
 
