@@ -36,6 +36,12 @@ def use_json_logs() -> None:
     # An exception nothing caught is a record too, not Python's raw traceback.
     sys.excepthook = lambda kind, value, trace: logging.getLogger("gateway").critical(
         "uncaught exception", exc_info=(kind, value, trace))
-    threading.excepthook = lambda hook: logging.getLogger("gateway").critical(
+    threading.excepthook = _thread_excepthook
+
+
+def _thread_excepthook(hook: threading.ExceptHookArgs) -> None:
+    # `exc_value` is None only for an exception raised without one (never, in practice):
+    # then the record carries no traceback rather than a tuple logging cannot format.
+    logging.getLogger("gateway").critical(
         "uncaught exception in thread %s", hook.thread.name if hook.thread else "?",
-        exc_info=(hook.exc_type, hook.exc_value, hook.exc_traceback))
+        exc_info=(hook.exc_type, hook.exc_value, hook.exc_traceback) if hook.exc_value is not None else None)
