@@ -215,7 +215,7 @@ def test_trusted_proxy_refuses_a_user_header_sent_twice(proxied, upstream, users
     assert upstream.requests() == []
     assert GatewayDb.of(proxied).counts() == before
     assert "refused status=401 module=trusted-proxy route=POST /v1/responses client=127.0.0.1" \
-           in proxied.log() and f"cause={cause!r}" in proxied.log()
+           in proxied.messages() and f"cause={cause!r}" in proxied.messages()
     assert "eve-the-client" not in proxied.log()
 
 
@@ -228,7 +228,7 @@ def test_trusted_proxy_without_allowed_service_accounts(gateway_factory, upstrea
     assert owner_of(open_proxy, reply) == "anyone"
     assert ("WARNING gateway: security: authentication.trusted_proxy_config.allowed_service_accounts is EMPTY: "
             "ANY service-account token the cluster accepts (every pod's, in every namespace) may name ANY user "
-            "in X-Forwarded-User and act as that user") in open_proxy.log()
+            "in X-Forwarded-User and act as that user") in open_proxy.messages()
 
 
 def test_role_rules_over_the_token_review_groups(gateway_factory, upstream, kube, sa_token):

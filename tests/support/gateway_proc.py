@@ -186,6 +186,22 @@ class Gateway(Endpoint):
         except OSError:
             return ""
 
+    def messages(self) -> str:
+        """The log as plain lines (`LEVEL logger: message`): with `access_log_format:
+        json` (the tests' default) every line is a JSON object, its message escaped."""
+        lines = []
+        for line in self.log().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                lines.append(line)
+                continue
+            if isinstance(record, dict) and record.get("type") == "log":
+                lines.append(f"{record.get('level')} {record.get('logger')}: {record.get('message')}")
+            else:
+                lines.append(line)
+        return "\n".join(lines)
+
     def stream(self, body: dict[str, Any], path: str = "/v1/responses",
                headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, list[tuple[str, Any]]]:
         """POST a streaming request; return the status and the (event, data) frames in order."""
