@@ -17,7 +17,7 @@ from gateway.config.access import Action
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
 from gateway.legacy.blocked import blocked_stream
-from gateway.legacy.interrupts import (ALREADY_FINISHED, INTERRUPTED, StreamRegistry, check_request_id,
+from gateway.legacy.interrupts import (ALREADY_DONE, INTERRUPTED, StreamRegistry, check_request_id,
                                        interrupt_forbidden)
 from gateway.legacy.remote import RemoteInterrupts
 from gateway.legacy.request import (QueryRequest, overrides_model, parse_query_request, query_input, recorded_parts,
@@ -198,7 +198,7 @@ async def interrupt(request: web.Request) -> web.Response:
         raise interrupt_forbidden(user_id, request_id)
     stopped = outcome == "interrupted" if outcome is not None else registry.interrupt(request_id, user_id)
     return json_response({"request_id": request_id, "interrupted": stopped,
-                          "message": INTERRUPTED if stopped else ALREADY_FINISHED})
+                          "message": INTERRUPTED if stopped else ALREADY_DONE})
 
 
 async def interrupts_across_replicas(app: web.Application) -> AsyncIterator[None]:

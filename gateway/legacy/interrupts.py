@@ -17,7 +17,7 @@ from gateway.schema.validation import request_validation_error, value_error_at
 # How many finished streams are remembered (their id and owner: ~200 bytes each).
 FINISHED_KEPT = 10_000
 INTERRUPTED = "Streaming request interrupted"
-ALREADY_FINISHED = "Streaming request already finished"
+ALREADY_DONE = "Streaming request already completed; nothing to interrupt"   # LCORE's words
 
 
 @dataclass
