@@ -155,7 +155,10 @@ async def update_conversation(request: web.Request, audience: LcoreV1) -> web.Re
 
 
 async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Response:
-    """Always 200 (LCORE): `deleted` says whether there was one of the caller's to delete."""
+    """200 (LCORE): `deleted` says whether there was one of the caller's to delete. On v1,
+    LCORE's 503 when the upstream's part could not reach the upstream: the gateway's row
+    is deleted all the same and the upstream's deletion retried (`conversations/forget.py`),
+    at once when the client deletes it again."""
     conversation_id = path_conversation_id(request)
     services = _services(request, audience)
     caller = identity(request)
@@ -166,9 +169,15 @@ async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Re
             record = None   # v2 knows only the caller's conversations
         elif not may_use_conversation(caller, record.user_id, Action.DELETE_OTHERS_CONVERSATIONS):
             raise conversation_forbidden(caller.user_id, conversation_id, "delete")
-    deleted = record is not None and await services.forgetting.delete(conversation_id) is not None
+    forgotten = await services.forgetting.delete(conversation_id) if record is not None else None
+    deleted = forgotten is not None
     if deleted:
         services.items.forget(conversation_id)
+    if audience.version == "v1":   # v2 is the gateway's store alone, as LCORE's cache is
+        unreachable = forgotten.unreachable if forgotten is not None else await services.forgetting.finish(
+            conversation_id)
+        if unreachable is not None:
+            raise unreachable
     body = audience.deleted(conversation_id, deleted)
     if _both(services, audience):
         body = openai.union(openai.deleted(conversation_id, deleted), body)

@@ -1,19 +1,23 @@
 """LCORE's conversation endpoints through `gateway serve` (issue 22; lcore.md 4, 9):
 `/v1/conversations` (list, get, rename, delete) in forward mode and over the local
 engine, from the gateway's own turn store; another user's, unknown and malformed ids;
-the RBAC overrides; and `/v1` with the upstream down (503, delete still works)."""
+the RBAC overrides; and `/v1` with the upstream down (503; a delete deletes the gateway's
+row, answers LCORE's 503 and the upstream's part is done later)."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.engine_gateway import engine_config
 from tests.support.gateway_db import GatewayDb
-from tests.support.gateway_proc import start_upstream
+from tests.support.gateway_proc import start_gateway, start_upstream
+from tests.support.processes import free_port, python_module, spawn, wait_http
 
 KEYS = {"alice": "alice-key-0001", "bob": "bob-key-0001", "auditor": "auditor-key-0001", "quentin": "quentin-key-0001"}
 CHAT = ["responses", "query", "streaming_query", "list_conversations", "get_conversation", "update_conversation",
@@ -185,8 +189,69 @@ def test_v1_with_the_upstream_down(engine, gateway_factory, tmp_path):
     reply = gateway.request("PUT", f"/v1/conversations/{cid}?user_id=u", {"topic_summary": "x"})
     assert reply.status == 503 and reply.json()["detail"] == unavailable
     assert len(gateway.get("/v1/conversations?user_id=u").ok()["conversations"]) == 2   # the list is the gateway's
-    assert gateway.delete(f"/v1/conversations/{other}?user_id=u").ok()["deleted"] is True
-    assert "its upstream state was not" in gateway.log() or engine
+    reply = gateway.delete(f"/v1/conversations/{other}?user_id=u")
+    if engine:   # nothing of it upstream: deleted
+        assert reply.ok()["deleted"] is True
+    else:   # LCORE: its own row deleted, then its 503 for the upstream's part (retried)
+        assert reply.status == 503 and reply.json()["detail"] == unavailable
+        assert "its upstream state was not" in gateway.log()
+    assert len(gateway.get("/v1/conversations?user_id=u").ok()["conversations"]) == 1
+
+
+def test_a_delete_the_upstream_missed_is_done_once_it_is_back(gateway_factory, upstream, tmp_path):
+    """The upstream behind a relay that is stopped and started again on its port: a
+    delete while it is away is LCORE's 503 (the configured name) and the gateway's row is
+    gone; the upstream's deletion is done when the client deletes it again, and by a
+    gateway starting on the same database."""
+    port = free_port()
+
+    def link():
+        relay = spawn(f"relay-{port}-{time.monotonic_ns()}", python_module(
+            "tests.support.recording_proxy", "--listen", str(port), "--target", str(upstream.port),
+            "--record", str(tmp_path / "relayed.bin")), tmp_path)
+        wait_http(relay, f"http://127.0.0.1:{port}/health")
+        return relay
+
+    def deleted_upstream(cid):
+        return [r["path"] for r in upstream.requests() if r["method"] == "DELETE" and cid in r["path"]]
+
+    relay = link()
+    gateway = gateway_factory(f"http://127.0.0.1:{port}", service={"error_body": "lcore"},
+                              llama_stack={"display_name": "OGX"})
+    first, second = (gateway.post("/v1/query?user_id=u", {"query": text}).ok()["conversation_id"]
+                     for text in ("first", "second"))
+    relay.stop()
+    unavailable = {"detail": {"response": "Unable to connect to OGX", "cause": "Connection error."}}
+    for cid in (first, second):
+        reply = gateway.delete(f"/v1/conversations/{cid}?user_id=u")
+        assert reply.status == 503 and reply.json() == unavailable
+    assert gateway.get("/v1/conversations?user_id=u").ok()["conversations"] == []   # the gateway's rows are gone
+    reply = gateway.delete(f"/v1/conversations/{first}?user_id=u")   # again, still away: still pending
+    assert reply.status == 503 and reply.json() == unavailable
+    upstream.clear()
+    relay = link()
+    try:
+        # Deleted again with the upstream back: its deletion is done now, LCORE's answer.
+        reply = gateway.delete(f"/v1/conversations/{first}?user_id=u")
+        assert reply.ok() == {"conversation_id": first, "deleted": False, "response": "Conversation not found",
+                              "success": True}
+        assert deleted_upstream(first) == [f"/v1/conversations/conv_{first}"]
+        assert upstream.get(f"/v1/conversations/conv_{first}").status == 404
+        assert gateway.delete(f"/v1/conversations/{first}?user_id=u").ok()["success"] is True
+        assert deleted_upstream(first) == [f"/v1/conversations/conv_{first}"]   # done: not asked again
+        # A gateway starting on the same database does what is still pending.
+        assert deleted_upstream(second) == []
+        gateway.stop()
+        restarted = start_gateway(tmp_path / "restarted", yaml.safe_load(gateway.config_path.read_text()))
+        try:
+            deadline = time.monotonic() + 15
+            while not deleted_upstream(second) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert deleted_upstream(second) == [f"/v1/conversations/conv_{second}"]
+        finally:
+            restarted.stop()
+    finally:
+        relay.stop()
 
 
 def test_a_turns_tools_and_documents_are_in_its_history(gateway_factory, upstream):
