@@ -32,6 +32,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chat-deltas", type=int, default=None, metavar="N",
                         help="every chat completion stream's text in N pieces (the scripted_deltas knob "
                              "for callers that do not forward metadata, like Llama Stack)")
+    parser.add_argument("--provider-ids", action="store_true",
+                        help="list the models as Llama Stack names them: scripted/scripted-chat, "
+                             "the provider in custom_metadata")
     parser.add_argument("--log", default=os.environ.get("SCRIPTED_LOG") or None,
                         metavar="FILE", help="append every request as a JSON line "
                                              "(default: $SCRIPTED_LOG)")
@@ -43,7 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def serve(args: argparse.Namespace) -> None:
     app = create_app(responses=not args.no_responses, conversations=not args.no_conversations,
                      delay_ms=args.delay_ms, record=not args.no_record, log_path=args.log,
-                     dialect=args.dialect, chat_deltas=args.chat_deltas)
+                     dialect=args.dialect, chat_deltas=args.chat_deltas, provider_ids=args.provider_ids)
     # No access log: the benchmark sends thousands of requests per second.
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()

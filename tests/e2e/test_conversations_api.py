@@ -309,3 +309,26 @@ def test_the_query_apis_turns_are_listed_with_their_message_count(gateway, mode)
     assert item["message_count"] == 3 and item["last_used_model"]
     history = gateway.get(f"/v1/conversations/{cid}", headers=auth("quentin")).ok()["chat_history"]
     assert len(history) == 3
+
+
+def test_a_conversations_model_is_lcores_bare_id_beside_its_provider(gateway_factory, upstream_with):
+    """In front of an upstream naming its models as Llama Stack does (`scripted/scripted-chat`,
+    provider `scripted`), the list's `last_used_model` and each turn's `model` are LCORE's
+    `scripted-chat`, with `scripted` as the provider, on v1 and v2, whichever way the turn
+    named its model."""
+    named = upstream_with("--provider-ids")
+    gateway = gateway_factory(named.url, conversation_cache={"type": "sqlite",
+                                                             "sqlite": {"db_path": "/tmp/unused-by-the-gateway.db"}})
+    assert "scripted/scripted-chat" in [model["id"] for model in gateway.get("/v1/models").ok()["data"]]
+    by_query = gateway.post("/v1/query?user_id=mo", {"query": "hi", "provider": "scripted",
+                                                     "model": "scripted-chat"}).ok()["conversation_id"]
+    by_responses = gateway.post("/v1/responses?user_id=mo", {"input": "hello"}).ok()["conversation"]
+    gateway.post("/v1/responses?user_id=mo", {"input": "again", "conversation": by_responses,
+                                              "model": "scripted/scripted-chat"}).ok()
+    listed = gateway.get("/v1/conversations?user_id=mo").ok()["conversations"]
+    assert sorted(item["conversation_id"] for item in listed) == sorted([by_query, by_responses.removeprefix("conv_")])
+    assert {(item["last_used_model"], item["last_used_provider"]) for item in listed} == {("scripted-chat", "scripted")}
+    for version in ("v1", "v2"):
+        for cid in (by_query, by_responses):
+            history = gateway.get(f"/{version}/conversations/{cid}?user_id=mo").ok()["chat_history"]
+            assert history and {(turn["model"], turn["provider"]) for turn in history} == {("scripted-chat", "scripted")}
