@@ -332,3 +332,34 @@ def test_a_conversations_model_is_lcores_bare_id_beside_its_provider(gateway_fac
         for cid in (by_query, by_responses):
             history = gateway.get(f"/{version}/conversations/{cid}?user_id=mo").ok()["chat_history"]
             assert history and {(turn["model"], turn["provider"]) for turn in history} == {("scripted-chat", "scripted")}
+
+
+def test_a_fork_answers_in_the_form_the_client_named_its_conversation(gateway_factory, upstream):
+    """`conversation` is answered in the form the client named the conversation in, and
+    a turn continuing or forking from one of its turns by `previous_response_id` keeps
+    that form: LCORE's clients (the bare 48 hex) compare the fork's `conversation` with
+    `GET /v1/conversations/{id}`'s `conversation_id` byte for byte; OpenAI's keep `conv_`."""
+    gateway = gateway_factory(upstream.url)
+    bare = gateway.post("/v1/query?user_id=fk", {"query": "one"}).ok()["conversation_id"]
+    second = gateway.post("/v1/responses?user_id=fk", {"input": "two", "conversation": bare}).ok()
+    assert second["conversation"] == bare
+    third = gateway.post("/v1/responses?user_id=fk", {"input": "three", "previous_response_id": second["id"]}).ok()
+    assert third["conversation"] == bare   # continued: the same conversation, in its form
+    fork = gateway.post("/v1/responses?user_id=fk", {"input": "fork from two", "previous_response_id": second["id"]}).ok()
+    forked = fork["conversation"]
+    assert forked != bare and re.fullmatch(r"[0-9a-f]{48}", forked)
+    got = gateway.get(f"/v1/conversations/{forked}?user_id=fk").ok()
+    assert got["conversation_id"] == forked and len(got["chat_history"]) == 1
+    assert gateway.get(f"/v1/conversations/{bare}?user_id=fk").ok()["conversation_id"] == bare
+    assert gateway.get(f"/v1/responses/{fork['id']}?user_id=fk").ok()["conversation"] == forked
+    status, frames = gateway.stream({"input": "fork again", "previous_response_id": second["id"]},
+                                    path="/v1/responses?user_id=fk")
+    [completed] = [data for _, data in frames if isinstance(data, dict) and data.get("type") == "response.completed"]
+    assert status == 200 and re.fullmatch(r"[0-9a-f]{48}", completed["response"]["conversation"])
+    # OpenAI's clients name it `conv_…` and keep getting that form, in forks too.
+    named = gateway.post("/v1/responses?user_id=fk", {"input": "a", "conversation": f"conv_{bare}"}).ok()
+    assert named["conversation"] == f"conv_{bare}"
+    chained = gateway.post("/v1/responses?user_id=fk", {"input": "b", "previous_response_id": named["id"]}).ok()
+    assert chained["conversation"] == f"conv_{bare}"
+    openai_fork = gateway.post("/v1/responses?user_id=fk", {"input": "c", "previous_response_id": named["id"]}).ok()
+    assert openai_fork["conversation"].startswith("conv_") and openai_fork["conversation"] != f"conv_{bare}"
