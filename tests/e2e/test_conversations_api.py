@@ -41,7 +41,8 @@ def lcore(body: dict, gateway) -> dict:
     if gateway.error_body == "lcore":
         assert not set(OPENAI_KEYS) & set(body)
     else:
-        assert body["id"].removeprefix("conv_") == body["conversation_id"] and body["object"].startswith("conv")
+        assert body["id"].removeprefix("conv_") == body["conversation_id"].removeprefix("conv_")
+        assert body["object"].startswith("conv")
     return {key: value for key, value in body.items() if key not in OPENAI_KEYS}
 
 
@@ -96,8 +97,11 @@ def test_list_get_rename_and_delete_ones_own(gateway, mode, upstream):
     page = gateway.get(f"/v1/conversations?limit=1&after={newer}", headers=auth("alice")).ok()["conversations"]
     assert len(page) == 1 and page[0]["conversation_id"] == ids[ids.index(newer) + 1]
 
+    # The id in the form the path named it in: `conv_…` as /v1/responses gave it, bare as LCORE does.
     got = gateway.get(f"/v1/conversations/{first['conversation']}", headers=auth("alice")).ok()
-    assert got["conversation_id"] == cid and len(got["chat_history"]) == 2
+    assert got["conversation_id"] == first["conversation"] and len(got["chat_history"]) == 2
+    assert lcore(gateway.get(f"/v1/conversations/{cid}", headers=auth("alice")).ok(), gateway) == {
+        **lcore(got, gateway), "conversation_id": cid}
     turn = got["chat_history"][0]
     assert set(turn) == {"messages", "tool_calls", "tool_results", "provider", "model", "started_at", "completed_at"}
     assert turn["messages"] == [
@@ -363,3 +367,34 @@ def test_a_fork_answers_in_the_form_the_client_named_its_conversation(gateway_fa
     assert chained["conversation"] == f"conv_{bare}"
     openai_fork = gateway.post("/v1/responses?user_id=fk", {"input": "c", "previous_response_id": named["id"]}).ok()
     assert openai_fork["conversation"].startswith("conv_") and openai_fork["conversation"] != f"conv_{bare}"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_lcores_fork_scenario_naming_no_conversation(gateway_factory, upstream, stream):
+    """LCORE's responses.feature fork scenario as its client runs it: no conversation
+    named (the gateway answers `conv_…`, spec 001's form), a fork from the first turn,
+    then `GET /v1/conversations/<the conversation it got>` compared byte for byte: the
+    id comes back in the form the path named it in."""
+    gateway = gateway_factory(upstream.url)
+
+    def ask(body):
+        if not stream:
+            return gateway.post("/v1/responses?user_id=lf", body).ok()
+        status, frames = gateway.stream(body, path="/v1/responses?user_id=lf")
+        assert status == 200
+        return [data for _, data in frames if isinstance(data, dict) and data.get("type") == "response.completed"][0][
+            "response"]
+
+    first = ask({"input": "Fork test turn one."})
+    baseline = ask({"input": "Fork test turn two.", "previous_response_id": first["id"]})["conversation"]
+    assert baseline == first["conversation"]
+    forked = ask({"input": "Fork from middle using first response id.", "previous_response_id": first["id"]})[
+        "conversation"]
+    assert forked != baseline
+    got = gateway.get(f"/v1/conversations/{forked}?user_id=lf").ok()
+    assert got["conversation_id"] == forked and len(got["chat_history"]) == 1
+    assert "Fork from middle" in json.dumps(got)
+    got = gateway.get(f"/v1/conversations/{baseline}?user_id=lf").ok()
+    assert got["conversation_id"] == baseline and len(got["chat_history"]) == 2
+    # The bare form still gets LCORE's bare answer.
+    assert gateway.get(f"/v1/conversations/{baseline[5:]}?user_id=lf").ok()["conversation_id"] == baseline[5:]
