@@ -120,7 +120,7 @@ async def _add(services: Services, record: ConversationRecord, raw: list[dict[st
         sent = services.turns.redacted(raw if opened is None else opened)   # the summary, never the item
         relayed = await _relay(services, "POST", _item_path(record.upstream_id),
                                json={"items": [openai.normalized(item) for item in sent]})
-        added: list[dict[str, Any]] = relayed["data"]
+        added: list[dict[str, Any]] = openai.shaped_list(relayed)["data"]
         return added
     _within_limit(services, await services.items.count(record.id), len(raw))
     items = [openai.new_item(item) for item in services.turns.redacted(raw)]
@@ -156,8 +156,10 @@ async def list_items(request: web.Request) -> web.Response:
         # Only the listing's own parameters go upstream, validated (`include[]` as given).
         params = MultiDict([("limit", str(limit)), ("order", order), *([("after", after)] if after else []),
                             *(("include[]", value) for value in request.query.getall("include[]", []))])
-        return json_response(await _relay(services, "GET", _item_path(record.upstream_id), params=params))
-    return json_response(openai.page(await services.items.all(conversation_id), after, limit, order))
+        return json_response(openai.shaped_list(await _relay(services, "GET", _item_path(record.upstream_id),
+                                                             params=params)))
+    kept = [openai.shaped(item) for item in await services.items.all(conversation_id)]   # older rows too
+    return json_response(openai.page(kept, after, limit, order))
 
 
 async def create_items(request: web.Request) -> web.Response:
@@ -178,11 +180,11 @@ async def get_item(request: web.Request) -> web.Response:
     record = await owned(services, identity(request), conversation_id, LCORE_V1,
                           Action.READ_OTHERS_CONVERSATIONS, "read")
     if record.upstream_id is not None:
-        return json_response(await _relay(services, "GET", _item_path(record.upstream_id, item_id)))
+        return json_response(openai.shaped(await _relay(services, "GET", _item_path(record.upstream_id, item_id))))
     item = await services.items.get(conversation_id, item_id)
     if item is None:
         raise _item_not_found(item_id)
-    return json_response(item)
+    return json_response(openai.shaped(item))
 
 
 async def delete_item(request: web.Request) -> web.Response:

@@ -1,0 +1,82 @@
+"""Conversation items as the `openai` package's types have them (issue 41), through
+`gateway serve`: every item the Conversations API answers (list, get one, add) validates
+as `openai.types.conversations.ConversationItem` (a page as `ConversationItemList`), in
+forward mode in front of a scripted upstream that keeps items as Llama Stack 0.7.3 does
+(`--llama-stack-items`: `status: null`, a turn's string content kept), with the
+gateway's conversations, and over the local engine; an assistant message keeps its text
+for a typed client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openai.types.conversations import ConversationItem, ConversationItemList
+from openai.types.conversations.message import Message
+from openai.types.responses import ResponseOutputText
+from pydantic import TypeAdapter
+
+from tests.support.engine_gateway import engine_config
+
+ITEM: TypeAdapter[Any] = TypeAdapter(ConversationItem)
+PAGE = TypeAdapter(ConversationItemList)
+LLAMA_STACK_ITEMS = "--llama-stack-items"
+
+SEEDED = [
+    {"type": "message", "role": "user", "content": "remember the word pineapple"},
+    {"role": "assistant", "content": "noted: pineapple"},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "and teal"}]},
+]
+
+
+@pytest.fixture(scope="module", params=["upstream", "gateway", "engine"])
+def mode(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def gateway(mode, gateway_factory, upstream_with, chat_upstream):
+    if mode == "engine":
+        return gateway_factory(chat_upstream.url, **engine_config(chat_upstream.url))
+    served = upstream_with(LLAMA_STACK_ITEMS)
+    return gateway_factory(served.url, llama_stack={"url": served.url, "max_retries": 0, "conversations": mode})
+
+
+def validated_page(body: Any) -> list[Any]:
+    """The page as the SDK's list type, and each of its items as `ConversationItem`."""
+    PAGE.validate_python(body)
+    return [ITEM.validate_python(item) for item in body["data"]]
+
+
+def texts(items: list[Any]) -> list[tuple[str, str]]:
+    return [(item.role, part.text) for item in items if isinstance(item, Message) for part in item.content]
+
+
+def test_every_item_validates_as_the_sdks_types(gateway, mode):
+    created = gateway.post("/v1/conversations", {"items": SEEDED}).ok()
+    cid = created["id"]
+    listed = validated_page(gateway.get(f"/v1/conversations/{cid}/items?order=asc").ok())
+    assert texts(listed) == [("user", "remember the word pineapple"), ("assistant", "noted: pineapple"),
+                             ("assistant", "and teal")]
+    # An assistant's text is an `output_text` part with its annotations: a typed client reads it.
+    assistant = listed[1]
+    assert isinstance(assistant.content[0], ResponseOutputText) and assistant.content[0].annotations == []
+    assert all(item.status == "completed" for item in listed)
+
+    added = gateway.post(f"/v1/conversations/{cid}/items", {"items": [
+        {"type": "message", "role": "assistant", "content": "added by hand"}]}).ok()
+    (one,) = validated_page(added)
+    assert isinstance(one.content[0], ResponseOutputText) and one.content[0].text == "added by hand"
+
+    # A turn whose input message has string content: where the upstream keeps the
+    # conversation, it keeps that input as sent (`status: null`, the string), and lists it.
+    turn = gateway.post("/v1/responses", {"input": [{"type": "message", "role": "user", "content": "which word?"}],
+                                          "conversation": cid}).ok()
+    assert turn["status"] == "completed"
+    listed = validated_page(gateway.get(f"/v1/conversations/{cid}/items?order=asc&limit=100").ok())
+    if mode == "upstream":
+        assert ("user", "which word?") in texts(listed)
+        assert any(role == "assistant" and text.startswith("Scripted reply") for role, text in texts(listed))
+    for item in listed:
+        got = gateway.get(f"/v1/conversations/{cid}/items/{item.id}").ok()
+        assert ITEM.validate_python(got) == item
