@@ -80,3 +80,55 @@ def test_every_item_validates_as_the_sdks_types(gateway, mode):
     for item in listed:
         got = gateway.get(f"/v1/conversations/{cid}/items/{item.id}").ok()
         assert ITEM.validate_python(got) == item
+
+
+def message(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def read_by_the_model(upstream, response_id: str) -> list[str]:
+    """The texts the scripted model read for a response, in order (its stored input:
+    the history it continued, then its input)."""
+    items = upstream.get(f"/v1/responses/{response_id}/input_items?order=asc&limit=100").ok()["data"]
+    found = []
+    for item in items:
+        content = item.get("content")
+        found.extend([content] if isinstance(content, str) else [part["text"] for part in content or []])
+    return found
+
+
+@pytest.fixture(scope="module")
+def upstream_conversations(gateway_factory, upstream_with):
+    served = upstream_with(LLAMA_STACK_ITEMS)
+    return served, gateway_factory(served.url, llama_stack={"url": served.url, "max_retries": 0,
+                                                             "conversations": "upstream"})
+
+
+def test_items_reach_the_model_in_the_order_they_were_added(upstream_conversations):
+    """Created with A, B, then given C: the next turn's model reads A, B, C (Llama Stack
+    0.7.3 times B a second after A and C, so it read A, C, B), and an item added after a
+    turn reaches the next one (Llama Stack reads the last turn's messages then)."""
+    upstream, gateway = upstream_conversations
+    cid = gateway.post("/v1/conversations", {"items": [message("A"), message("B")]}).ok()["id"]
+    (added,) = gateway.post(f"/v1/conversations/{cid}/items", {"items": [message("C")]}).ok()["data"]
+    listed = validated_page(gateway.get(f"/v1/conversations/{cid}/items?order=asc").ok())
+    assert [text for _, text in texts(listed)] == ["A", "B", "C"] and listed[2].id == added["id"]
+    newest_first = gateway.get(f"/v1/conversations/{cid}/items?limit=2").ok()
+    assert [item["id"] for item in newest_first["data"]] == [added["id"], listed[1].id] and newest_first["has_more"]
+
+    first = gateway.post("/v1/responses", {"input": "Q1", "conversation": cid}).ok()
+    assert read_by_the_model(upstream, first["id"]) == ["A", "B", "C", "Q1"]
+    # The upstream's conversation holds them now, under the ids the client was given.
+    listed = validated_page(gateway.get(f"/v1/conversations/{cid}/items?order=asc&limit=100").ok())
+    assert sorted(text for role, text in texts(listed) if role == "user") == ["A", "B", "C", "Q1"]
+    assert ITEM.validate_python(gateway.get(f"/v1/conversations/{cid}/items/{added['id']}").ok()).id == added["id"]
+
+    (later,) = gateway.post(f"/v1/conversations/{cid}/items", {"items": [message("D")]}).ok()["data"]
+    newest = validated_page(gateway.get(f"/v1/conversations/{cid}/items?limit=1").ok())
+    assert [item.id for item in newest] == [later["id"]]
+    (dropped,) = gateway.post(f"/v1/conversations/{cid}/items", {"items": [message("E")]}).ok()["data"]
+    assert gateway.delete(f"/v1/conversations/{cid}/items/{dropped['id']}").ok()["id"] == cid
+    second = gateway.post("/v1/responses", {"input": "Q2", "conversation": cid}).ok()
+    read = read_by_the_model(upstream, second["id"])
+    assert read[-2:] == ["D", "Q2"] and "E" not in read
+    assert read[:4] == ["A", "B", "C", "Q1"]
