@@ -8,6 +8,7 @@ for a typed client."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from openai.types.responses import ResponseOutputText
 from pydantic import TypeAdapter
 
 from tests.support.engine_gateway import engine_config
+from tests.support.gateway_db import GatewayDb
 
 ITEM: TypeAdapter[Any] = TypeAdapter(ConversationItem)
 PAGE = TypeAdapter(ConversationItemList)
@@ -116,8 +118,18 @@ def test_items_reach_the_model_in_the_order_they_were_added(upstream_conversatio
     newest_first = gateway.get(f"/v1/conversations/{cid}/items?limit=2").ok()
     assert [item["id"] for item in newest_first["data"]] == [added["id"], listed[1].id] and newest_first["has_more"]
 
+    failed = gateway.post("/v1/responses", {"input": "fail-upstream", "conversation": cid})
+    assert failed.status >= 500   # a turn that failed gives them back, in their order
+    assert [text for _, text in texts(validated_page(gateway.get(f"/v1/conversations/{cid}/items?order=asc").ok()))] \
+        == ["A", "B", "C"]
     first = gateway.post("/v1/responses", {"input": "Q1", "conversation": cid}).ok()
     assert read_by_the_model(upstream, first["id"]) == ["A", "B", "C", "Q1"]
+    held = GatewayDb.of(gateway)
+    deadline = time.monotonic() + 10
+    while held._query("SELECT id FROM gateway_conversation_items WHERE conversation_id = ?",
+                      (cid.removeprefix("conv_"),)):   # the gateway's copies go once the upstream has them
+        assert time.monotonic() < deadline, "the items the turn sent are still held"
+        time.sleep(0.05)
     # The upstream's conversation holds them now, under the ids the client was given.
     listed = validated_page(gateway.get(f"/v1/conversations/{cid}/items?order=asc&limit=100").ok())
     assert sorted(text for role, text in texts(listed) if role == "user") == ["A", "B", "C", "Q1"]
