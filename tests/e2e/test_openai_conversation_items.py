@@ -136,8 +136,14 @@ def test_items_reach_the_model_in_the_order_they_were_added(upstream_conversatio
     assert ITEM.validate_python(gateway.get(f"/v1/conversations/{cid}/items/{added['id']}").ok()).id == added["id"]
 
     (later,) = gateway.post(f"/v1/conversations/{cid}/items", {"items": [message("D")]}).ok()["data"]
-    newest = validated_page(gateway.get(f"/v1/conversations/{cid}/items?limit=1").ok())
-    assert [item.id for item in newest] == [later["id"]]
+    newest = gateway.get(f"/v1/conversations/{cid}/items?limit=1").ok()
+    assert [item["id"] for item in newest["data"]] == [later["id"]] and newest["has_more"] is True
+    everything = validated_page(gateway.get(f"/v1/conversations/{cid}/items?order=asc&limit=100").ok())
+    assert everything[-1].id == later["id"] and len(everything) == len(listed) + 1   # the upstream's, then held
+    assert [item.id for item in validated_page(gateway.get(f"/v1/conversations/{cid}/items?limit=100").ok())] \
+        == [item.id for item in everything[::-1]]
+    upstream_first = gateway.get(f"/v1/conversations/{cid}/items?order=asc&limit={len(listed)}").ok()
+    assert upstream_first["has_more"] is True and later["id"] not in str(upstream_first["data"])
     (dropped,) = gateway.post(f"/v1/conversations/{cid}/items", {"items": [message("E")]}).ok()["data"]
     assert gateway.delete(f"/v1/conversations/{cid}/items/{dropped['id']}").ok()["id"] == cid
     second = gateway.post("/v1/responses", {"input": "Q2", "conversation": cid}).ok()
