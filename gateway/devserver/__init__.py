@@ -79,6 +79,12 @@ Knobs (string values in the request's ``metadata``; chat completions read them t
   objects exactly as they came (URLs, headers and credentials included), as an upstream
   that echoes everything would; Llama Stack repeats only type, label and allowed tools.
 
+``--llama-stack-items`` (``create_app(llama_stack_items=True)``) keeps conversation items
+as Llama Stack 0.7.3 does: timed in whole seconds (a created conversation's items all
+now, each add-items call's now + index) and listed, and read by a conversation's first
+turn, sorted by that time; a turn's input messages keep their string content; a later
+turn reads the last turn's messages, not the items added since (conversations.py).
+
 Test endpoints: GET /_scripted/requests (what was received, newest last), DELETE
 /_scripted/requests (clear), GET /_scripted/mcp (MCP tool definitions received, with
 their headers/authorization), GET /_scripted/open (``{"open_requests", "open_streams"}``:

@@ -224,15 +224,20 @@ class Preparer:
             # then append it to the conversation.
             turn.append_to_upstream = True
             turn.appended_input = given.items
-        if request.store and upstream_id is None and turn.existing is not None and self._items is not None:
+        if request.store and turn.existing is not None and self._items is not None:
             # Items added through the Conversations API since the last turn: this turn's
-            # input, before the client's (an upstream conversation has them already).
+            # input, before the client's, in the order they were added. An upstream's
+            # conversation keeps them under the ids the client was given (issue 41).
             added = await self._items.take_pending(turn.existing.id)
             if added:
                 added = await self._opened_added(turn.existing, added)
-                given = given.with_added(added, redact)   # they reach the model: redacted too
+                # They reach the model: redacted too.
+                given = given.with_added(added, redact, keep_ids=upstream_id is not None)
                 raw = given.request(raw)
                 turn.added_items = tuple(item["id"] for item in added)
+                turn.added_input = tuple(given.items[:len(added)])
+                if turn.append_to_upstream:
+                    turn.appended_input = given.items   # a chained turn appends them with its own
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])

@@ -224,20 +224,29 @@ class Settler:
         turn.abandoned = True
         if turn.upstream_conversation_id is not None:
             turn.append_to_upstream = True
-            turn.appended_input = appended_input
+            # The items it took from the conversation go with it (`give_back` discards them).
+            turn.appended_input = [*turn.added_input, *input_items(appended_input)] if turn.added_input \
+                else appended_input
 
     def give_back(self, turn: Turn) -> None:
-        """Items clients added to a conversation the gateway keeps go with its next turn
-        (`Preparer` takes them); a turn that ends without being recorded (failed,
-        cancelled, abandoned before its end) gives them back, once, so the turn after it
-        sends them, as OpenAI's conversation still holds them (issue 23). Called when the
-        turn is settled (before its client is told it failed) and when it finishes; the
-        usual turn took none and never gets here."""
+        """Items clients added to a conversation go with its next turn (`Preparer` takes
+        them); a turn that ends without being recorded (failed, cancelled, abandoned
+        before its end) gives them back, once, so the turn after it sends them, as
+        OpenAI's conversation still holds them (issue 23). A recorded turn of an
+        upstream's conversation left them there: the gateway's copies go (issue 41).
+        Called when the turn is settled (before its client is told it failed) and when it
+        finishes; the usual turn took none and never gets here."""
         if not turn.added_items or turn.conversation_id is None or self._items is None:
             return
         try:
             result = turn.result
             if result is not None and result.get("status") in _RECORDED_STATUSES:
+                if turn.upstream_conversation_id is not None:
+                    item_ids, turn.added_items = turn.added_items, ()   # once
+                    done = asyncio.ensure_future(self._items.discard(turn.conversation_id, item_ids))
+                    self._background.add(done)   # `drain()` waits for it
+                    done.add_done_callback(self._background.discard)
+                    done.add_done_callback(_discarded)
                 return
             item_ids, turn.added_items = turn.added_items, ()   # once
             self._items.restore_soon(turn.conversation_id, item_ids).add_done_callback(_logged)
@@ -324,6 +333,11 @@ class Settler:
             except Exception:
                 pass
 
+
+
+def _discarded(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:   # no longer pending: never listed, only kept
+        log.error("removing the items an upstream's conversation took failed: %s", task.exception())
 
 
 def _logged(task: asyncio.Future[Any]) -> None:

@@ -69,6 +69,7 @@ class Turn:
     # `object` (`{"id": ...}`, issue 23) or `bare` (LCORE's 48 hex), as the client named it.
     conversation_form: str = "string"
     added_items: tuple[str, ...] = ()    # items clients added that this turn sends (pending again if it fails)
+    added_input: tuple[dict[str, Any], ...] = ()   # and those items as its input (first in it)
     summary: asyncio.Future[str] | None = None  # the topic summary being made (`turns/summary.py`), its text
     question: str = ""                   # a stored turn's user text (`body.question_text`), for its content
     requested_model: str | None = None   # the model as the request named it (`provider/model`), for transcripts
