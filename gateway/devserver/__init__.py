@@ -11,7 +11,9 @@ It plays two roles at once:
    GET/DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items,
    POST /v1/responses/{id}/cancel, the Conversations API, GET /v1/version,
    GET /v1/inspect/routes. Models: `scripted/scripted-chat` and `scripted-chat` (and a second
-   LLM, `scripted-mini`, listed after the embedding model);
+   LLM, `scripted-mini`, listed after the embedding model; `--provider-ids` lists them as
+   Llama Stack names them, `scripted/scripted-chat` with `provider_id: scripted` and
+   `provider_resource_id: scripted-chat` in `custom_metadata`);
    `scripted/ghost-model` behaves like a model the backend does not know (500, or
    `response.failed` in a stream); anything else is Llama Stack's "Model not found" (404,
    or the untyped `{"error": ...}` event in a stream).

@@ -297,7 +297,7 @@ class Settler:
             previous_response_id=turn.previous_response_id, model=turn.model.id,
             provider=turn.model.provider_id, status=response["status"], started_at=started_at,
             completed_at=completed_at, tokens=_reported(response),
-            content=turn_content(turn.question, response, turn.conversation_object))
+            content=turn_content(turn.question, response, turn.conversation_form))
 
     async def _append_turn(self, turn: Turn) -> None:
         """A turn sent with previous_response_id in a conversation the upstream keeps:
