@@ -151,7 +151,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "observability/turns.py": "observability/test_metrics.py",
     "quota/admin.py": "the quota API's reads and changes: tests/e2e/test_quota_api.py",
     "quota/admission.py": "quota/test_batches.py",
-    "quota/ledger.py": "the SQLite strategy's balances: quota/test_service.py on SQLite",
     "quota/limited.py": "what both strategies share: quota/test_service.py",
     "quota/off.py": "quota/test_service.py",
     "quota/postgres_holds.py": "quota/test_service.py and test_holds.py on PostgreSQL",
