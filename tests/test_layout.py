@@ -84,7 +84,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "config/shields.py": "a configuration section: turns/test_shields.py uses each kind of shield",
     "config/tools.py": _SECTION + " and turns/test_tools.py",
     "config/websocket.py": "a configuration section: tests/e2e/test_websocket.py",
-    "conversations/expiry.py": "a sweep over the database and forget.py: tests/e2e/test_conversation_expiry.py",
     "conversations/feedback.py": "writing LCORE's feedback files: tests/e2e/test_feedback.py",
     "devserver/__main__.py": "the scripted upstream's command line: every e2e test starts it",
     "devserver/engine.py": "the stand-in's tool loop: devserver/test_tools.py and test_responses_fixtures.py",
