@@ -131,7 +131,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "identity/__init__.py": "`Identity` and the `Authenticator` protocol: every identity/ test uses them",
     "identity/build.py": "picking the module from the configuration: identity/test_authorization.py",
     "identity/k8s.py": "TokenReview and SubjectAccessReview against a fake API: tests/e2e/test_k8s_auth.py",
-    "identity/kube_api.py": "the Kubernetes API calls: tests/e2e/test_k8s_auth.py",
     "identity/noop_with_token.py": "identity/test_noop.py tests both noop modules",
     "identity/trusted_proxy.py": "a TokenReview then a header: tests/e2e/test_k8s_auth.py",
     "legacy/blocked.py": "a blocked question's query stream: tests/e2e/test_shields.py",
