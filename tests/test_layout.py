@@ -121,7 +121,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "http/quotas.py": _HANDLER + "tests/e2e/test_quota_api.py",
     "http/responses.py": _HANDLER + "tests/e2e/test_endpoints.py, test_streaming.py",
     "http/root.py": _HANDLER + "tests/e2e/test_openapi.py",
-    "http/server.py": _SOCKETS + "tests/e2e/test_header_limits.py (408, 431) and every e2e test",
     "http/services.py": _GLUE,
     "http/shields.py": _HANDLER + "tests/e2e/test_shields.py",
     "http/sse.py": "the SSE sink of the runner over aiohttp: tests/e2e/test_streaming.py, test_client_left.py",
