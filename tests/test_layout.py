@@ -122,8 +122,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "http/shields.py": _HANDLER + "tests/e2e/test_shields.py",
     "http/sse.py": "the SSE sink of the runner over aiohttp: tests/e2e/test_streaming.py, test_client_left.py",
     "http/tools.py": _HANDLER + "tests/e2e/test_tool_catalog.py",
-    "http/websocket.py": "the aiohttp side of the WebSocket transport (its protocol: http/test_ws_protocol.py): "
-                         "tests/e2e/test_websocket*.py",
     "identity/__init__.py": "`Identity` and the `Authenticator` protocol: every identity/ test uses them",
     "identity/build.py": "picking the module from the configuration: identity/test_authorization.py",
     "identity/k8s.py": "TokenReview and SubjectAccessReview against a fake API: tests/e2e/test_k8s_auth.py",
