@@ -95,7 +95,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "devserver/sse.py": "pacing and hung clients: devserver/test_responses.py",
     "devserver/state.py": _GLUE,
     "devserver/store.py": "in-memory dicts: devserver/test_responses_read.py and test_conversations.py",
-    "devserver/validation.py": "Llama Stack's 400s: devserver/test_responses.py and test_responses_fixtures.py",
     "engine/backend.py": "the local engine as a backend: tests/e2e/test_engine*.py",
     "engine/chat_round.py": "one Chat Completions stream into the emitter: engine/test_chat_stream.py and "
                             "engine/test_loop.py",
