@@ -96,8 +96,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "devserver/state.py": _GLUE,
     "devserver/store.py": "in-memory dicts: devserver/test_responses_read.py and test_conversations.py",
     "engine/backend.py": "the local engine as a backend: tests/e2e/test_engine*.py",
-    "engine/chat_round.py": "one Chat Completions stream into the emitter: engine/test_chat_stream.py and "
-                            "engine/test_loop.py",
     "engine/hooks.py": "a protocol of named moments, its observers: observability/test_metrics.py",
     "engine/items.py": "item shapes the tools declare: engine/test_executor.py and engine/test_mcp.py",
     "engine/mcp_session.py": "one MCP session over the `mcp` package: engine/test_mcp.py",
