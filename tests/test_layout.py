@@ -154,7 +154,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "schema/responses_types.py": _WIRE + "schema/test_responses_request.py",
     "sdk/drive.py": "the SDK's I/O over the openai clients: sdk/test_agent.py and the other sdk/ files",
     "sdk/errors.py": "exception classes: sdk/test_state.py",
-    "sdk/results.py": "result and event types: sdk/test_stream.py",
     "sdk/tools.py": "sdk/test_schema.py and sdk/test_loop.py",
     "storage/open.py": "the storage factory: every storage/ test opens its database with it",
     "storage/sqlite.py": "the SQLite engine: every storage/ test runs on it",
