@@ -134,7 +134,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "observability/plain.py": "observability/test_metrics.py and test_exposition.py",
     "observability/requests.py": "observability/test_access_log.py and test_tracing.py",
     "observability/startup.py": "two gauges set at start-up: tests/e2e/test_metrics.py",
-    "observability/state.py": "gauges read when scraped: tests/e2e/test_metrics.py",
     "observability/turns.py": "observability/test_metrics.py",
     "quota/admin.py": "the quota API's reads and changes: tests/e2e/test_quota_api.py",
     "quota/admission.py": "quota/test_batches.py",
