@@ -163,7 +163,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "turns/turn.py": "a turn's plan and the Backend protocol: turns/test_life.py",
     "upstream/client.py": "requests to the upstream: upstream/test_capabilities.py and engine/test_executor.py",
     "upstream/http11.py": _SOCKETS + "every test that reaches the scripted upstream",
-    "upstream/responses_api.py": "forwarding to /v1/responses: tests/e2e/test_endpoints.py, test_streaming.py",
 }
 
 
