@@ -81,7 +81,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "config/quota.py": _SECTION + " and quota/test_balances.py",
     "config/rlsapi.py": "three keys without validators; read by legacy/infer.py (legacy/test_infer.py)",
     "config/service.py": _SECTION + " and schema/test_limits.py",
-    "config/tools.py": _SECTION + " and turns/test_tools.py",
     "config/websocket.py": "a configuration section: tests/e2e/test_websocket.py",
     "conversations/feedback.py": "writing LCORE's feedback files: tests/e2e/test_feedback.py",
     "devserver/__main__.py": "the scripted upstream's command line: every e2e test starts it",
