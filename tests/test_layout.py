@@ -104,7 +104,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "http/authorized.py": _HANDLER + "tests/e2e/test_authorization.py",
     "http/compact.py": _HANDLER + "tests/e2e/test_compaction.py",
     "http/feedback.py": _HANDLER + "tests/e2e/test_feedback.py",
-    "http/health.py": _HANDLER + "tests/e2e/test_endpoints.py",
     "http/metrics.py": _HANDLER + "tests/e2e/test_metrics.py",
     "http/openai_conversations.py": _HANDLER + "tests/e2e/test_openai_conversations.py",
     "http/query.py": _HANDLER + "tests/e2e/test_query.py, test_streaming_query.py, test_interrupt.py",
