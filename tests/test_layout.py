@@ -109,7 +109,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "http/query.py": _HANDLER + "tests/e2e/test_query.py, test_streaming_query.py, test_interrupt.py",
     "http/quotas.py": _HANDLER + "tests/e2e/test_quota_api.py",
     "http/responses.py": _HANDLER + "tests/e2e/test_endpoints.py, test_streaming.py",
-    "http/root.py": _HANDLER + "tests/e2e/test_openapi.py",
     "http/services.py": _GLUE,
     "http/shields.py": _HANDLER + "tests/e2e/test_shields.py",
     "http/sse.py": "the SSE sink of the runner over aiohttp: tests/e2e/test_streaming.py, test_client_left.py",
