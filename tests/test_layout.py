@@ -118,7 +118,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "identity/noop_with_token.py": "identity/test_noop.py tests both noop modules",
     "legacy/blocked.py": "a blocked question's query stream: tests/e2e/test_shields.py",
     "legacy/infer_prompt.py": "legacy/test_infer.py",
-    "legacy/remote.py": "interrupts across replicas: tests/e2e/test_interrupt.py",
     "legacy/response.py": "legacy/test_stream.py",
     "legacy/rewriter.py": "the query stream's rewriter: legacy/test_stream.py",
     "observability/calls.py": "observability/test_metrics.py",
