@@ -95,8 +95,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "engine/backend.py": "the local engine as a backend: tests/e2e/test_engine*.py",
     "engine/hooks.py": "a protocol of named moments, its observers: observability/test_metrics.py",
     "engine/items.py": "item shapes the tools declare: engine/test_executor.py and engine/test_mcp.py",
-    "engine/mcp_session.py": "one MCP session over the `mcp` package: engine/test_mcp.py",
-    "engine/mcp_tools.py": "an MCP server's tools listed and called: engine/test_mcp.py and engine/test_executor.py",
     "engine/mcp_types.py": "types the MCP modules share: engine/test_mcp.py",
     "engine/plan.py": "what the loop needs of a request, a dataclass: engine/test_loop.py and test_web_search.py",
     "engine/response.py": "the starting response object: engine/test_emitter.py",
