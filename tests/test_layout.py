@@ -120,7 +120,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "observability/observers.py": "built from the configuration: observability/test_access_log_e2e.py, "
                                   "test_tracing_e2e.py",
     "observability/requests.py": "observability/test_access_log.py and test_tracing.py",
-    "observability/startup.py": "two gauges set at start-up: tests/e2e/test_metrics.py",
     "observability/turns.py": "observability/test_metrics.py (left there while issue 40's Turn split changes them; "
                               "then test_turns.py)",
     "quota/admin.py": "the quota API's reads and changes: tests/e2e/test_quota_api.py",
