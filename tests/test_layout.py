@@ -90,7 +90,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
                            "recorded bytes",
     "devserver/sse.py": "pacing and hung clients: devserver/test_responses.py",
     "devserver/state.py": _GLUE,
-    "devserver/store.py": "in-memory dicts: devserver/test_responses_read.py and test_conversations.py",
     "engine/backend.py": "the local engine as a backend: tests/e2e/test_engine*.py",
     "engine/hooks.py": "a protocol of named moments, its observers: observability/test_metrics.py",
     "engine/items.py": "item shapes the tools declare: engine/test_executor.py and engine/test_mcp.py",
