@@ -121,7 +121,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "observability/requests.py": "observability/test_access_log.py and test_tracing.py",
     "observability/turns.py": "observability/test_metrics.py (left there while issue 40's Turn split changes them; "
                               "then test_turns.py)",
-    "quota/admin.py": "the quota API's reads and changes: tests/e2e/test_quota_api.py",
     "quota/admission.py": "quota/test_batches.py",
     "quota/limited.py": "what both strategies share: quota/test_service.py",
     "quota/off.py": "quota/test_service.py",
