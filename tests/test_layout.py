@@ -98,7 +98,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "engine/response.py": "the starting response object: engine/test_emitter.py",
     "engine/turn.py": "what the engine reads of a turn: tests/e2e/test_engine.py",
     "http/authorized.py": _HANDLER + "tests/e2e/test_authorization.py",
-    "http/compact.py": _HANDLER + "tests/e2e/test_compaction.py",
     "http/feedback.py": _HANDLER + "tests/e2e/test_feedback.py",
     "http/metrics.py": _HANDLER + "tests/e2e/test_metrics.py",
     "http/openai_conversations.py": _HANDLER + "tests/e2e/test_openai_conversations.py",
