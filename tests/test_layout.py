@@ -144,7 +144,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "turns/local.py": "the local-engine backend: tests/e2e/test_engine*.py",
     "turns/service.py": _GLUE,
     "turns/turn.py": "a turn's plan and the Backend protocol: turns/test_life.py",
-    "upstream/client.py": "requests to the upstream: upstream/test_capabilities.py and engine/test_executor.py",
     "upstream/http11.py": _SOCKETS + "every test that reaches the scripted upstream",
 }
 
