@@ -63,7 +63,6 @@ _SECTION = "a configuration section: validated with the whole configuration in c
 _GLUE = "wiring, no logic of its own: every test that starts the gateway runs it"
 _HANDLER = "an aiohttp handler over the services, tested end to end: "
 _WIRE = "pydantic wire models: their validation is tested through the endpoints that use them, "
-_SOCKETS = "socket I/O (aiohttp, asyncio transports): tested end to end, "
 
 # Modules (paths under gateway/) with logic and no unit file.
 WITHOUT_UNIT_FILE: dict[str, str] = {
@@ -144,7 +143,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "turns/local.py": "the local-engine backend: tests/e2e/test_engine*.py",
     "turns/service.py": _GLUE,
     "turns/turn.py": "a turn's plan and the Backend protocol: turns/test_life.py",
-    "upstream/http11.py": _SOCKETS + "every test that reaches the scripted upstream",
 }
 
 
