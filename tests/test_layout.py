@@ -108,8 +108,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "http/tools.py": _HANDLER + "tests/e2e/test_tool_catalog.py",
     "identity/__init__.py": "`Identity` and the `Authenticator` protocol: every identity/ test uses them",
     "identity/build.py": "picking the module from the configuration: identity/test_authorization.py",
-    "identity/noop_with_token.py": "identity/test_noop.py tests both noop modules",
-    "legacy/infer_prompt.py": "legacy/test_infer.py",
     "legacy/response.py": "legacy/test_stream.py",
     "legacy/rewriter.py": "the query stream's rewriter: legacy/test_stream.py",
     "observability/observers.py": "built from the configuration: observability/test_access_log_e2e.py, "
@@ -133,7 +131,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "schema/responses_types.py": _WIRE + "schema/test_responses_request.py",
     "sdk/drive.py": "the SDK's I/O over the openai clients: sdk/test_agent.py and the other sdk/ files",
     "sdk/errors.py": "exception classes: sdk/test_state.py",
-    "sdk/tools.py": "sdk/test_schema.py and sdk/test_loop.py",
     "storage/open.py": "the storage factory: every storage/ test opens its database with it",
     "storage/sqlite.py": "the SQLite engine: every storage/ test runs on it",
     "turns/blocked.py": "a blocked turn's answer: tests/e2e/test_shields.py (the verdict: turns/test_shields.py)",
