@@ -12,6 +12,7 @@ ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
 
 @pytest.mark.parametrize("environ, on", [
     ({"OTEL_SDK_DISABLED": "false", **ENDPOINT}, True),
+    ({"OTEL_SDK_DISABLED": "False", **ENDPOINT}, True),
     ({"OTEL_SDK_DISABLED": " False ", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, True),
     (ENDPOINT, False),                                          # LCORE: off unless OTEL_SDK_DISABLED=false
     ({"OTEL_SDK_DISABLED": "true", **ENDPOINT}, False),
