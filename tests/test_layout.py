@@ -86,10 +86,8 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "devserver/recording.py": "what the stand-in received: read by most e2e tests (GET /_scripted/requests)",
     "devserver/shapes.py": "the stand-in's JSON shapes: devserver/test_responses_fixtures.py compares them with "
                            "recorded bytes",
-    "devserver/sse.py": "pacing and hung clients: devserver/test_responses.py",
     "devserver/state.py": _GLUE,
     "engine/backend.py": "the local engine as a backend: tests/e2e/test_engine*.py",
-    "engine/hooks.py": "a protocol of named moments, its observers: observability/test_metrics.py",
     "engine/items.py": "item shapes the tools declare: engine/test_executor.py and engine/test_mcp.py",
     "engine/mcp_types.py": "types the MCP modules share: engine/test_mcp.py",
     "engine/plan.py": "what the loop needs of a request, a dataclass: engine/test_loop.py and test_web_search.py",
