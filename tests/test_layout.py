@@ -104,7 +104,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "http/sse.py": "the SSE sink of the runner over aiohttp: tests/e2e/test_streaming.py, test_client_left.py",
     "http/tools.py": _HANDLER + "tests/e2e/test_tool_catalog.py",
     "identity/__init__.py": "`Identity` and the `Authenticator` protocol: every identity/ test uses them",
-    "identity/build.py": "picking the module from the configuration: identity/test_authorization.py",
     "legacy/response.py": "legacy/test_stream.py",
     "legacy/rewriter.py": "the query stream's rewriter: legacy/test_stream.py",
     "observability/observers.py": "built from the configuration: observability/test_access_log_e2e.py, "
