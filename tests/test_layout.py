@@ -82,7 +82,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "config/service.py": _SECTION + " and schema/test_limits.py",
     "config/websocket.py": "a configuration section: tests/e2e/test_websocket.py",
     "devserver/__main__.py": "the scripted upstream's command line: every e2e test starts it",
-    "devserver/moderations.py": "scripted verdicts: tests/e2e/test_engine_guardrails.py",
     "devserver/shapes.py": "the stand-in's JSON shapes: devserver/test_responses_fixtures.py compares them with "
                            "recorded bytes",
     "devserver/state.py": _GLUE,
