@@ -31,6 +31,7 @@ from gateway.http import conversations as conversation_routes
 from gateway.http import openai_conversations
 from gateway.http import metrics as metrics_routes
 from gateway.http import websocket
+from gateway.http.drain import DRAIN, Drain
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
 from gateway.http.responses_io import MAX_JSON_ITEMS
@@ -225,6 +226,7 @@ def create_app(config: Configuration) -> web.Application:
                                                          if config.authentication.skip_for_metrics else frozenset())
     if metrics is not None:
         app[metrics_routes.METRICS] = metrics
+    app[DRAIN] = Drain(config.service.shutdown_grace_seconds)   # SIGTERM's graceful drain (http/server.py)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         services = await build_services(config, metrics, observers)

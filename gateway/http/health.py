@@ -6,6 +6,7 @@ import logging
 
 from aiohttp import web
 
+from gateway.http.drain import DRAIN
 from gateway.http.responses_io import json_response
 from gateway.http.services import SERVICES
 from gateway.schema.errors import ApiError
@@ -19,6 +20,10 @@ async def liveness(request: web.Request) -> web.Response:
 
 
 async def readiness(request: web.Request) -> web.Response:
+    drain = request.app.get(DRAIN)
+    if drain is not None and drain.active:   # SIGTERM: a load balancer stops sending here
+        return json_response({"ready": False, "reason": "Service is shutting down", "overall_status": "unhealthy",
+                              "impacts": ["New requests are not accepted"], "providers": []}, status=503)
     services = request.app[SERVICES]
     problems: list[tuple[str, list[str]]] = []
     try:

@@ -8,13 +8,18 @@ the keep-alive timeout (75 s from the connection's start, or from its last respo
 byte; a head still incomplete then gets 408 in the error envelope and the connection is
 closed. Idle keep-alive connections (no byte of a next request yet) and request bodies
 are not timed by it. `run_app` offers no way to choose the protocol class (its `Server`
-makes aiohttp's `RequestHandler`), hence the runner and the loop below."""
+makes aiohttp's `RequestHandler`), hence the runner and the loop below.
+
+SIGTERM and SIGINT are the runner's own (not aiohttp's, which would start its shutdown
+at once): the listener closes, `http/drain.py` gives running requests their grace
+period, then aiohttp's shutdown and the application's cleanup run."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import signal
 from typing import Any, Callable
 
 import orjson
@@ -24,6 +29,7 @@ from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from aiohttp.web_server import Server
 
 from gateway.config import ServiceConfig
+from gateway.http.drain import DRAIN
 from gateway.http.header_limits import MAX_HEADERS, parser_limits
 from gateway.http.responses_io import json_response
 from gateway.schema.errors import ApiError
@@ -32,6 +38,9 @@ log = logging.getLogger("gateway.http")
 
 # aiohttp's `run_app` default: how long a connection may stay open waiting for a request.
 KEEPALIVE_SECONDS = 75.0
+# After the drain (http/drain.py): how long aiohttp's shutdown waits for what still runs
+# before cancelling it (the grace period is already over).
+LEFTOVER_SECONDS = 1.0
 
 
 class GatewayRequestHandler(RequestHandler):
@@ -139,22 +148,38 @@ class GatewayRunner(web.AppRunner):
 
 
 def run(app: web.Application, service: ServiceConfig, *, host: str, port: int, loop: asyncio.AbstractEventLoop,
-        access_log: logging.Logger | None, shutdown_timeout: float, announce: Callable[[str], None]) -> None:
-    """Serve `app` on host:port until SIGINT or SIGTERM, as `web.run_app` does."""
+        access_log: logging.Logger | None, announce: Callable[[str], None]) -> None:
+    """Serve `app` on host:port until SIGINT or SIGTERM, then drain (`http/drain.py`)
+    and stop."""
 
     async def serve() -> None:
-        runner = GatewayRunner(app, handle_signals=True, access_log=access_log,
+        runner = GatewayRunner(app, handle_signals=False, access_log=access_log,
                                handler_cancellation=True,
-                               shutdown_timeout=shutdown_timeout, keepalive_timeout=KEEPALIVE_SECONDS,
+                               shutdown_timeout=LEFTOVER_SECONDS, keepalive_timeout=KEEPALIVE_SECONDS,
                                header_timeout=service.header_timeout_seconds, **parser_limits(service))
+        drain = app[DRAIN]
+        stop: asyncio.Future[None] = loop.create_future()
+
+        def signalled() -> None:
+            if stop.done():
+                drain.hurry()   # a second signal: no more grace
+            else:
+                stop.set_result(None)
+
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(number, signalled)
         await runner.setup()
         try:
             site = web.TCPSite(runner, host, port)
             await site.start()
             announce(f"======== Running on {site.name} ========")
-            await loop.create_future()  # until a signal raises GracefulExit out of the loop
+            await stop
+            await site.stop()   # new connections are refused from here
+            await drain.run(app, runner.server)
         finally:
             await runner.cleanup()
+            for number in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(number)
 
     asyncio.set_event_loop(loop)
     main = loop.create_task(serve())

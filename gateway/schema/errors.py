@@ -166,6 +166,11 @@ def upstream_unavailable(backend: str, cause: str = "Connection error.") -> ApiE
     return ApiError(503, f"Unable to connect to {backend}", cause, code="upstream_unavailable")
 
 
+def shutting_down() -> ApiError:
+    """A request the gateway will not finish: it is shutting down (SIGTERM, its grace over)."""
+    return ApiError(503, "Shutting down", "The gateway is shutting down.", code="server_shutdown")
+
+
 def prompt_too_long(model: str | None) -> ApiError:
     cause = (f"The input exceeds the context window size of model '{model}'." if model
              else "The prompt exceeds the maximum allowed length.")

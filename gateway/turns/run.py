@@ -184,6 +184,7 @@ class Runner:
                     frames, terminal = rewriter.close()
                 except StreamBroken as exc:
                     log.warning("upstream stream for %s broke: %s", turn.conversation, exc)
+                    turn.unreported = True
                     frames, terminal = b"", rewriter.fail(str(exc))
                 if not started:
                     await sink.start()

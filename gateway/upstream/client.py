@@ -23,9 +23,9 @@ import orjson
 from gateway import outbound
 from gateway.config import LlamaStackConfig
 from gateway.request_scope import REQUEST
-from gateway.schema.errors import ApiError, upstream_unavailable
+from gateway.schema.errors import ApiError, shutting_down, upstream_unavailable
 from gateway.upstream.errors import map_upstream_error
-from gateway.upstream.http11 import ConnectFailed, Exchange, Pool, ReadTimeout, UpstreamHttpError
+from gateway.upstream.http11 import ConnectFailed, Exchange, Interrupted, Pool, ReadTimeout, UpstreamHttpError
 
 log = logging.getLogger("gateway.upstream")
 
@@ -85,6 +85,7 @@ class UpstreamClient:
             self._fixed_headers["Authorization"] = f"Bearer {config.api_key}"
         self._heads: dict[tuple[str, str], bytes] = {}  # rendered once per fixed endpoint
         self._pool: Pool | None = None
+        self._interrupted = False   # shutting down, the grace over: no new exchange starts
         self.hooks: UpstreamHooks | None = None   # set by the wiring when metrics are on
         # Header lines (`Name: value\r\n`) for one request, asked for just before it is
         # sent: the trace context (gateway/observability/tracing.py); None: tracing off.
@@ -98,6 +99,13 @@ class UpstreamClient:
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
+
+    def interrupt(self) -> int:
+        """The end of a shutdown's grace period: every exchange in progress fails (a
+        stream ends with `response.failed`, a JSON turn with the shutdown's 503) and no
+        new one starts. How many were interrupted."""
+        self._interrupted = True
+        return self._pool.interrupt(Interrupted("The gateway is shutting down.")) if self._pool is not None else 0
 
     async def request(self, method: str, path: str, *, json: Any = None,
                       headers: Mapping[str, str] | None = None, params: Mapping[str, str] | None = None,
@@ -130,6 +138,8 @@ class UpstreamClient:
         caller reads it, then releases or closes the exchange). Connection failures are
         retried, then mapped."""
         assert self._pool is not None, "UpstreamClient.start() was not called"
+        if self._interrupted:
+            raise shutting_down()
         body = orjson.dumps(json) if json is not None else b""
         length = len(body) if json is not None else (0 if method in ("POST", "PUT", "PATCH") else None)
         data = self._head(method, path, params, headers, length) + body
@@ -187,6 +197,8 @@ class UpstreamClient:
     def _unavailable(self, method: str, path: str, exc: BaseException) -> ApiError:
         """LCORE's 503 (`Connection error.`, or `Request timed out.` as the OpenAI client
         says); what the socket said goes to the log, not to the client."""
+        if isinstance(exc, Interrupted):
+            return shutting_down()
         log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
         cause = TIMED_OUT if isinstance(exc, ReadTimeout) else "Connection error."
         return upstream_unavailable(self.display_name, cause)

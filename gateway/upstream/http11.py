@@ -54,6 +54,10 @@ class Disconnected(UpstreamHttpError):
     """The connection ended, or the answer was not HTTP, before the answer was complete."""
 
 
+class Interrupted(UpstreamHttpError):
+    """The gateway ended the exchange itself (a shutdown's grace period is over)."""
+
+
 class Exchange(asyncio.Protocol):
     """One connection to the upstream, and the exchange it is carrying (one at a time)."""
 
@@ -295,6 +299,16 @@ class Pool:
                 self._slots.release()
         if keep_slot and conn.transport is not None:
             conn.transport.abort()
+
+    def interrupt(self, error: UpstreamHttpError) -> int:
+        """Fail every exchange in progress with `error` and drop its connection (the
+        upstream sees a client that went away); how many there were."""
+        busy = list(self._busy)
+        for conn in busy:
+            conn._fail(error)
+            if conn.transport is not None:
+                conn.transport.abort()
+        return len(busy)
 
     def close(self) -> None:
         self._closed = True
