@@ -105,7 +105,7 @@ async def build_services(config: Configuration, metrics: Metrics | None = None,
     await engine.start()
     if metrics is not None:
         engine.hooks = EngineMetrics(metrics)
-        metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db))
+        metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db, upstream.breaker))
     if observers is not None:
         engine.hooks = observers.engine(engine.hooks)
     turns = _turns(config, conversations, writer, catalog, quota, tools,

@@ -34,6 +34,12 @@ class LlamaStackConfig(Strict):
     # Ours. How errors name the upstream: `Unable to connect to <display_name>` (LCORE
     # 0.6 says `Llama Stack`, LCORE 0.7 `OGX`).
     display_name: str = Field("Llama Stack", min_length=1)
+    # Ours (issue 42): the upstream's circuit breaker (docs/resilience.md). After this
+    # many requests in a row got no connection, no answer in time or a 502/503/504,
+    # turns are refused at once (LCORE's 503) for `circuit_breaker_cooldown_seconds`,
+    # then one request probes the upstream. 0: off.
+    circuit_breaker_failures: int = Field(5, ge=0)
+    circuit_breaker_cooldown_seconds: float = Field(10, gt=0)
 
     _url_shape = field_validator("url")(lambda cls, value: http_url(value))
 

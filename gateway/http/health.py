@@ -10,6 +10,7 @@ from gateway.http.drain import DRAIN
 from gateway.http.responses_io import json_response
 from gateway.http.services import SERVICES
 from gateway.schema.errors import ApiError
+from gateway.upstream.breaker import CLOSED, OPEN, CircuitBreaker
 
 log = logging.getLogger("gateway.http")
 PROBE_TIMEOUT = 5.0
@@ -42,7 +43,7 @@ async def readiness(request: web.Request) -> web.Response:
                                   "backend service", "overall_status": "degraded",
                                   "impacts": ["LLM inference unavailable", "Provider health checks unavailable"],
                                   "providers": []})
-        problems.append(("Cannot connect to backend service",
+        problems.append((_unreachable(services.upstream.breaker),
                          ["LLM inference unavailable", "Provider health checks unavailable"]))
     if problems:
         return json_response({"ready": False, "reason": "; ".join(reason for reason, _ in problems),
@@ -51,6 +52,16 @@ async def readiness(request: web.Request) -> web.Response:
                               "providers": []}, status=503)
     return json_response({"ready": True, "reason": "All providers are healthy", "overall_status": "healthy",
                           "impacts": None, "providers": []})
+
+
+def _unreachable(breaker: CircuitBreaker | None) -> str:
+    """The reason an unreachable upstream gives, with its circuit's state when it is not closed."""
+    if breaker is None or breaker.state == CLOSED:
+        return "Cannot connect to backend service"
+    if breaker.state == OPEN:
+        return (f"Cannot connect to backend service (circuit breaker open after {breaker.failures} failures; "
+                f"next probe in {breaker.retry_in():.0f} s)")
+    return "Cannot connect to backend service (circuit breaker half-open: probing)"
 
 
 def add_routes(app: web.Application, prefix: str) -> None:

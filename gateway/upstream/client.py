@@ -24,6 +24,7 @@ from gateway import outbound
 from gateway.config import LlamaStackConfig
 from gateway.request_scope import REQUEST
 from gateway.schema.errors import ApiError, shutting_down, upstream_unavailable
+from gateway.upstream.breaker import CLOSED, FAILING_STATUSES, CircuitBreaker
 from gateway.upstream.errors import map_upstream_error
 from gateway.upstream.http11 import ConnectFailed, Exchange, Interrupted, Pool, ReadTimeout, UpstreamHttpError
 
@@ -87,6 +88,11 @@ class UpstreamClient:
         self._pool: Pool | None = None
         self._interrupted = False   # shutting down, the grace over: no new exchange starts
         self.hooks: UpstreamHooks | None = None   # set by the wiring when metrics are on
+        # The circuit of this base URL (`upstream/breaker.py`); None: off.
+        self.breaker: CircuitBreaker | None = None
+        if config.circuit_breaker_failures:
+            self.breaker = CircuitBreaker(self.base_url, config.circuit_breaker_failures,
+                                          config.circuit_breaker_cooldown_seconds)
         # Header lines (`Name: value\r\n`) for one request, asked for just before it is
         # sent: the trace context (gateway/observability/tracing.py); None: tracing off.
         self.outgoing: Callable[[str, str], bytes] | None = None
@@ -146,6 +152,12 @@ class UpstreamClient:
         read_timeout = min(timeout, self._config.timeout) if timeout else self._config.timeout
         attempt = 0
         hooks = self.hooks
+        breaker = self.breaker
+        if breaker is not None and breaker.state != CLOSED and not breaker.allow():
+            # Refused without touching the upstream (LCORE's 503, as for a refused connection).
+            if hooks is not None:
+                hooks.failed(path, "circuit_open", 0.0)
+            raise upstream_unavailable(self.display_name)
         started = time.perf_counter() if hooks is not None else 0.0
         while True:
             try:
@@ -154,6 +166,8 @@ class UpstreamClient:
                 if attempt >= self._config.max_retries:
                     if hooks is not None:
                         hooks.failed(path, _outcome(exc), time.perf_counter() - started)
+                    if breaker is not None:
+                        breaker.failed(_describe(exc))
                     raise self._unavailable(method, path, exc) from None
                 attempt += 1
                 if hooks is not None:
@@ -164,10 +178,21 @@ class UpstreamClient:
             except UpstreamHttpError as exc:
                 if hooks is not None:
                     hooks.failed(path, _outcome(exc), time.perf_counter() - started)
+                if breaker is not None and not isinstance(exc, Interrupted):
+                    breaker.failed(_describe(exc))
                 raise self._unavailable(method, path, exc) from None
+            except BaseException:   # cancelled: its caller left; a probe's verdict is still open
+                if breaker is not None:
+                    breaker.released()
+                raise
             else:
                 if hooks is not None:
                     hooks.answered(path, exchange.status, time.perf_counter() - started)
+                if breaker is not None:
+                    if exchange.status in FAILING_STATUSES:
+                        breaker.failed(f"HTTP {exchange.status}")
+                    elif breaker.failures or breaker.state != CLOSED:
+                        breaker.succeeded()
                 return exchange
 
     def _head(self, method: str, path: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None,

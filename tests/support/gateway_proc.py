@@ -235,7 +235,9 @@ def gateway_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[s
         # at most this (tests/e2e/test_drain.py sets its own).
         "service": {"host": "127.0.0.1", "port": 8080, "access_log": True, "access_log_format": "json",
                     "shutdown_grace_seconds": 2},
-        "llama_stack": {"url": upstream_url, "max_retries": 0, "timeout": 30},
+        # The circuit breaker off: a test of upstream failures would open it for the
+        # tests after it (tests/e2e/test_circuit_breaker.py turns it on).
+        "llama_stack": {"url": upstream_url, "max_retries": 0, "timeout": 30, "circuit_breaker_failures": 0},
         "authentication": {"module": "noop"},
         "database": {"sqlite": {"db_path": str(db_path)}},
         # Off unless a test turns them on (tests/e2e/test_topic_summaries.py): a new
