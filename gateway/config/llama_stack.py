@@ -16,8 +16,14 @@ class LlamaStackConfig(Strict):
     timeout: float = Field(180, gt=0)
     use_as_library_client: bool | None = None
     library_client_config_path: str | None = not_built()
+    # Retries of a request that got no connection, a 429 or 503 (any method), or a 502
+    # or 504 (idempotent methods only): upstream/retry.py. `retry_delay` is the first
+    # backoff, doubling, half of it jittered.
     max_retries: int = Field(2, ge=0)
     retry_delay: float = Field(0.5, ge=0)
+    # Ours (issue 42): the seconds from a request's first attempt within which a retry
+    # may still start (a `Retry-After` beyond it is not waited for).
+    retry_budget_seconds: float = Field(10, ge=0)
     allow_degraded_mode: bool = False
     config: dict[str, Any] | None = not_built()
     # Ours. Which upstream API serves turns; `auto` probes the upstream on first use.

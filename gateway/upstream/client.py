@@ -2,9 +2,11 @@
 (`http11.Pool`), timeouts, retries and error mapping.
 
 Timeouts are per idle gap, not per request, so a long stream that keeps sending is never
-cut. Retries happen only when no connection could be made, so a request is never sent
-twice once it reached the upstream (a kept-alive connection the upstream had already
-closed is the one exception: the request never reached it, see `http11`).
+cut. Retries happen only when the upstream cannot have run the request (no connection
+could be made, a 429 or 503, a 502 or 504 of an idempotent request: `retry.py`) and
+before the caller read anything of the answer (a kept-alive connection the upstream had
+already closed is retried inside `http11`: the request never reached it). The circuit
+breaker of the base URL (`breaker.py`) refuses requests at once while it is open.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from gateway.schema.errors import ApiError, shutting_down, upstream_unavailable
 from gateway.upstream.breaker import CLOSED, FAILING_STATUSES, CircuitBreaker
 from gateway.upstream.errors import map_upstream_error
 from gateway.upstream.http11 import ConnectFailed, Exchange, Interrupted, Pool, ReadTimeout, UpstreamHttpError
+from gateway.upstream.retry import RETRIED_STATUSES, may_retry_status, next_wait, retry_after
 
 log = logging.getLogger("gateway.upstream")
 
@@ -159,11 +162,14 @@ class UpstreamClient:
                 hooks.failed(path, "circuit_open", 0.0)
             raise upstream_unavailable(self.display_name)
         started = time.perf_counter() if hooks is not None else 0.0
+        first = 0.0   # when the first attempt began (monotonic), read once a retry is considered
         while True:
             try:
                 exchange = await self._pool.exchange(data, read_timeout)
             except ConnectFailed as exc:
-                if attempt >= self._config.max_retries:
+                first = first or time.monotonic()
+                delay = self._retry_wait(attempt, None, first)
+                if delay is None:
                     if hooks is not None:
                         hooks.failed(path, _outcome(exc), time.perf_counter() - started)
                     if breaker is not None:
@@ -172,7 +178,6 @@ class UpstreamClient:
                 attempt += 1
                 if hooks is not None:
                     hooks.retried(path, _outcome(exc))
-                delay = self._config.retry_delay * 2 ** (attempt - 1)
                 log.warning("upstream %s %s: %s; retry %d in %.1fs", method, path, _describe(exc), attempt, delay)
                 await asyncio.sleep(delay)
             except UpstreamHttpError as exc:
@@ -186,14 +191,37 @@ class UpstreamClient:
                     breaker.released()
                 raise
             else:
+                status = exchange.status
+                if status in RETRIED_STATUSES and attempt < self._config.max_retries \
+                        and may_retry_status(method, status):
+                    # Nothing of it reached the caller yet: asked again if the budget allows.
+                    first = first or time.monotonic()
+                    delay = self._retry_wait(attempt, retry_after(exchange.retry_after), first)
+                    if delay is not None:
+                        exchange.close()
+                        attempt += 1
+                        if hooks is not None:
+                            hooks.retried(path, f"status_{status}")
+                        log.warning("upstream %s %s answered %d; retry %d in %.1fs", method, path, status, attempt,
+                                    delay)
+                        await asyncio.sleep(delay)
+                        continue
                 if hooks is not None:
-                    hooks.answered(path, exchange.status, time.perf_counter() - started)
+                    hooks.answered(path, status, time.perf_counter() - started)
                 if breaker is not None:
                     if exchange.status in FAILING_STATUSES:
                         breaker.failed(f"HTTP {exchange.status}")
                     elif breaker.failures or breaker.state != CLOSED:
                         breaker.succeeded()
                 return exchange
+
+    def _retry_wait(self, attempt: int, asked: float | None, first: float) -> float | None:
+        """The wait before the next attempt, or None: no more (`upstream/retry.py`)."""
+        config = self._config
+        if attempt >= config.max_retries:
+            return None
+        return next_wait(config.retry_delay, attempt + 1, asked,
+                         config.retry_budget_seconds - (time.monotonic() - first))
 
     def _head(self, method: str, path: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None,
               length: int | None) -> bytes:

@@ -63,7 +63,7 @@ class Exchange(asyncio.Protocol):
 
     __slots__ = ("_pool", "_loop", "transport", "_parser", "status", "_body", "_size", "_complete", "_error",
                  "_head", "_keep_alive", "_delimited", "_waiter", "_deadline", "_timeout", "_paused", "_answered",
-                 "idle_since", "holds_slot")
+                 "idle_since", "holds_slot", "retry_after")
 
     def __init__(self, pool: "Pool"):
         self._pool = pool
@@ -79,6 +79,7 @@ class Exchange(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._error: BaseException | None = None
         self.status = 0
+        self.retry_after: bytes | None = None   # the answer's `Retry-After` (upstream/retry.py)
         self._body: list[bytes] = []
         self._size = 0
         self._complete = False
@@ -200,8 +201,11 @@ class Exchange(asyncio.Protocol):
             self._fail(Disconnected(f"the upstream closed the connection{f' ({exc})' if exc else ''}"))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() in (b"content-length", b"transfer-encoding"):
+        lowered = name.lower()
+        if lowered in (b"content-length", b"transfer-encoding"):
             self._delimited = True
+        elif lowered == b"retry-after":
+            self.retry_after = value
 
     def on_headers_complete(self) -> None:
         self.status = self._parser.get_status_code()
