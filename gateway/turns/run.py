@@ -182,6 +182,9 @@ class Runner:
                         if frames:
                             await sink.write(frames)
                     frames, terminal = rewriter.close()
+                    # Ended without its terminal event (cut): the `response.failed` made for
+                    # it is charged like a broken stream's, unless the upstream reported usage.
+                    turn.unreported = terminal is not None and terminal.data.get("type") == "response.failed"
                 except StreamBroken as exc:
                     log.warning("upstream stream for %s broke: %s", turn.conversation, exc)
                     turn.unreported = True
