@@ -159,6 +159,7 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
     selector = BackendSelector(forwarding, local, capabilities)
     preparer = Preparer(config, conversations, writer, catalog, quota, tools, settler, selector, items)
     runner = Runner(settler, tools.labels, tools.redactor)
+    runner.deadline = config.llama_stack.turn_deadline_seconds
     if metrics is not None:
         cluster = frozenset(limiter.name for limiter in (config.quota_handlers.limiters if config.quota_handlers else ())
                             if limiter.type == "cluster_limiter")

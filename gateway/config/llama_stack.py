@@ -24,6 +24,9 @@ class LlamaStackConfig(Strict):
     # Ours (issue 42): the seconds from a request's first attempt within which a retry
     # may still start (a `Retry-After` beyond it is not waited for).
     retry_budget_seconds: float = Field(10, ge=0)
+    # Ours (issue 42): the longest a turn may run, from its start to its end (every round
+    # and stream of it); past it the turn ends failed, charged what it used. 0: none.
+    turn_deadline_seconds: float = Field(0, ge=0)
     allow_degraded_mode: bool = False
     config: dict[str, Any] | None = not_built()
     # Ours. Which upstream API serves turns; `auto` probes the upstream on first use.

@@ -24,11 +24,12 @@ import orjson
 
 from gateway import outbound
 from gateway.config import LlamaStackConfig
-from gateway.request_scope import REQUEST
+from gateway.request_scope import REQUEST, TURN_DEADLINE
 from gateway.schema.errors import ApiError, shutting_down, upstream_unavailable
 from gateway.upstream.breaker import CLOSED, FAILING_STATUSES, CircuitBreaker
 from gateway.upstream.errors import map_upstream_error
-from gateway.upstream.http11 import ConnectFailed, Exchange, Interrupted, Pool, ReadTimeout, UpstreamHttpError
+from gateway.upstream.http11 import (ConnectFailed, Exchange, Interrupted, Pool, ReadTimeout, TurnDeadline,
+                                     UpstreamHttpError)
 from gateway.upstream.retry import RETRIED_STATUSES, may_retry_status, next_wait, retry_after
 
 log = logging.getLogger("gateway.upstream")
@@ -90,6 +91,7 @@ class UpstreamClient:
         self._heads: dict[tuple[str, str], bytes] = {}  # rendered once per fixed endpoint
         self._pool: Pool | None = None
         self._interrupted = False   # shutting down, the grace over: no new exchange starts
+        self._deadlines = bool(config.turn_deadline_seconds)   # turns carry a deadline (request_scope.py)
         self.hooks: UpstreamHooks | None = None   # set by the wiring when metrics are on
         # The circuit of this base URL (`upstream/breaker.py`); None: off.
         self.breaker: CircuitBreaker | None = None
@@ -149,6 +151,11 @@ class UpstreamClient:
         assert self._pool is not None, "UpstreamClient.start() was not called"
         if self._interrupted:
             raise shutting_down()
+        ends_at = 0.0
+        if self._deadlines:
+            ends_at = TURN_DEADLINE.get()
+            if ends_at and self._pool.loop.time() >= ends_at:
+                raise self._unavailable(method, path, TurnDeadline("the turn's deadline passed"))
         body = orjson.dumps(json) if json is not None else b""
         length = len(body) if json is not None else (0 if method in ("POST", "PUT", "PATCH") else None)
         data = self._head(method, path, params, headers, length) + body
@@ -165,7 +172,7 @@ class UpstreamClient:
         first = 0.0   # when the first attempt began (monotonic), read once a retry is considered
         while True:
             try:
-                exchange = await self._pool.exchange(data, read_timeout)
+                exchange = await self._pool.exchange(data, read_timeout, ends_at)
             except ConnectFailed as exc:
                 first = first or time.monotonic()
                 delay = self._retry_wait(attempt, None, first)
@@ -250,6 +257,9 @@ class UpstreamClient:
     def _unavailable(self, method: str, path: str, exc: BaseException) -> ApiError:
         """LCORE's 503 (`Connection error.`, or `Request timed out.` as the OpenAI client
         says); what the socket said goes to the log, not to the client."""
+        if isinstance(exc, TurnDeadline):
+            log.warning("upstream %s %s: %s", method, path, exc)
+            return upstream_unavailable(self.display_name, TIMED_OUT)
         if isinstance(exc, Interrupted):
             return shutting_down()
         log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
