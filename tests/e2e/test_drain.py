@@ -212,3 +212,26 @@ def test_a_websocket_turn_within_the_grace_completes_then_the_socket_closes_1001
     completed = next(message for message in messages if message["type"] == "response.completed")
     usage = completed["response"]["usage"]
     assert charged(gateway, "wren") == usage["input_tokens"] + usage["output_tokens"]
+
+
+def test_a_background_run_beyond_the_grace_is_recorded_failed_and_charged(draining):
+    gateway = draining(grace=1)
+    body = {"input": "hello", "max_output_tokens": OUTPUT, "tool_choice": "none", "background": True,
+            "metadata": ENDLESS}
+    created = gateway.post("/v1/responses?user_id=bo", body).ok()
+    assert created["status"] in ("queued", "in_progress")
+    time.sleep(0.5)
+    gateway.proc.popen.send_signal(signal.SIGTERM)
+    assert exited(gateway) == 0
+    db_path = gateway.config_path.parent / "gateway.db"
+    with sqlite3.connect(db_path, timeout=10) as db:
+        status, response = db.execute("SELECT status, response FROM gateway_background WHERE id = ?",
+                                      (created["id"],)).fetchone()
+        frames = "".join(row[0] for row in db.execute(
+            "SELECT frames FROM gateway_background_events WHERE response_id = ? ORDER BY first_seq",
+            (created["id"],)))
+    assert status == "failed"
+    assert json.loads(response)["error"]["message"] == "The gateway is shutting down."
+    assert "response.failed" in frames
+    reservation = math.ceil(len(json.dumps(body["input"])) / 4) + OUTPUT
+    assert charged(gateway, "bo") == reservation
