@@ -169,12 +169,11 @@ class UpstreamClient:
                 hooks.failed(path, "circuit_open", 0.0)
             raise upstream_unavailable(self.display_name)
         started = time.perf_counter() if hooks is not None else 0.0
-        first = 0.0   # when the first attempt began (monotonic), read once a retry is considered
+        first = time.monotonic()   # the first attempt: retries start within the budget from it
         while True:
             try:
                 exchange = await self._pool.exchange(data, read_timeout, ends_at)
             except ConnectFailed as exc:
-                first = first or time.monotonic()
                 delay = self._retry_wait(attempt, None, first)
                 if delay is None:
                     if hooks is not None:
@@ -202,7 +201,6 @@ class UpstreamClient:
                 if status in RETRIED_STATUSES and attempt < self._config.max_retries \
                         and may_retry_status(method, status):
                     # Nothing of it reached the caller yet: asked again if the budget allows.
-                    first = first or time.monotonic()
                     delay = self._retry_wait(attempt, retry_after(exchange.retry_after), first)
                     if delay is not None:
                         exchange.close()
@@ -216,8 +214,8 @@ class UpstreamClient:
                 if hooks is not None:
                     hooks.answered(path, status, time.perf_counter() - started)
                 if breaker is not None:
-                    if exchange.status in FAILING_STATUSES:
-                        breaker.failed(f"HTTP {exchange.status}")
+                    if status in FAILING_STATUSES:
+                        breaker.failed(f"HTTP {status}")
                     elif breaker.failures or breaker.state != CLOSED:
                         breaker.succeeded()
                 return exchange
