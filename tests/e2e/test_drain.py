@@ -29,9 +29,9 @@ ENDLESS = {"scripted_delay_ms": "500", "scripted_deltas": "200"}
 
 @pytest.fixture
 def draining(gateway_factory, upstream, tmp_path):
-    def start(grace: float):
+    def start(grace: float, target=upstream):
         quotas = str(tmp_path / f"quotas-{time.monotonic_ns()}.db")
-        gateway = gateway_factory(upstream.url, service={"shutdown_grace_seconds": grace},
+        gateway = gateway_factory(target.url, service={"shutdown_grace_seconds": grace},
                                   quota_handlers={"sqlite": {"db_path": quotas}, "output_reservation": OUTPUT,
                                                   "limiters": [{"name": "daily", "type": "user_limiter",
                                                                 "initial_quota": INITIAL, "quota_increase": 0,
@@ -235,3 +235,17 @@ def test_a_background_run_beyond_the_grace_is_recorded_failed_and_charged(draini
     assert "response.failed" in frames
     reservation = math.ceil(len(json.dumps(body["input"])) / 4) + OUTPUT
     assert charged(gateway, "bo") == reservation
+
+
+def test_a_streaming_query_beyond_the_grace_ends_with_lcores_error_event(draining, upstream_with):
+    gateway = draining(grace=1, target=upstream_with("--delay-ms", "400"))   # the query API sends no knobs
+    stream = posted(gateway.direct_port, "/v1/streaming_query?user_id=lee", {"query": "hello " * 50})
+    head, _ = read_until(stream, b'"event": "token"')
+    gateway.proc.popen.send_signal(signal.SIGTERM)
+    tail = read_to_end(stream)
+    stream.close()
+    frames = events(head + tail)
+    assert frames[-1]["event"] == "error", frames[-2:]
+    assert "shutting down" in json.dumps(frames[-1]["data"])
+    assert exited(gateway) == 0
+    assert charged(gateway, "lee") > 0
