@@ -41,6 +41,10 @@ _PARAM_BYTES = 256
 
 
 class ApiError(Exception):
+    # The upstream had the request when it failed (no answer in time, a reset, the
+    # gateway's own deadline or shutdown): a turn it ends is charged its reservation.
+    upstream_received = False
+
     def __init__(self, status: int, response: str, cause: str, *, code: str,
                  param: str | None = None, headers: dict[str, str] | None = None, detail: Detail | None = None,
                  user_id: str | None = None):

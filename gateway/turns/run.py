@@ -130,6 +130,8 @@ class Runner:
             error = exc
             if client_left(exc):
                 turn.abandoned = True  # the client left before the answer
+            elif getattr(exc, "upstream_received", False):
+                turn.unreported = True  # the upstream had it, then it was lost: charged as stopped
             await sink.stopped(turn, exc)
             raise
         finally:

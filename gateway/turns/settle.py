@@ -199,7 +199,7 @@ class Settler:
                 turn.summary.cancel()   # no record to put it in
             if turn.reservation is not None:
                 done = asyncio.ensure_future(self._quota.release(
-                    turn.reservation, turn.stopped_charge() if turn.abandoned else turn.used))
+                    turn.reservation, turn.stopped_charge() if turn.abandoned or turn.unreported else turn.used))
                 turn._settling = done
                 self._background.add(done)
                 done.add_done_callback(lambda future: self._finished(future, (None, "")))

@@ -257,12 +257,16 @@ class UpstreamClient:
         says); what the socket said goes to the log, not to the client."""
         if isinstance(exc, TurnDeadline):
             log.warning("upstream %s %s: %s", method, path, exc)
-            return upstream_unavailable(self.display_name, TIMED_OUT)
-        if isinstance(exc, Interrupted):
-            return shutting_down()
-        log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
-        cause = TIMED_OUT if isinstance(exc, ReadTimeout) else "Connection error."
-        return upstream_unavailable(self.display_name, cause)
+            error = upstream_unavailable(self.display_name, TIMED_OUT)
+        elif isinstance(exc, Interrupted):
+            error = shutting_down()
+        else:
+            log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
+            error = upstream_unavailable(self.display_name, TIMED_OUT if isinstance(exc, ReadTimeout)
+                                         else "Connection error.")
+        # Sent, then lost (not a connection that could not be made): the upstream may be running it.
+        error.upstream_received = not isinstance(exc, ConnectFailed)
+        return error
 
 
 def _unchanged(text: str) -> str:

@@ -1,6 +1,7 @@
-"""A stream the upstream received and then lost before reporting usage (issue 42): cut
-mid-way (`break-stream`) or silent past `llama_stack.timeout` (`stall-stream`), it ends
-with `response.failed` and is charged its reservation, not nothing; a turn the upstream
+"""A turn the upstream received and then lost before reporting usage (issue 42): a stream
+cut mid-way (`break-stream`) or silent past `llama_stack.timeout` (`stall-stream`) ends
+with `response.failed`, a JSON turn that got no answer in time (`hang-upstream`) with
+LCORE's 503, and each is charged its reservation, not nothing; a turn the upstream
 refused before any output (`fail-upstream`) still costs nothing."""
 
 from __future__ import annotations
@@ -47,3 +48,13 @@ def test_a_turn_refused_before_any_output_costs_nothing(faults):
                                    path="/v1/responses?user_id=refused")
     assert frames[-2][0] == "response.failed"
     assert faults.get("/v1/quotas?user_id=refused").ok()["available_quotas"] == {"daily": INITIAL}
+
+
+def test_a_json_turn_the_upstream_received_and_never_answered_is_charged_its_reservation(faults):
+    text = "please hang-upstream"
+    reply = faults.post("/v1/responses?user_id=hung", {"input": text, "max_output_tokens": OUTPUT,
+                                                       "tool_choice": "none"}, timeout=60)
+    assert reply.status == 503, reply.body
+    assert reply.json()["detail"]["cause"] == "Request timed out."
+    quotas = faults.get("/v1/quotas?user_id=hung").ok()["available_quotas"]
+    assert quotas == {"daily": INITIAL - reservation(text)}
