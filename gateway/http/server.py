@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 from typing import Any, Callable
 
 import orjson
@@ -147,6 +149,30 @@ class GatewayRunner(web.AppRunner):
                              **plain._kwargs)
 
 
+def _backlog(site: web.BaseSite) -> list[socket.socket]:
+    """The connections waiting in the site's listen backlog, accepted now (no await
+    between this and closing the listener, so none is left to be reset)."""
+    server: Any = getattr(site, "_server", None)
+    taken: list[socket.socket] = []
+    for listening in getattr(server, "sockets", None) or ():
+        sock = socket.socket(fileno=os.dup(listening.fileno()))   # the listener itself stays the server's
+        try:
+            sock.setblocking(False)
+            while True:
+                conn, _ = sock.accept()
+                conn.setblocking(False)
+                taken.append(conn)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            log.warning("taking the listen backlog at shutdown failed: %s", exc)
+        finally:
+            sock.close()
+    if taken:
+        log.info("shutting down: %d connection(s) waiting in the listen backlog taken", len(taken))
+    return taken
+
+
 def run(app: web.Application, service: ServiceConfig, *, host: str, port: int, loop: asyncio.AbstractEventLoop,
         access_log: logging.Logger | None, announce: Callable[[str], None]) -> None:
     """Serve `app` on host:port until SIGINT or SIGTERM, then drain (`http/drain.py`)
@@ -174,7 +200,13 @@ def run(app: web.Application, service: ServiceConfig, *, host: str, port: int, l
             await site.start()
             announce(f"======== Running on {site.name} ========")
             await stop
-            await site.stop()   # new connections are refused from here
+            # Connections the kernel already accepted (in the listen backlog) are taken
+            # before the listener closes, which would reset them; new ones are refused.
+            waiting = _backlog(site)
+            await site.stop()
+            if waiting and runner.server is not None:
+                await asyncio.gather(*(loop.connect_accepted_socket(runner.server, conn) for conn in waiting),
+                                     return_exceptions=True)
             await drain.run(app, runner.server)
         finally:
             await runner.cleanup()

@@ -4,7 +4,9 @@ stream in flight within `service.shutdown_grace_seconds` completes, is charged a
 recorded, and the process exits 0; a stream that outlives the grace ends with
 `response.failed` and is charged its reservation (the upstream received it and never
 reported usage); a WebSocket turn in flight completes, a message sent meanwhile gets
-`server_shutdown`, and the socket closes with 1001."""
+`server_shutdown`, and the socket closes with 1001; a background run and a streaming
+query that outlive it end failed (LCORE's `error` event), charged; connections the
+kernel had accepted but the gateway had not are served, not reset."""
 
 from __future__ import annotations
 
@@ -249,3 +251,22 @@ def test_a_streaming_query_beyond_the_grace_ends_with_lcores_error_event(drainin
     assert "shutting down" in json.dumps(frames[-1]["data"])
     assert exited(gateway) == 0
     assert charged(gateway, "lee") > 0
+
+
+def test_connections_waiting_in_the_listen_backlog_are_served_not_reset(draining):
+    # Whether the signal or the waiting connections reach the event loop first is the
+    # loop's choice; without the backlog taken, the first way resets every one of them.
+    gateway = draining(grace=5)
+    gateway.proc.popen.send_signal(signal.SIGSTOP)   # the kernel accepts these, the gateway cannot yet
+    try:
+        waiting = [socket.create_connection(("127.0.0.1", gateway.direct_port), timeout=10) for _ in range(8)]
+        for sock in waiting:
+            sock.sendall(b"GET /liveness HTTP/1.1\r\nHost: x\r\n\r\n")
+        gateway.proc.popen.send_signal(signal.SIGTERM)
+    finally:
+        gateway.proc.popen.send_signal(signal.SIGCONT)
+    for sock in waiting:
+        reply, _ = read_until(sock, b"}", timeout=10)
+        assert reply.startswith(b"HTTP/1.1 200"), reply
+        sock.close()
+    assert exited(gateway) == 0
