@@ -80,6 +80,10 @@ class ServiceConfig(Strict):
     max_responses_in_progress_per_user: int = Field(64, ge=1)
     # Ours (issue 26): the WebSocket transport of /v1/responses (docs/websocket.md).
     websocket: WebSocketConfig = WebSocketConfig()
+    # Ours (issue 42): on SIGTERM, how long running requests (streams, WebSocket turns,
+    # background runs) may go on after readiness turned 503 and the listener closed;
+    # what still runs then ends as failed (docs/resilience.md).
+    shutdown_grace_seconds: float = Field(20, ge=0, le=3600)
 
     @field_validator("root_path")
     @classmethod

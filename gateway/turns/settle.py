@@ -148,9 +148,10 @@ class Settler:
     def _charge(self, turn: Turn) -> Charge:
         """The charge of a turn with a result: the upstream's input + output tokens; a
         turn its client stopped (a cancelled background one) as an abandoned one is
-        (`Turn.stopped_charge`), whatever usage its result shows so far."""
+        (`Turn.stopped_charge`), whatever usage its result shows so far, and so is one
+        whose stream broke before the upstream reported usage (it received the turn)."""
         assert turn.reservation is not None and turn.result is not None
-        if turn.abandoned:
+        if turn.abandoned or (turn.unreported and not turn.result.get("usage")):
             usage = turn.usage or {}
             output = int(usage.get("output_tokens") or 0)
             spent = (turn.stopped_charge() - output, output)
@@ -198,7 +199,7 @@ class Settler:
                 turn.summary.cancel()   # no record to put it in
             if turn.reservation is not None:
                 done = asyncio.ensure_future(self._quota.release(
-                    turn.reservation, turn.stopped_charge() if turn.abandoned else turn.used))
+                    turn.reservation, turn.stopped_charge() if turn.abandoned or turn.unreported else turn.used))
                 turn._settling = done
                 self._background.add(done)
                 done.add_done_callback(lambda future: self._finished(future, (None, "")))

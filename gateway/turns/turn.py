@@ -53,6 +53,9 @@ class Turn:
     quotas: dict[str, int] | None = None  # available_quotas once settled
     reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
     abandoned: bool = False              # the client left before the backend finished
+    # The upstream received it, then its stream broke (reset, idle gap, cut, the
+    # shutdown's grace over) before it reported usage: charged as a stopped turn.
+    unreported: bool = False
     # What the engine reported so far (`round_ended`): the usage of its finished rounds,
     # and the estimate of the round in flight (0: admission's reservation covers it).
     usage: dict[str, Any] | None = None
