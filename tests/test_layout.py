@@ -93,6 +93,7 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "engine/turn.py": "what the engine reads of a turn: tests/e2e/test_engine.py",
     "http/authorized.py": _HANDLER + "tests/e2e/test_authorization.py",
     "http/feedback.py": _HANDLER + "tests/e2e/test_feedback.py",
+    "http/drain.py": "SIGTERM's drain over a running aiohttp server and its signals: tests/e2e/test_drain.py",
     "http/metrics.py": _HANDLER + "tests/e2e/test_metrics.py",
     "http/openai_conversations.py": _HANDLER + "tests/e2e/test_openai_conversations.py",
     "http/query.py": _HANDLER + "tests/e2e/test_query.py, test_streaming_query.py, test_interrupt.py",
