@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from gateway.compaction.items import COMPACTION
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import new_item_id
-from gateway.schema.validation import validate
+from gateway.schema.fail_fast import validate
 
 
 class CompactRequest(BaseModel):

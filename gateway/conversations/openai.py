@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from gateway.legacy.conversations import epoch
 from gateway.schema.ids import new_item_id, openai_conversation_id
-from gateway.schema.validation import request_validation_error
+from gateway.schema.error_list import request_validation_error
 
 MAX_PAGE = 100
 DEFAULT_PAGE = 20

@@ -34,7 +34,8 @@ from gateway.legacy.conversations import LCORE_V1, LCORE_V2, LcoreV1, TurnView
 from gateway.schema.conversations import ConversationUpdateRequest
 from gateway.schema.errors import cache_unavailable, conversation_forbidden, invalid_conversation_id, not_found
 from gateway.schema.ids import normalize_conversation_id
-from gateway.schema.validation import request_validation_error, validate
+from gateway.schema.error_list import request_validation_error
+from gateway.schema.fail_fast import validate
 from gateway.storage.conversations import ConversationRecord
 from gateway.storage.history import StoredTurn
 from gateway.turns.content import read_content

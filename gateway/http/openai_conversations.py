@@ -47,7 +47,7 @@ from gateway.legacy.conversations import LCORE_V1
 from gateway.schema.conversations import OpenAIConversationCreate, OpenAIConversationUpdate, OpenAIItemsCreate
 from gateway.schema.errors import bad_request, not_found
 from gateway.schema.ids import new_conversation_id, normalize_conversation_id
-from gateway.schema.validation import validate
+from gateway.schema.fail_fast import validate
 from gateway.turns.prompts import refuse_system_messages
 from gateway.storage.conversations import ConversationRecord
 

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from gateway.schema.errors import ApiError
-from gateway.schema.validation import MAX_JSON_ITEMS, too_many_items
+from gateway.schema.json_body import MAX_JSON_ITEMS, too_many_items
 
 CREATE = "response.create"
 STEER = "response.steer"
@@ -70,7 +70,7 @@ def parse(data: str | bytes, limit: int, max_items: int = MAX_JSON_ITEMS) -> Cre
     if size > limit:
         raise ApiError(413, "Message too large", f"A WebSocket message may hold at most {limit} bytes.",
                        code="message_too_large")
-    if _too_many_items(data, max_items):
+    if too_many_items(data, max_items):
         raise ApiError(400, "Invalid JSON", f"A message may hold at most {max_items} arrays, objects and items "
                        "in them.", code="invalid_json")
     try:
@@ -104,7 +104,7 @@ def parse(data: str | bytes, limit: int, max_items: int = MAX_JSON_ITEMS) -> Cre
 def lane_of(data: str | bytes, max_items: int = MAX_JSON_ITEMS) -> str | None:
     """The `stream_id` of a message that could not be parsed as a whole, if readable
     (so its error still goes to its lane)."""
-    if _too_many_items(data, max_items):
+    if too_many_items(data, max_items):
         return None   # decoding it is what its refusal saved
     try:
         message = orjson.loads(data)
@@ -112,16 +112,6 @@ def lane_of(data: str | bytes, max_items: int = MAX_JSON_ITEMS) -> str | None:
         return None
     stream_id = message.get("stream_id") if isinstance(message, dict) else None
     return stream_id if isinstance(stream_id, str) and len(stream_id) <= _MAX_STREAM_ID else None
-
-
-def _too_many_items(data: str | bytes, limit: int) -> bool:
-    """`too_many_items` over a message's bytes; a text message's three counts run on the
-    str itself, which nearly every message passes without a copy."""
-    if isinstance(data, bytes):
-        return too_many_items(data, limit)
-    if data.count(",") + data.count("{") + data.count("[") <= limit:
-        return False
-    return too_many_items(data.encode(), limit)
 
 
 def error_message(error: ApiError, stream_id: str | None = None) -> bytes:
