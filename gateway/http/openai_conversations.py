@@ -46,7 +46,7 @@ from gateway.http.services import SERVICES, Services
 from gateway.legacy.conversations import LCORE_V1
 from gateway.schema.conversations import OpenAIConversationCreate, OpenAIConversationUpdate, OpenAIItemsCreate
 from gateway.schema.errors import bad_request, not_found
-from gateway.schema.ids import new_conversation_id, normalize_conversation_id
+from gateway.schema.ids import new_stored_conversation_id
 from gateway.schema.fail_fast import validate
 from gateway.turns.prompts import refuse_system_messages
 from gateway.storage.conversations import ConversationRecord
@@ -87,8 +87,7 @@ async def create_conversation(request: web.Request) -> web.Response:
         _no_system_messages(services, create.items)
     opened = _opened(request, caller.user_id, create.items) if create.items else None
     upstream_id = await (await services.turns.backend()).create_conversation()
-    conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
-    assert conversation_id is not None, "the upstream's conversation ids are conv_<48 hex> or UUIDs"
+    conversation_id = new_stored_conversation_id(upstream_id)
     now = datetime.now(timezone.utc).isoformat()
     record = ConversationRecord(conversation_id, caller.user_id, upstream_id, now, now, None, None, None, 0, "", False)
     await services.conversations.save(record, None)

@@ -166,6 +166,14 @@ def upstream_unavailable(backend: str, cause: str = "Connection error.") -> ApiE
     return ApiError(503, f"Unable to connect to {backend}", cause, code="upstream_unavailable")
 
 
+def upstream_invalid_conversation_id(upstream_id: str) -> ApiError:
+    """The upstream created a conversation under an id the gateway cannot store or name
+    back to the client (neither `conv_<48 hex>` nor a UUID): the upstream's fault, 502."""
+    return ApiError(502, "Invalid upstream response",
+                    f"The upstream created a conversation with the id {upstream_id[:80]!r}, which is neither "
+                    "conv_<48 hex> nor a UUID.", code="upstream_invalid_conversation_id")
+
+
 def prompt_too_long(model: str | None) -> ApiError:
     cause = (f"The input exceeds the context window size of model '{model}'." if model
              else "The prompt exceeds the maximum allowed length.")

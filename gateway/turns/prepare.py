@@ -27,7 +27,7 @@ from gateway.identity.authorization import may_use_conversation
 from gateway.quota.reservation import Reservation, context_estimate
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, not_found
-from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
+from gateway.schema.ids import new_conversation_id, new_stored_conversation_id, openai_conversation_id
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
@@ -321,8 +321,7 @@ class Preparer:
             # the ordered history up to the fork point.
             return new_conversation_id(), None
         upstream_id = await backend.create_conversation()
-        conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
-        return conversation_id, upstream_id
+        return new_stored_conversation_id(upstream_id), upstream_id
 
     async def _resolve_conversation(self, identity: Identity, request: ResponsesRequest,
                                     ) -> tuple[ConversationRecord | None, str | None]:
