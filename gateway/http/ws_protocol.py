@@ -23,6 +23,7 @@ import orjson
 
 from gateway.schema.errors import ApiError
 from gateway.schema.json_body import MAX_JSON_ITEMS, too_many_items
+from gateway.turns.prepare import Checked
 
 CREATE = "response.create"
 STEER = "response.steer"
@@ -44,16 +45,27 @@ class Create:
 @dataclass(frozen=True)
 class Waiting:
     """A validated `response.create` waiting in a connection's queue: the text that came
-    (parsed again when its turn runs), so what waits costs its bytes and no more."""
+    (parsed again when its turn runs), so what waits costs its bytes and no more. A
+    message that runs as it arrives (nothing queued or running before it) keeps what
+    was parsed and checked instead (`ready`), as an HTTP request being prepared does:
+    its turn is not parsed and validated twice."""
     data: str | bytes
     stream_id: str | None
     size: int
+    ready: tuple[Create, Checked] | None = None
 
     def create(self) -> Create:
-        """The message parsed again, when its turn runs (it was parsed when it came)."""
+        """The message as parsed when it came, or parsed again when its turn runs."""
+        if self.ready is not None:
+            return self.ready[0]
         parsed = parse(self.data, self.size)
         assert isinstance(parsed, Create)
         return parsed
+
+    @property
+    def checked(self) -> Checked | None:
+        """What `TurnService.check` found of it, where it was kept (`ready`)."""
+        return self.ready[1] if self.ready is not None else None
 
 
 @dataclass(frozen=True)
