@@ -74,7 +74,7 @@ def _item_not_found(item_id: str) -> Exception:
     return not_found("Item", item_id, code="item_not_found", param="item_id")
 
 
-async def _described(services: Services, record: ConversationRecord) -> dict[str, Any]:
+async def _described(services: Services, record: ConversationRecord) -> openai.Conversation:
     return openai.conversation(record.id, record.created_at, await services.items.metadata(record.id))
 
 

@@ -25,7 +25,7 @@ import orjson
 from pydantic import ValidationError
 
 from gateway.schema.bounds import clip, preview
-from gateway.schema.errors import ApiError
+from gateway.schema.errors import ApiError, ErrorEntry
 
 _CODES = {"missing": "missing_required_parameter", "extra_forbidden": "unknown_parameter",
           "json_invalid": "invalid_json", "too_long": "array_above_max_length"}
@@ -44,11 +44,11 @@ _CTX_BYTES = 512
 _TYPE_BYTES = 64
 
 
-def fastapi_errors(exc: ValidationError, limit: int | None = None) -> list[dict[str, Any]]:
+def fastapi_errors(exc: ValidationError, limit: int | None = None) -> list[ErrorEntry]:
     """FastAPI's rendering of the first `limit` errors (all: None)."""
     errors = []
     for error in exc.errors(include_url=False)[:limit]:
-        rendered: dict[str, Any] = {"type": error["type"], "loc": ["body", *error["loc"]], "msg": error["msg"],
+        rendered: ErrorEntry = {"type": error["type"], "loc": ["body", *error["loc"]], "msg": error["msg"],
                                     "input": error["input"]}
         if "ctx" in error:
             rendered["ctx"] = {key: _jsonable(value) for key, value in error["ctx"].items()}
@@ -56,13 +56,13 @@ def fastapi_errors(exc: ValidationError, limit: int | None = None) -> list[dict[
     return errors
 
 
-def value_error_at(loc: list[Any], message: str, input_: Any) -> list[dict[str, Any]]:
+def value_error_at(loc: list[Any], message: str, input_: Any) -> list[ErrorEntry]:
     """One pydantic `value_error` entry, for checks made outside the model."""
     return [{"type": "value_error", "loc": ["body", *loc], "msg": f"Value error, {message}", "input": input_,
              "ctx": {"error": {}}}]
 
 
-def request_validation_error(errors: Sequence[dict[str, Any]], total: int | None = None) -> ApiError:
+def request_validation_error(errors: Sequence[ErrorEntry], total: int | None = None) -> ApiError:
     """422 whose `detail` is FastAPI's list, bounded (see the module's doc); the OpenAI
     `error` summarises it. `total`: how many errors there were when `errors` holds only
     the first of them. Every 422 list is built here, so none escapes the bound."""
@@ -74,10 +74,10 @@ def request_validation_error(errors: Sequence[dict[str, Any]], total: int | None
                     param=path.split(".")[0].split("[")[0] or None, detail=errors)
 
 
-def bounded_errors(errors: Sequence[dict[str, Any]], total: int) -> list[dict[str, Any]]:
+def bounded_errors(errors: Sequence[ErrorEntry], total: int) -> list[ErrorEntry]:
     """The first entries (each bounded) while they fit `MAX_ERRORS` and `ERRORS_BUDGET`,
     then one entry counting the rest."""
-    shown: list[dict[str, Any]] = []
+    shown: list[ErrorEntry] = []
     size = 2
     for error in errors[:MAX_ERRORS]:
         if shown and size > ERRORS_BUDGET:
@@ -93,9 +93,9 @@ def bounded_errors(errors: Sequence[dict[str, Any]], total: int) -> list[dict[st
     return shown
 
 
-def _bounded_entry(error: dict[str, Any]) -> dict[str, Any]:
+def _bounded_entry(error: ErrorEntry) -> ErrorEntry:
     """The entry with each part cut to its bound (unchanged when all fit)."""
-    entry: dict[str, Any] = {"type": clip(str(error["type"]), _TYPE_BYTES), "loc": _bounded_loc(error["loc"]),
+    entry: ErrorEntry = {"type": clip(str(error["type"]), _TYPE_BYTES), "loc": _bounded_loc(error["loc"]),
                              "msg": clip(str(error["msg"]), _MSG_BYTES)}
     if "input" in error:
         entry["input"] = preview(error["input"], _INPUT_BYTES)
