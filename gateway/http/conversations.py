@@ -19,7 +19,7 @@ our extension; LCORE's has no order and no pages.
 from __future__ import annotations
 
 from functools import partial
-from typing import Mapping
+from typing import Any, Mapping
 
 from aiohttp import web
 from pydantic import TypeAdapter
@@ -136,7 +136,7 @@ async def get_conversation(request: web.Request, audience: LcoreV1) -> web.Respo
         # A conversation whose only turn failed: LCORE finds no items either. One created
         # empty through OpenAI's API is 200 with an empty `chat_history`.
         raise not_found("Conversation", conversation_id, code="conversation_not_found", param="conversation_id")
-    body = audience.conversation(conversation_id, [_view(turn) for turn in turns])
+    body: Mapping[str, Any] = audience.conversation(conversation_id, [_view(turn) for turn in turns])
     if _both(services, audience):
         body = openai.union(openai.conversation(conversation_id, record.created_at, metadata), body)
     return json_response(body)
@@ -170,7 +170,7 @@ async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Re
     deleted = record is not None and await services.forgetting.delete(conversation_id) is not None
     if deleted:
         services.items.forget(conversation_id)
-    body = audience.deleted(conversation_id, deleted)
+    body: Mapping[str, Any] = audience.deleted(conversation_id, deleted)
     if _both(services, audience):
         body = openai.union(openai.deleted(conversation_id, deleted), body)
     return json_response(body)
