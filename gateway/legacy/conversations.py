@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Literal, Mapping, TypedDict
 
-from gateway.legacy.items import referenced_documents, summaries
+from gateway.legacy.items import ToolCallSummary, ToolResultSummary, referenced_documents, summaries
 
 DELETED = "Conversation deleted successfully"
 NOT_DELETED = "Conversation not found"
@@ -63,8 +63,8 @@ def epoch(stored: str) -> float:
 class ChatTurn(TypedDict):
     """LCORE's `ConversationTurn`."""
     messages: list[dict[str, Any]]
-    tool_calls: list[dict[str, Any]]
-    tool_results: list[dict[str, Any]]
+    tool_calls: list[ToolCallSummary]
+    tool_results: list[ToolResultSummary]
     provider: str | None
     model: str | None
     started_at: str
