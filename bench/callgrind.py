@@ -1,5 +1,5 @@
 """`python -m bench.callgrind`: instructions a whole `gateway serve` executes per JSON
-turn and per relayed SSE event, counted by `valgrind --tool=callgrind` over the real
+turn, per relayed SSE event and per WebSocket turn, counted by `valgrind --tool=callgrind` over the real
 process (HTTP server, middleware, the turn's life, the upstream client, SQLite writes).
 
 CPU time on a shared machine moves by tens of percent from minute to minute; counted
@@ -48,11 +48,13 @@ from bench.procs import free_port, gateway_config
 from bench.legacy import _TOKEN_EVENTS
 from bench.legacy import STREAMS as LEGACY_STREAMS
 from bench.scenarios import json_body, sse_body
+from bench.websocket import _websocket_turns
 from gateway.allocator import allocator_env
 
 TURNS = 300
 STREAMS = 60
 CONCURRENCY = 32
+WS_SOCKETS = 8
 
 
 async def _post_all(url: str, count: int, body: Callable[[], dict], units: Callable[[bytes], int]) -> int:
@@ -85,6 +87,15 @@ async def _token_streams(url: str, count: int, body: dict) -> int:
     """Legacy comparison: the streams' token events (text deltas, `token` frames)."""
     return await _post_all(url, count, lambda: body,
                            lambda answer: sum(answer.count(mark) for mark in _TOKEN_EVENTS))
+
+
+async def _ws_turns(port: int, count: int) -> int:
+    """`count` WebSocket turns (bench/websocket.py's: 8 deltas, `store: false`), one after
+    the other on each of `WS_SOCKETS` sockets at once."""
+    async with aiohttp.ClientSession() as session:
+        share = [count // WS_SOCKETS + (i < count % WS_SOCKETS) for i in range(WS_SOCKETS)]
+        await asyncio.gather(*(_websocket_turns(session, port, turns) for turns in share if turns))
+    return count
 
 
 def _wait_http(url: str, seconds: float) -> None:
@@ -146,6 +157,7 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
             # and as `token` frames, per token event (the upstream's dialect: --dialect).
             workloads.append((f"legacy {stream} token, {dialect}",
                               lambda path=path, body=body: _token_streams(base + path, streams, body)))
+        workloads.append(("ws turn", lambda: _ws_turns(port, turns)))
         for name, run in workloads:
             if only and not name.startswith(only):
                 continue
@@ -175,8 +187,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--streams", type=int, default=STREAMS)
     parser.add_argument("--no-metrics", action="store_true", help="service.metrics: false (what recording costs)")
-    parser.add_argument("--only", choices=("json", "sse", "legacy"),
-                        help="one workload family (json turn / sse events / legacy token events)")
+    parser.add_argument("--only", choices=("json", "sse", "legacy", "ws"),
+                        help="one workload family (json turn / sse events / legacy token events / ws turn: "
+                             "bench/websocket.py's turn, 8 sockets at once)")
     parser.add_argument("--dialect", default="llama-stack", choices=("llama-stack", "openai"),
                         help="the upstream's default dialect (what the legacy workloads stream)")
     parser.add_argument("--access-log", choices=("off", "on", "text", "json"), default="off",

@@ -48,6 +48,8 @@ class BackgroundWatch:
     def __init__(self, runs: BackgroundRuns):
         self._runs = runs
         self._task: asyncio.Task[Any] | None = None
+        # Cancels in flight, held until done: the event loop keeps only weak references.
+        self._cancelling: set[asyncio.Future[None]] = set()
 
     async def start(self) -> None:
         store = self._runs.store
@@ -65,7 +67,9 @@ class BackgroundWatch:
                     for response_id in await store.cancel_requests(self._runs.runner):
                         run = self._runs.get(response_id)
                         if run is not None:
-                            asyncio.ensure_future(self._runs.cancel(run))
+                            cancelling = asyncio.ensure_future(self._runs.cancel(run))
+                            self._cancelling.add(cancelling)
+                            cancelling.add_done_callback(self._cancelling.discard)
                 if ticks * TICK >= HEARTBEAT:
                     ticks = 0
                     if self._runs.running:

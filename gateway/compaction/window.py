@@ -13,14 +13,14 @@ recorded turn, then the input's), then one `compaction` item sealing the summary
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gateway.compaction.items import COMPACTION
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import new_item_id
-from gateway.schema.validation import validate
+from gateway.schema.fail_fast import validate
 
 
 class CompactRequest(BaseModel):
@@ -80,7 +80,25 @@ def _user_message(item_id: Any, content: Any) -> dict[str, Any]:
             "status": "completed", "role": "user", "content": parts}
 
 
-def usage(reported: Any) -> dict[str, Any]:
+class ResponseUsage(TypedDict):
+    """OpenAI's `ResponseUsage`."""
+    input_tokens: int
+    input_tokens_details: dict[str, int]
+    output_tokens: int
+    output_tokens_details: dict[str, int]
+    total_tokens: int
+
+
+class CompactedResponse(TypedDict):
+    """OpenAI's `response.compaction` object (`/v1/responses/compact`'s answer)."""
+    id: str
+    object: Literal["response.compaction"]
+    created_at: int
+    output: list[dict[str, Any]]
+    usage: ResponseUsage
+
+
+def usage(reported: Any) -> ResponseUsage:
     """The summary turn's usage in the shape of `ResponseUsage`."""
     reported = reported if isinstance(reported, dict) else {}
     inputs, outputs = int(reported.get("input_tokens") or 0), int(reported.get("output_tokens") or 0)
@@ -94,7 +112,7 @@ def usage(reported: Any) -> dict[str, Any]:
 
 
 def compacted(request: CompactRequest, sealed: str, reported_usage: Any,
-              earlier: Sequence[str] = ()) -> dict[str, Any]:
+              earlier: Sequence[str] = ()) -> CompactedResponse:
     """The `response.compaction` object: the user messages of the chain (`earlier`: the
     text of each of its turns, oldest first), then the input's, then the item."""
     item = {"id": new_item_id("cmp"), "type": COMPACTION, "encrypted_content": sealed}

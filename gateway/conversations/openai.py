@@ -11,11 +11,12 @@ asked for LCORE's bodies alone (`service.error_body: lcore`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, TypedDict
 
 from gateway.legacy.conversations import epoch
 from gateway.schema.ids import new_item_id, openai_conversation_id
-from gateway.schema.validation import request_validation_error
+from gateway.schema.error_list import request_validation_error
+from gateway.schema.errors import ErrorEntry
 from gateway.streaming.repair import repair_item
 
 MAX_PAGE = 100
@@ -29,18 +30,43 @@ _STATUS_REQUIRED = frozenset({"message", "function_call", "function_call_output"
                               "web_search_call"})
 
 
-def conversation(conversation_id: str, created_at: str, metadata: Mapping[str, str] | None) -> dict[str, Any]:
+class Conversation(TypedDict):
+    """OpenAI's `Conversation` (`openai.types.conversations.Conversation`)."""
+    id: str
+    object: Literal["conversation"]
+    created_at: int
+    metadata: dict[str, str]
+
+
+class ConversationDeleted(TypedDict):
+    """OpenAI's `ConversationDeletedResource`."""
+    id: str
+    object: Literal["conversation.deleted"]
+    deleted: bool
+
+
+class ItemList(TypedDict):
+    """OpenAI's `ConversationItemList`: a page of items (each as the upstream or the
+    gateway keeps it)."""
+    object: Literal["list"]
+    data: list[dict[str, Any]]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+def conversation(conversation_id: str, created_at: str, metadata: Mapping[str, str] | None) -> Conversation:
     """OpenAI's `Conversation`."""
     return {"id": openai_conversation_id(conversation_id), "object": "conversation",
             "created_at": int(epoch(created_at)), "metadata": dict(metadata or {})}
 
 
-def deleted(conversation_id: str, was_deleted: bool) -> dict[str, Any]:
+def deleted(conversation_id: str, was_deleted: bool) -> ConversationDeleted:
     """OpenAI's `ConversationDeletedResource`."""
     return {"id": openai_conversation_id(conversation_id), "object": "conversation.deleted", "deleted": was_deleted}
 
 
-def union(openai: dict[str, Any], lcore: dict[str, Any]) -> dict[str, Any]:
+def union(openai: Conversation | ConversationDeleted, lcore: Mapping[str, Any]) -> dict[str, Any]:
     """Both audiences' keys in one body; where both have a key (`deleted`) they agree."""
     return {**openai, **lcore}
 
@@ -115,13 +141,13 @@ def new_item(raw: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def item_list(data: list[dict[str, Any]], has_more: bool = False) -> dict[str, Any]:
+def item_list(data: list[dict[str, Any]], has_more: bool = False) -> ItemList:
     return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None, "has_more": has_more}
 
 
 def _invalid(loc: str, raw: str, message: str, kind: str, ctx: dict[str, Any] | None = None) -> Exception:
-    error: dict[str, Any] = {"type": kind, "loc": ["query", loc], "input": raw, "msg": message}
+    error: ErrorEntry = {"type": kind, "loc": ["query", loc], "input": raw, "msg": message}
     if ctx:
         error["ctx"] = ctx
     return request_validation_error([error])
@@ -150,7 +176,7 @@ def page_query(query: Mapping[str, str]) -> tuple[str | None, int, str]:
     return query.get("after"), limit, order
 
 
-def page(items: list[dict[str, Any]], after: str | None, limit: int, order: str) -> dict[str, Any]:
+def page(items: list[dict[str, Any]], after: str | None, limit: int, order: str) -> ItemList:
     """One page of a conversation's items (oldest first as given)."""
     ordered = items if order == "asc" else items[::-1]
     if after is not None:

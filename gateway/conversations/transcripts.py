@@ -98,7 +98,7 @@ class Transcripts(TurnHooks):
             while self._queue:
                 batch, self._queue = self._queue, []
                 # Shielded: a request cancelled while it waits does not stop the write.
-                await asyncio.shield(asyncio.to_thread(_write_all, batch))
+                await asyncio.shield(asyncio.to_thread(_write_all, self._storage, batch))
 
     async def forget(self, deleted: Deleted) -> None:
         """A deleted conversation's transcripts (after what was queued for it is written)."""
@@ -114,7 +114,7 @@ class Transcripts(TurnHooks):
         await self.flush()
 
 
-def _write_all(batch: list[tuple[Path, dict[str, Any]]]) -> None:
+def _write_all(storage: Path, batch: list[tuple[Path, dict[str, Any]]]) -> None:
     for path, record in batch:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,4 +122,6 @@ def _write_all(batch: list[tuple[Path, dict[str, Any]]]) -> None:
             partial.write_text(json.dumps(record), encoding="utf-8")
             partial.replace(path)
         except OSError as exc:   # one unwritable transcript must not lose the others
-            log.error("writing transcript %s failed: %s", path, exc)
+            # The storage directory and the reason only: the file's path (and the
+            # error's own text, which repeats it) holds the user id's unkeyed hash.
+            log.error("writing a transcript under %s failed: %s", storage, exc.strerror or type(exc).__name__)

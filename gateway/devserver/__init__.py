@@ -88,7 +88,9 @@ turn reads the last turn's messages, not the items added since (conversations.py
 Test endpoints: GET /_scripted/requests (what was received, newest last), DELETE
 /_scripted/requests (clear), GET /_scripted/mcp (MCP tool definitions received, with
 their headers/authorization), GET /_scripted/open (``{"open_requests", "open_streams"}``:
-requests in flight now, and how many of them are SSE streams).
+requests in flight now, and how many of them are SSE streams), POST
+/_scripted/conversation_ids (``{"ids": [...]}``: the next conversations created get these
+ids, in order, whatever their form).
 
 Run it with ``python -m gateway.devserver --host 127.0.0.1 --port 18000``.
 """

@@ -88,6 +88,13 @@ async def open_counts(request: web.Request) -> web.Response:
                           "open_streams": state.open_streams})
 
 
+async def next_conversation_ids(request: web.Request) -> web.Response:
+    """`{"ids": [...]}`: the next conversations are created under these ids, in order."""
+    ids = (await request.json())["ids"]
+    request.app[STATE].conversations.next_ids.extend(str(conv_id) for conv_id in ids)
+    return json_response({"queued": len(request.app[STATE].conversations.next_ids)})
+
+
 async def mcp_definitions(request: web.Request) -> web.Response:
     """Every MCP tool definition received in /v1/responses, headers and all."""
     return json_response(list(request.app[STATE].mcp_definitions))
@@ -159,6 +166,7 @@ def create_app(*, responses: bool = True, conversations: bool = True, delay_ms: 
     app.router.add_delete("/_scripted/requests", clear_recorded)
     app.router.add_get("/_scripted/mcp", mcp_definitions)
     app.router.add_get("/_scripted/open", open_counts)
+    app.router.add_post("/_scripted/conversation_ids", next_conversation_ids)
 
     async def close_log(_: web.Application) -> None:
         recorder.close()

@@ -109,9 +109,13 @@ class ConversationStore:
     def __init__(self, limit: int = MAX_CONVERSATIONS) -> None:
         self._items: dict[str, Conversation] = {}
         self._limit = limit
+        # Ids the next conversations are created under, first first (POST
+        # /_scripted/conversation_ids): a test's way to get an id of the wrong form.
+        self.next_ids: list[str] = []
 
     def create(self, metadata: dict[str, Any] | None) -> Conversation:
-        conv = Conversation(new_conversation_id(), int(time.time()), metadata)
+        conv_id = self.next_ids.pop(0) if self.next_ids else new_conversation_id()
+        conv = Conversation(conv_id, int(time.time()), metadata)
         self._items[conv.id] = conv
         if len(self._items) > self._limit:
             del self._items[next(iter(self._items))]

@@ -21,7 +21,7 @@ from gateway.http.responses_io import identity, json_response
 from gateway.http.services import SERVICES
 from gateway.legacy.stream import answer_text, failure
 from gateway.schema.errors import ApiError, body_too_large
-from gateway.schema.validation import parse_json_body
+from gateway.schema.json_body import parse_json_body
 from gateway.storage.conversations import ConversationRepository
 from gateway.turns.content import read_content
 from gateway.turns.blocked import is_blocked

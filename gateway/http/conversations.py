@@ -19,7 +19,7 @@ our extension; LCORE's has no order and no pages.
 from __future__ import annotations
 
 from functools import partial
-from typing import Mapping
+from typing import Any, Mapping
 
 from aiohttp import web
 from pydantic import TypeAdapter
@@ -34,7 +34,8 @@ from gateway.legacy.conversations import LCORE_V1, LCORE_V2, LcoreV1, TurnView
 from gateway.schema.conversations import ConversationUpdateRequest
 from gateway.schema.errors import cache_unavailable, conversation_forbidden, invalid_conversation_id, not_found
 from gateway.schema.ids import normalize_conversation_id
-from gateway.schema.validation import request_validation_error, validate
+from gateway.schema.error_list import request_validation_error
+from gateway.schema.fail_fast import validate
 from gateway.storage.conversations import ConversationRecord
 from gateway.storage.history import StoredTurn
 from gateway.turns.content import read_content
@@ -143,7 +144,7 @@ async def get_conversation(request: web.Request, audience: LcoreV1) -> web.Respo
         # A conversation whose only turn failed: LCORE finds no items either. One created
         # empty through OpenAI's API is 200 with an empty `chat_history`.
         raise not_found("Conversation", conversation_id, code="conversation_not_found", param="conversation_id")
-    body = audience.conversation(shown_id(request, conversation_id), [_view(turn) for turn in turns])
+    body: Mapping[str, Any] = audience.conversation(shown_id(request, conversation_id), [_view(turn) for turn in turns])
     if _both(services, audience):
         body = openai.union(openai.conversation(conversation_id, record.created_at, metadata), body)
     return json_response(body)
@@ -186,7 +187,7 @@ async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Re
             conversation_id)
         if unreachable is not None:
             raise unreachable
-    body = audience.deleted(shown_id(request, conversation_id), deleted)
+    body: Mapping[str, Any] = audience.deleted(shown_id(request, conversation_id), deleted)
     if _both(services, audience):
         body = openai.union(openai.deleted(conversation_id, deleted), body)
     return json_response(body)

@@ -14,7 +14,7 @@ from gateway.http.services import SERVICES
 from gateway.schema.errors import ApiError, conversation_forbidden, not_found
 from gateway.schema.feedback import FeedbackRequest, FeedbackStatusUpdateRequest
 from gateway.schema.ids import normalize_conversation_id
-from gateway.schema.validation import validate
+from gateway.schema.fail_fast import validate
 
 log = logging.getLogger("gateway.http")
 _FEEDBACK = TypeAdapter(FeedbackRequest)

@@ -51,8 +51,8 @@ from gateway.http.services import SERVICES, Services
 from gateway.legacy.conversations import LCORE_V1
 from gateway.schema.conversations import OpenAIConversationCreate, OpenAIConversationUpdate, OpenAIItemsCreate
 from gateway.schema.errors import bad_request, not_found
-from gateway.schema.ids import new_conversation_id, normalize_conversation_id
-from gateway.schema.validation import validate
+from gateway.schema.ids import new_stored_conversation_id
+from gateway.schema.fail_fast import validate
 from gateway.turns.prompts import refuse_system_messages
 from gateway.storage.conversations import ConversationRecord
 
@@ -79,7 +79,7 @@ def _item_not_found(item_id: str) -> Exception:
     return not_found("Item", item_id, code="item_not_found", param="item_id")
 
 
-async def _described(services: Services, record: ConversationRecord) -> dict[str, Any]:
+async def _described(services: Services, record: ConversationRecord) -> openai.Conversation:
     return openai.conversation(record.id, record.created_at, await services.items.metadata(record.id))
 
 
@@ -93,8 +93,7 @@ async def create_conversation(request: web.Request) -> web.Response:
     if create.items:
         _check_opens(request, caller.user_id, create.items)
     upstream_id = await (await services.turns.backend()).create_conversation()
-    conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
-    assert conversation_id is not None, "the upstream's conversation ids are conv_<48 hex> or UUIDs"
+    conversation_id = new_stored_conversation_id(upstream_id)
     now = datetime.now(timezone.utc).isoformat()
     record = ConversationRecord(conversation_id, caller.user_id, upstream_id, now, now, None, None, None, 0, "", False)
     await services.conversations.save(record, None)

@@ -26,7 +26,7 @@ from gateway.legacy.response import query_response
 from gateway.legacy.rewriter import LegacyRewriter
 from gateway.legacy.stream import INTERRUPTED_REASON, LegacyStream, failure, interrupted_response
 from gateway.schema.errors import ApiError, conversation_forbidden, model_override_forbidden
-from gateway.schema.validation import request_validation_error
+from gateway.schema.error_list import request_validation_error
 from gateway.turns.run import BodySink, FrameSink, client_left
 from gateway.turns.blocked import is_blocked
 from gateway.turns.service import TurnService

@@ -14,7 +14,7 @@ from gateway.http.services import SERVICES
 from gateway.quota.admin import Kind, QuotaAdmin
 from gateway.schema.errors import bad_request
 from gateway.schema.quota_api import QuotaChange
-from gateway.schema.validation import validate
+from gateway.schema.fail_fast import validate
 
 _CHANGE = TypeAdapter(QuotaChange)
 

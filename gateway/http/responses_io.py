@@ -8,7 +8,7 @@ import orjson
 from aiohttp import web
 
 from gateway.identity import Identity
-from gateway.schema.validation import MAX_JSON_ITEMS as DEFAULT_MAX_JSON_ITEMS, parse_json_body
+from gateway.schema.json_body import MAX_JSON_ITEMS as DEFAULT_MAX_JSON_ITEMS, parse_json_body
 
 # `service.max_json_items`, set by the wiring (`app.py`).
 MAX_JSON_ITEMS: web.AppKey[int] = web.AppKey("max_json_items", int)

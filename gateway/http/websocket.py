@@ -237,7 +237,7 @@ class _Connection:
             return
         # Refused now, not when its turn comes: an invalid request never waits.
         try:
-            await self._turns.check(self._caller, parsed.body)
+            checked = await self._turns.check(self._caller, parsed.body)
         except ApiError as exc:
             self._audit(exc)
             await self._send(proto.error_message(exc, parsed.stream_id))
@@ -251,7 +251,10 @@ class _Connection:
         if self._ended is not None or self._draining:   # the server ended the connection while it was checked
             await self._send(proto.error_message(self._ended or shutting_down(), parsed.stream_id))
             return
-        self._queue.append(proto.Waiting(data, parsed.stream_id, parsed.size))
+        # Runs next with nothing before it: what was parsed and checked is kept for it;
+        # one that waits behind others keeps only its text.
+        direct = not self._queue and not self._running
+        self._queue.append(proto.Waiting(data, parsed.stream_id, parsed.size, (parsed, checked) if direct else None))
         self._queued_bytes += parsed.size
         self._ready.set()
 
@@ -306,7 +309,9 @@ class _Connection:
         try:
             caller = await self._authenticate()
             body, held = self._continuation.body(create)
-            turn = await self._turns.prepare(caller, body, self._headers)
+            # The arrival's check, where it was kept for this very body (no continuation
+            # context added) and this user: `prepare()` checks the rest.
+            turn = await self._turns.prepare(caller, body, self._headers, checked=waiting.checked)
             if held is not None:
                 turn.previous_response_id = held   # echoed, as the client named it
             await self._run(turn, create.stream_id)

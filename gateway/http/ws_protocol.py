@@ -22,7 +22,8 @@ from typing import Any
 import orjson
 
 from gateway.schema.errors import ApiError
-from gateway.schema.validation import MAX_JSON_ITEMS, too_many_items
+from gateway.schema.json_body import MAX_JSON_ITEMS, too_many_items
+from gateway.turns.prepare import Checked
 
 CREATE = "response.create"
 STEER = "response.steer"
@@ -44,16 +45,27 @@ class Create:
 @dataclass(frozen=True)
 class Waiting:
     """A validated `response.create` waiting in a connection's queue: the text that came
-    (parsed again when its turn runs), so what waits costs its bytes and no more."""
+    (parsed again when its turn runs), so what waits costs its bytes and no more. A
+    message that runs as it arrives (nothing queued or running before it) keeps what
+    was parsed and checked instead (`ready`), as an HTTP request being prepared does:
+    its turn is not parsed and validated twice."""
     data: str | bytes
     stream_id: str | None
     size: int
+    ready: tuple[Create, Checked] | None = None
 
     def create(self) -> Create:
-        """The message parsed again, when its turn runs (it was parsed when it came)."""
+        """The message as parsed when it came, or parsed again when its turn runs."""
+        if self.ready is not None:
+            return self.ready[0]
         parsed = parse(self.data, self.size)
         assert isinstance(parsed, Create)
         return parsed
+
+    @property
+    def checked(self) -> Checked | None:
+        """What `TurnService.check` found of it, where it was kept (`ready`)."""
+        return self.ready[1] if self.ready is not None else None
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,7 @@ def parse(data: str | bytes, limit: int, max_items: int = MAX_JSON_ITEMS) -> Cre
     if size > limit:
         raise ApiError(413, "Message too large", f"A WebSocket message may hold at most {limit} bytes.",
                        code="message_too_large")
-    if _too_many_items(data, max_items):
+    if too_many_items(data, max_items):
         raise ApiError(400, "Invalid JSON", f"A message may hold at most {max_items} arrays, objects and items "
                        "in them.", code="invalid_json")
     try:
@@ -104,7 +116,7 @@ def parse(data: str | bytes, limit: int, max_items: int = MAX_JSON_ITEMS) -> Cre
 def lane_of(data: str | bytes, max_items: int = MAX_JSON_ITEMS) -> str | None:
     """The `stream_id` of a message that could not be parsed as a whole, if readable
     (so its error still goes to its lane)."""
-    if _too_many_items(data, max_items):
+    if too_many_items(data, max_items):
         return None   # decoding it is what its refusal saved
     try:
         message = orjson.loads(data)
@@ -112,16 +124,6 @@ def lane_of(data: str | bytes, max_items: int = MAX_JSON_ITEMS) -> str | None:
         return None
     stream_id = message.get("stream_id") if isinstance(message, dict) else None
     return stream_id if isinstance(stream_id, str) and len(stream_id) <= _MAX_STREAM_ID else None
-
-
-def _too_many_items(data: str | bytes, limit: int) -> bool:
-    """`too_many_items` over a message's bytes; a text message's three counts run on the
-    str itself, which nearly every message passes without a copy."""
-    if isinstance(data, bytes):
-        return too_many_items(data, limit)
-    if data.count(",") + data.count("{") + data.count("[") <= limit:
-        return False
-    return too_many_items(data.encode(), limit)
 
 
 def error_message(error: ApiError, stream_id: str | None = None) -> bytes:

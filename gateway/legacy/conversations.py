@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Literal, Mapping, TypedDict
 
-from gateway.legacy.items import referenced_documents, summaries
+from gateway.legacy.items import ToolCallSummary, ToolResultSummary, referenced_documents, summaries
 
 DELETED = "Conversation deleted successfully"
 NOT_DELETED = "Conversation not found"
@@ -69,7 +69,39 @@ def bare_model(model: str | None, provider: str | None) -> str | None:
     return model
 
 
-def chat_turn(turn: TurnView) -> dict[str, Any]:
+class ChatTurn(TypedDict):
+    """LCORE's `ConversationTurn`."""
+    messages: list[dict[str, Any]]
+    tool_calls: list[ToolCallSummary]
+    tool_results: list[ToolResultSummary]
+    provider: str | None
+    model: str | None
+    started_at: str
+    completed_at: str
+
+
+class ConversationDetails(TypedDict):
+    """LCORE's `ConversationResponse` (`GET /v1|v2/conversations/{id}`)."""
+    conversation_id: str
+    chat_history: list[ChatTurn]
+
+
+class ConversationDeleted(TypedDict):
+    """LCORE's `ConversationDeleteResponse`."""
+    conversation_id: str
+    deleted: bool
+    response: str
+    success: Literal[True]
+
+
+class ConversationUpdated(TypedDict):
+    """LCORE's `ConversationUpdateResponse`."""
+    conversation_id: str
+    success: Literal[True]
+    message: str
+
+
+def chat_turn(turn: TurnView) -> ChatTurn:
     """LCORE's `ConversationTurn`: the user's and the assistant's message, the turn's
     tool calls and results, provider, model and times."""
     calls, results, _ = summaries(turn.items)
@@ -96,15 +128,15 @@ class LcoreV1:
     def listing(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         return {"conversations": [self.list_item(row) for row in rows]}
 
-    def conversation(self, conversation_id: str, turns: Iterable[TurnView]) -> dict[str, Any]:
+    def conversation(self, conversation_id: str, turns: Iterable[TurnView]) -> ConversationDetails:
         return {"conversation_id": conversation_id, "chat_history": [chat_turn(turn) for turn in turns]}
 
-    def deleted(self, conversation_id: str, deleted: bool) -> dict[str, Any]:
+    def deleted(self, conversation_id: str, deleted: bool) -> ConversationDeleted:
         # `success` is deprecated in LCORE and always true.
         return {"conversation_id": conversation_id, "deleted": deleted,
                 "response": DELETED if deleted else NOT_DELETED, "success": True}
 
-    def updated(self, conversation_id: str) -> dict[str, Any]:
+    def updated(self, conversation_id: str) -> ConversationUpdated:
         return {"conversation_id": conversation_id, "success": True, "message": UPDATED}
 
 

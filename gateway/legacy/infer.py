@@ -3,7 +3,7 @@ the one input it sends, and its response body (sans-I/O).
 
 The models are LCORE's field for field (`extra="forbid"`, the same patterns, `system_id`
 under the alias `id`), so a bad request gets FastAPI's 422 list as LCORE gives it
-(`schema/validation.py`). `skip_rag` is accepted and changes nothing (LCORE reserves it).
+(`schema/fail_fast.py`). `skip_rag` is accepted and changes nothing (LCORE reserves it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from gateway.legacy.items import referenced_documents, summaries
 from gateway.legacy.stream import answer_text
-from gateway.schema.validation import validate
+from gateway.schema.fail_fast import validate
 
 # LCORE's `constants.UNABLE_TO_PROCESS_RESPONSE`: the answer when the model said nothing.
 UNABLE_TO_PROCESS = "Unable to process this request"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.schema.errors import USER, ApiError, not_found
-from gateway.schema.validation import request_validation_error, value_error_at
+from gateway.schema.error_list import request_validation_error, value_error_at
 
 # How many finished streams are remembered (their id and owner: ~200 bytes each).
 FINISHED_KEPT = 10_000

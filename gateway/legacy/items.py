@@ -5,9 +5,42 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
+
+
+class ToolCallSummary(TypedDict):
+    """LCORE's `ToolCallSummary`."""
+    id: str
+    name: str
+    args: dict[str, Any]
+    type: str
+
+
+class ToolResultSummary(TypedDict):
+    """LCORE's `ToolResultSummary`."""
+    id: str
+    status: str
+    content: str
+    type: str
+    round: int
+
+
+class RagChunk(TypedDict):
+    """LCORE's (deprecated) `RAGChunk`."""
+    content: str
+    source: Any
+    score: Any
+    attributes: Any
+
+
+class ReferencedDocument(TypedDict):
+    """LCORE's `ReferencedDocument`."""
+    doc_url: Any
+    doc_title: Any
+    source: Any
+    document_id: Any
 
 
 def _args(arguments: Any) -> dict[str, Any]:
@@ -26,7 +59,7 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def tool_call(item: dict[str, Any]) -> dict[str, Any] | None:
+def tool_call(item: dict[str, Any]) -> ToolCallSummary | None:
     """The `ToolCallSummary` of a tool item (None for a message or reasoning)."""
     kind = item.get("type")
     ident = item.get("id") or item.get("call_id") or ""
@@ -49,7 +82,7 @@ def tool_call(item: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def tool_result(item: dict[str, Any], round_: int) -> dict[str, Any] | None:
+def tool_result(item: dict[str, Any], round_: int) -> ToolResultSummary | None:
     """The `ToolResultSummary` of a finished tool item (None where the gateway has no
     result to show: a client's function call, an approval request)."""
     kind = item.get("type")
@@ -74,9 +107,9 @@ def tool_result(item: dict[str, Any], round_: int) -> dict[str, Any] | None:
     return None
 
 
-def rag_chunks(item: dict[str, Any]) -> list[dict[str, Any]]:
+def rag_chunks(item: dict[str, Any]) -> list[RagChunk]:
     """A file_search item's results as LCORE's (deprecated) `rag_chunks`."""
-    chunks = []
+    chunks: list[RagChunk] = []
     for result in item.get("results") or []:
         if isinstance(result, dict):
             attributes = result.get("attributes") or {}
@@ -86,10 +119,10 @@ def rag_chunks(item: dict[str, Any]) -> list[dict[str, Any]]:
     return chunks
 
 
-def referenced_documents(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def referenced_documents(items: list[dict[str, Any]]) -> list[ReferencedDocument]:
     """The documents file_search results came from, once each, in order: the URL and
     title from the chunk's attributes where the store keeps them."""
-    documents: list[dict[str, Any]] = []
+    documents: list[ReferencedDocument] = []
     seen: set[tuple[Any, Any]] = set()
     for item in items:
         if item.get("type") != "file_search_call":
@@ -109,10 +142,12 @@ def referenced_documents(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return documents
 
 
-def summaries(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def summaries(items: list[dict[str, Any]]) -> tuple[list[ToolCallSummary], list[ToolResultSummary], list[RagChunk]]:
     """A turn's `tool_calls`, `tool_results` (numbered by round) and `rag_chunks`, from
     its output items in order (a `QueryResponse`, a conversation's `chat_history`)."""
-    calls, results, chunks = [], [], []
+    calls: list[ToolCallSummary] = []
+    results: list[ToolResultSummary] = []
+    chunks: list[RagChunk] = []
     round_ = 0
     for item in items:
         call = tool_call(item)

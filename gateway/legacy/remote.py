@@ -33,6 +33,8 @@ class RemoteInterrupts:
         self._registry = registry
         self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._stops: list[Callable[[], Awaitable[None]]] = []
+        # Answers being sent, held until sent: the event loop keeps only weak references.
+        self._answering: set[asyncio.Task[Any]] = set()
 
     @property
     def enabled(self) -> bool:
@@ -80,6 +82,8 @@ class RemoteInterrupts:
             outcome = "interrupted" if self._registry.interrupt(request_id, user_id) else "finished"
         answer = orjson.dumps({"ask": ask, "outcome": outcome}).decode()
         task = asyncio.ensure_future(self._db.notify(ANSWER, answer))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
         task.add_done_callback(_logged)
 
     def _answered(self, payload: str) -> None:

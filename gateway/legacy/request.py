@@ -2,7 +2,7 @@
 the Responses request every turn is prepared from (sans-I/O).
 
 The model is LCORE's, field for field and in LCORE's order, so a bad request gets
-FastAPI's 422 list exactly as LCORE gives it (`schema/validation.py`): that includes an
+FastAPI's 422 list exactly as LCORE gives it (`schema/fail_fast.py`): that includes an
 attachment's image checks (an image type with an image content type, base64 within
 LCORE's size limit with its content type's magic bytes), a `model_validator` of LCORE's
 `Attachment`, so each is a `Value error, ...` entry at `["body", "attachments", <i>]`.
@@ -31,7 +31,7 @@ from gateway.schema.errors import invalid_attribute
 from gateway.schema.ids import normalize_conversation_id
 from gateway.schema.limits import RequestLimits, check_counts
 from gateway.schema.responses_request import SolrVectorSearchRequest
-from gateway.schema.validation import validate
+from gateway.schema.fail_fast import validate
 
 # LCORE's constants, in its order (its messages print them as a Python set).
 ATTACHMENT_TYPES = ("alert", "api object", "configuration", "error message", "event", "image", "log",

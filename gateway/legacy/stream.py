@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Mapping
 
 import orjson
 
@@ -206,7 +206,7 @@ class LegacyStream:
             return f"Status: {error.status} - {error.response} - {error.cause}".encode()
         return _frame("error", {"status_code": error.status, "response": error.response, "cause": error.cause})
 
-    def _out(self, event: str, data: dict[str, Any]) -> bytes:
+    def _out(self, event: str, data: Mapping[str, Any]) -> bytes:
         if not self.text:
             self._others += 1
             return _frame(event, data)

@@ -8,18 +8,30 @@ from __future__ import annotations
 
 import logging
 from datetime import date, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from gateway.config.quota import QuotaLimiterConfig
 from gateway.quota.balances import BALANCE_MAX, CLUSTER, iso
 from gateway.quota.service import QuotaService
-from gateway.quota.store import BalanceOutOfRange
+from gateway.quota.store import BalanceOutOfRange, UsageSum
 from gateway.schema.errors import ApiError, invalid_attribute
 from gateway.user_ids import logged_user
 
 audit = logging.getLogger("gateway.audit")
 
 Kind = Literal["user_limiter", "cluster_limiter"]
+
+
+class UsageTotal(UsageSum):
+    """A usage row with its total."""
+    total_tokens: int
+
+
+class UsageReport(TypedDict):
+    """`GET /v1/quotas/usage`'s body: the days asked for and the rows."""
+    start: str
+    end: str
+    usage: list[UsageTotal]
 
 
 class QuotaAdmin:
@@ -78,7 +90,7 @@ class QuotaAdmin:
                        request_id)
         return applied
 
-    async def usage(self, start: str | None, end: str | None, user_id: str | None) -> dict[str, Any]:
+    async def usage(self, start: str | None, end: str | None, user_id: str | None) -> UsageReport:
         """The token history summed per user and model over UTC days (default: the last 30)."""
         try:
             last = date.fromisoformat(end) if end else self._quota.now().date() if self._quota.enabled \

@@ -25,7 +25,7 @@ from gateway.config.quota import QuotaHandlersConfig, QuotaLimiterConfig
 from gateway.identity import Identity
 from gateway.quota.balances import CLUSTER, Held, Pair, seconds_until
 from gateway.quota.reservation import Charge, Reservation
-from gateway.quota.store import QuotaStore, Usage
+from gateway.quota.store import QuotaStore, Usage, UsageSum
 from gateway.schema.errors import ApiError, quota_exceeded, quota_storage_unavailable
 from gateway.storage.batch import BatchParticipant, Keyed, in_lock_order
 from gateway.storage.database import Database, DatabaseUnavailable, Row
@@ -200,7 +200,7 @@ class LimitedQuota(ABC):
         """Set (or add to) balances; False when the increment's key was used before."""
         return await self.store.change(values, self.now(), add=add, idempotency=idempotency)
 
-    async def usage(self, start: str, end: str, user_id: str | None) -> list[dict[str, Any]]:
+    async def usage(self, start: str, end: str, user_id: str | None) -> list[UsageSum]:
         """Token history summed per user, provider and model over UTC days start..end."""
         return await self.store.usage(start, end, user_id)
 

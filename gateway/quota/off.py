@@ -10,6 +10,7 @@ from gateway.config.quota import QuotaLimiterConfig
 from gateway.identity import Identity
 from gateway.quota.balances import Held, Pair
 from gateway.quota.reservation import Charge, Reservation
+from gateway.quota.store import UsageSum
 
 _NO_RESERVATION = "no turn holds a reservation when quotas are off"
 
@@ -67,5 +68,5 @@ class QuotaOff:
                      idempotency: tuple[str, str, str, str] | None = None) -> bool:
         raise RuntimeError("no limiter to change when quotas are off")
 
-    async def usage(self, start: str, end: str, user_id: str | None) -> list[dict[str, Any]]:
+    async def usage(self, start: str, end: str, user_id: str | None) -> list[UsageSum]:
         return []

@@ -37,6 +37,7 @@ from gateway.quota.off import QuotaOff
 from gateway.quota.postgres_holds import HoldsQuota
 from gateway.quota.reservation import Charge, Reservation
 from gateway.quota.sqlite_ledger import LedgerQuota
+from gateway.quota.store import UsageSum
 from gateway.storage.batch import BatchParticipant
 from gateway.storage.database import Database, DatabaseUnavailable
 from gateway.storage.open import open_database
@@ -82,7 +83,7 @@ class QuotaService(Protocol):
     async def change(self, values: Sequence[tuple[Pair, int]], *, add: bool,
                      idempotency: tuple[str, str, str, str] | None = None) -> bool: ...
 
-    async def usage(self, start: str, end: str, user_id: str | None) -> list[dict[str, Any]]: ...
+    async def usage(self, start: str, end: str, user_id: str | None) -> list[UsageSum]: ...
 
 
 async def open_quota(config: QuotaHandlersConfig | None, turn_db: Database,

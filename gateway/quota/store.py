@@ -23,7 +23,7 @@ concurrent transactions cannot deadlock.
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence, TypedDict
 
 import orjson
 
@@ -47,6 +47,18 @@ class BalanceOutOfRange(ValueError):
         super().__init__(f"the balance of {limiter} for {subject!r} would leave a signed 64-bit integer")
         self.limiter = limiter
         self.subject = subject
+
+
+class UsageSum(TypedDict):
+    """The token history of one user, provider and model summed over days (the quota
+    API's `GET /v1/quotas/usage` rows, `quota/admin.py`)."""
+    user_id: str
+    provider: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    first_day: str
+    last_day: str
 
 
 class Usage(NamedTuple):
@@ -252,7 +264,7 @@ class QuotaStore:
                                  {"v": value, "now": iso(now), "l": limiter.name, "s": subject})
         return True
 
-    async def usage(self, start: str, end: str, user_id: str | None) -> list[dict[str, Any]]:
+    async def usage(self, start: str, end: str, user_id: str | None) -> list[UsageSum]:
         """Token history summed per user, provider and model over UTC days start..end."""
         where = "day >= :start AND day <= :end" + (" AND user_id = :u" if user_id is not None else "")
         rows = await self.db.fetchall(
@@ -260,8 +272,9 @@ class QuotaStore:
             f"MIN(day) AS first_day, MAX(day) AS last_day FROM gateway_token_usage WHERE {where} "
             "GROUP BY user_id, provider, model ORDER BY user_id, provider, model",
             {"start": start, "end": end, "u": user_id} if user_id is not None else {"start": start, "end": end})
-        return [{**row, "input_tokens": int(row["input_tokens"]), "output_tokens": int(row["output_tokens"])}
-                for row in rows]
+        return [UsageSum(user_id=row["user_id"], provider=row["provider"], model=row["model"],
+                         input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
+                         first_day=row["first_day"], last_day=row["last_day"]) for row in rows]
 
 
 def _pairs_sql(pairs: Sequence[Pair], params: dict[str, Any], alias: str) -> str:

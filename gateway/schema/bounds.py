@@ -5,7 +5,7 @@ through a union of many models, a message quoting a value) could answer a small 
 with a huge one: 3 KB of `{}` input items was a 14 MB 422. So everything an error
 renders is bounded here, in encoded bytes: strings are clipped (`clip`) and echoed
 values cut to a prefix (`preview`), each in O(its bound), never O(the request). The
-error list itself is capped where it is built (`validation.request_validation_error`),
+error list itself is capped where it is built (`error_list.request_validation_error`),
 and `ApiError` clips its own strings, so no error body is larger than
 `MAX_ERROR_BODY_BYTES`.
 """

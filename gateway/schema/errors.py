@@ -8,13 +8,13 @@ SDKs call, it also carries OpenAI's `error` object `{"message", "type", "code",
 layer; the middleware renders it for the route.
 
 Its strings are clipped here (`schema/bounds.py`) and a `detail` list is built bounded
-(`validation.request_validation_error`), so an error body is never larger than
+(`error_list.request_validation_error`), so an error body is never larger than
 `bounds.MAX_ERROR_BODY_BYTES`, whatever the request quoted into it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gateway.schema.bounds import clip
 
@@ -30,7 +30,18 @@ _OPENAI_TYPES = {
     431: "invalid_request_error",
 }
 
-Detail = dict[str, str] | list[dict[str, Any]] | str
+class ErrorEntry(TypedDict):
+    """One entry of FastAPI's request-validation list (LCORE's 422 `detail`), as
+    `schema/error_list.py` renders and bounds it and the checks made outside a model
+    build it."""
+    type: str
+    loc: list[Any]
+    msg: str
+    input: NotRequired[Any]
+    ctx: NotRequired[Any]
+
+
+Detail = dict[str, str] | list[ErrorEntry] | str
 # Where a cause names its user (`ApiError(user_id=...)`).
 USER = "{user}"
 
@@ -173,6 +184,14 @@ def upstream_unavailable(backend: str, cause: str = "Connection error.") -> ApiE
 def shutting_down() -> ApiError:
     """A request the gateway will not finish: it is shutting down (SIGTERM, its grace over)."""
     return ApiError(503, "Shutting down", "The gateway is shutting down.", code="server_shutdown")
+
+
+def upstream_invalid_conversation_id(upstream_id: str) -> ApiError:
+    """The upstream created a conversation under an id the gateway cannot store or name
+    back to the client (neither `conv_<48 hex>` nor a UUID): the upstream's fault, 502."""
+    return ApiError(502, "Invalid upstream response",
+                    f"The upstream created a conversation with the id {upstream_id[:80]!r}, which is neither "
+                    "conv_<48 hex> nor a UUID.", code="upstream_invalid_conversation_id")
 
 
 def prompt_too_long(model: str | None) -> ApiError:

@@ -14,6 +14,8 @@ import re
 import secrets
 import uuid
 
+from gateway.schema.errors import upstream_invalid_conversation_id
+
 _HEX48 = re.compile(r"^[0-9a-fA-F]{48}$")
 
 
@@ -28,6 +30,18 @@ def normalize_conversation_id(value: str) -> str | None:
         return str(uuid.UUID(bare))
     except ValueError:
         return None
+
+
+def new_stored_conversation_id(upstream_id: str | None) -> str:
+    """The bare id a new conversation is stored under: the upstream's own (`upstream_id`,
+    from its `POST /v1/conversations`), or a new one where the upstream keeps none. An
+    upstream id of no accepted form is a 502 (`upstream_invalid_conversation_id`)."""
+    if not upstream_id:
+        return new_conversation_id()
+    bare = normalize_conversation_id(upstream_id)
+    if bare is None:
+        raise upstream_invalid_conversation_id(upstream_id)
+    return bare
 
 
 def openai_conversation_id(bare: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from gateway.schema.validation import request_validation_error
+from gateway.schema.error_list import request_validation_error
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from gateway.schema.limits import RequestLimits, check_counts
 from gateway.schema.responses_tools import CONFIGURED_MCP_SERVERS, InputTool, ToolChoice
 from gateway.schema.responses_types import (OpenAIResponsePrompt, OpenAIResponseReasoning, OpenAIResponseText,
                                             ResponseInput, ResponseItem)
-from gateway.schema.validation import validate
+from gateway.schema.fail_fast import validate
 
 IncludeParameter = Literal[
     "web_search_call.action.sources", "code_interpreter_call.outputs",

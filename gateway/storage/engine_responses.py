@@ -58,6 +58,8 @@ class ResponseStore:
         self._db = db
         self._queued: dict[str, tuple[str, Snapshot, list[asyncio.Future[Any]]]] = {}
         self._writing = False
+        # The drain running, held: the event loop keeps only a weak reference to a task.
+        self._drainer: asyncio.Future[None] | None = None
         self._last_seq = 0
 
     def save(self, response_id: str, user_id: str, snapshot: Snapshot, *, wait: bool) -> "asyncio.Future[Any] | None":
@@ -72,7 +74,7 @@ class ResponseStore:
             waiters.append(done)
         if not self._writing:
             self._writing = True
-            asyncio.ensure_future(self._drain())
+            self._drainer = asyncio.ensure_future(self._drain())
         return done
 
     async def _drain(self) -> None:

@@ -14,7 +14,7 @@ waits for it) and every turn and stored-response read after that holds the chose
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Mapping
 
@@ -27,7 +27,8 @@ from gateway.identity.authorization import may_use_conversation
 from gateway.quota.reservation import Reservation, context_estimate
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, not_found
-from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id, sent_form
+from gateway.schema.ids import (
+    new_conversation_id, new_stored_conversation_id, normalize_conversation_id, openai_conversation_id, sent_form)
 from gateway.turns.content import stored_form
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
@@ -81,6 +82,20 @@ class _Caller:
 CALLER: Any = _Caller()
 
 
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What `Preparer.check()` found of one request body for one user: `prepare()` of
+    that very body (the same object) for that user starts from it instead of checking
+    it again (a WebSocket turn that runs as it arrives). Used once: `prepare()` changes
+    the request."""
+    raw: Any
+    user_id: str
+    given: Any
+    opened_input: list[Any] | None
+    request: ResponsesRequest
+    shields: list[str]
+
+
 class Preparer:
     def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
                  catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools, settler: Settler,
@@ -109,16 +124,22 @@ class Preparer:
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions", *, quota_subject: Any = CALLER,
-                      server_prompt: str | None = None) -> Turn:
+                      server_prompt: str | None = None, checked: Checked | None = None) -> Turn:
         """`prompt_field`: what the client's request called its system prompt (the
         legacy endpoints' `system_prompt` arrives as `instructions`), named by LCORE's
         422 where the operator disabled them. `quota_subject`: whose balance admits and
         pays for the turn (the caller by default; None: no quota check, `/v1/infer`
         without `rlsapi_v1.quota_subject`). `server_prompt`: the system prompt the
-        adapter made from the operator's (`/v1/infer`'s template), not the client's."""
+        adapter made from the operator's (`/v1/infer`'s template), not the client's.
+        `checked`: what `check()` found of this `raw` for this caller (else it is checked
+        here)."""
         # A `compaction` item becomes the user message of its summary before LCORE's
         # model reads the request (422 for one this caller cannot open).
-        given, opened_input, request, shields = await self._checked(identity, raw)
+        if checked is not None and checked.raw is raw and checked.user_id == identity.user_id:
+            given, opened_input, request, shields = (checked.given, checked.opened_input, checked.request,
+                                                     checked.shields)
+        else:
+            given, opened_input, request, shields = await self._checked(identity, raw)
         # The one input everything after reads (`turns/normalized.py`): opened, redacted,
         # its question the client's own words. From here on `raw` carries it: nothing is
         # left to read the client's text from.
@@ -149,7 +170,7 @@ class Preparer:
         turn.in_progress = self.in_progress
         return turn
 
-    async def check(self, identity: Identity, raw: Any, prompt_field: str = "instructions") -> None:
+    async def check(self, identity: Identity, raw: Any, prompt_field: str = "instructions") -> Checked:
         """Every refusal a request gets from itself alone (with the configuration and
         the caller): its `compaction` items, LCORE's request model (or what the backend
         accepts beyond it), `background` without `store`, its shields, its own system
@@ -157,11 +178,12 @@ class Preparer:
         tools it names (`ConfiguredTools.check`). `prepare()` makes the same checks, in
         LCORE's order; a transport that holds a request before preparing it (the
         WebSocket's queue) refuses it with this when it arrives, so nothing invalid
-        waits. `raw` is left as it came."""
-        given, opened_input, request, _ = await self._checked(identity, raw)
+        waits. `raw` is left as it came; what was found is returned for `prepare()`."""
+        given, opened_input, request, shields = await self._checked(identity, raw)
         self._tools.check(raw.get("tools"), raw.get("tool_choice"))
         self._prompts.check(request, prompt_field)
         self._prompts.refuse_messages(given if opened_input is None else opened_input)
+        return Checked(raw, identity.user_id, given, opened_input, request, shields)
 
     async def _checked(self, identity: Identity, raw: Any) -> tuple[Any, list[Any] | None, ResponsesRequest, list[str]]:
         """The request's own refusals before anything is admitted: its input as the
@@ -339,8 +361,7 @@ class Preparer:
             # the ordered history up to the fork point.
             return new_conversation_id(), None
         upstream_id = await backend.create_conversation()
-        conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
-        return conversation_id, upstream_id
+        return new_stored_conversation_id(upstream_id), upstream_id
 
     async def _resolve_conversation(self, identity: Identity, request: ResponsesRequest,
                                     ) -> tuple[ConversationRecord | None, str | None]:

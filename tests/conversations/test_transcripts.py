@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from types import SimpleNamespace
 
 from gateway.conversations.transcripts import Transcripts, transcript, user_directory
@@ -52,3 +53,16 @@ def test_what_the_request_named():
     from gateway.conversations.transcripts import named_model
     assert named_model(None) == (None, None) and named_model("m") == (None, "m")
     assert named_model("p/org/m") == ("p", "org/m")
+
+
+async def test_a_failed_write_logs_the_directory_and_reason_without_the_users_hash(tmp_path, caplog):
+    storage = tmp_path / "transcripts"
+    storage.write_text("a file where the directory should be")
+    transcripts = Transcripts(str(storage))
+    transcripts.start()
+    transcripts.settled(turn())
+    with caplog.at_level(logging.ERROR, logger="gateway.conversations"):
+        await transcripts.close()
+    [line] = [record.getMessage() for record in caplog.records if "transcript" in record.getMessage()]
+    assert line == f"writing a transcript under {storage} failed: Not a directory"
+    assert user_directory(storage, "u").name not in caplog.text

@@ -12,7 +12,7 @@ import pytest
 from tests.e2e.test_quota_api import api, auth  # noqa: F401 (`api`: a gateway with the quota API and an admin)
 from tests.support.gateway_db import Counts, GatewayDb
 
-MAX_DEPTH = 200   # arrays and objects a body may nest (`schema/validation.py`)
+MAX_DEPTH = 200   # arrays and objects a body may nest (`schema/json_body.py`)
 TOO_DEEP = [{"type": "json_invalid", "loc": ["body", 0], "msg": "JSON decode error", "input": {},
              "ctx": {"error": f"nesting depth limit exceeded: arrays and objects may nest at most {MAX_DEPTH} "
                               "levels deep"}}]

@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from tests.support.engine_gateway import engine_config
+from tests.support.gateway_proc import start_upstream
 
 KEYS = {"alice": "alice-key-0001", "bob": "bob-key-0001", "auditor": "auditor-key-0001"}
 CHAT = ["responses", "list_conversations", "get_conversation", "update_conversation", "delete_conversation"]
@@ -291,3 +292,27 @@ def test_a_failed_turn_gives_its_items_back(gateway, mode, upstream, chat_upstre
     alice.responses.create(input="which word?", conversation=conversation.id)
     path = "/v1/chat/completions" if mode == "engine" else "/v1/responses"
     assert "pineapple" in str(served.last(path)["body"])
+
+
+def test_an_upstream_conversation_id_of_no_accepted_form_is_a_502(gateway_factory, tmp_path):
+    """The upstream's `POST /v1/conversations` answering an id that is neither
+    `conv_<48 hex>` nor a UUID: the gateway cannot store or name it, so a new
+    conversation (OpenAI's API, a turn, JSON or streamed) is a 502 in the envelope and
+    nothing is kept (it was an assertion: a 500; a turn went on without its conversation)."""
+    upstream = start_upstream(tmp_path)
+    try:
+        gateway = gateway_factory(upstream.url, llama_stack={"url": upstream.url, "max_retries": 0,
+                                                             "conversations": "upstream"})
+        upstream.post("/_scripted/conversation_ids", {"ids": ["conv_not-hex", "bad id", "conv_" + "g" * 48]}).ok()
+        for path, body in (("/v1/conversations", {}), ("/v1/responses", {"input": "hi"}),
+                           ("/v1/responses", {"input": "hi", "stream": True})):
+            reply = gateway.post(f"{path}?user_id=u", body)
+            assert reply.status == 502, (path, body, reply.status, reply.body)
+            error = reply.json()["error"]
+            assert (error["code"], error["type"]) == ("upstream_invalid_conversation_id", "server_error")
+            assert reply.json()["detail"]["response"] == "Invalid upstream response"
+        assert gateway.get("/v1/conversations?user_id=u").json()["conversations"] == []
+        # The next id the upstream gives is a good one: the same requests succeed.
+        assert gateway.post("/v1/conversations?user_id=u", {}).ok()["id"].startswith("conv_")
+    finally:
+        upstream.stop()

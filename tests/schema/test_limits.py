@@ -11,7 +11,7 @@ from gateway.legacy.request import parse_query_request
 from gateway.schema.errors import ApiError
 from gateway.schema.limits import RequestLimits, check_counts
 from gateway.schema.responses_request import parse_responses_request
-from gateway.schema.validation import parse_json_body
+from gateway.schema.json_body import parse_json_body
 
 LIMITS = RequestLimits(input_items=3, tools=2, include=1, attachments=2)
 

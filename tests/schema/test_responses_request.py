@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gateway.schema.errors import ApiError
-from gateway.schema.responses_request import forwarded_scalars, parse_responses_request
-from gateway.schema.validation import parse_json_body
+from gateway.schema.responses_request import forwarded_scalars, parse_responses_request, provider_data_header
+from gateway.schema.json_body import parse_json_body
 
 HEX = "ab" * 24
 LCORE_CASES = json.loads((Path(__file__).parents[1] / "fixtures" / "lcore" / "responses-validation.json").read_text())
@@ -116,3 +116,13 @@ def test_forwarded_scalars_are_the_converted_values(raw, changed):
 def test_empty_conversation_and_previous_response_id_mean_none():
     request = parse_responses_request({"input": "x", "conversation": "", "previous_response_id": ""})
     assert request.conversation_id is None and request.previous_id is None
+
+
+@pytest.mark.parametrize("solr", [
+    {"mode": "hybrid", "filters": {"fq": ["product:x"]}},
+    {"filters": {"q": "\u00e9t\u00e9 \u65e5\u672c \U0001F600 \u2028 \x7f \x00 \n \" \\"}},
+])
+def test_provider_data_header_is_printable_ascii_json(solr):
+    header = provider_data_header(solr)
+    assert all(" " <= char <= "~" for char in header)
+    assert json.loads(header) == {"solr": solr}

@@ -1,8 +1,13 @@
-"""`Preparer.prepare` with `compaction` input items: opened before anything else reads
-the request, the question kept as the client's words, a refusal before anything is
-reserved or created (with the fakes of `test_life.py`)."""
+"""`Preparer.prepare` and `Preparer.check` (`turns/prepare.py`): `compaction` input items
+opened before anything else reads the request, the question kept as the client's words, a
+refusal before anything is reserved or created; what `check()` found handed to `prepare()`
+of the same body for the same user, which does not validate it again (a WebSocket turn
+that runs as it arrives), any other body or user checked again (with the fakes of
+`test_life.py`)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -11,6 +16,7 @@ from gateway.compaction.seal import CompactionSeal
 from gateway.config.compaction import CompactionKey
 from gateway.schema.errors import ApiError
 from gateway.storage.conversations import ConversationRecord
+from gateway.turns import prepare as prepare_module
 from tests.turns.test_life import USER, life, store  # noqa: F401  (the fixture)
 
 SEAL = CompactionSeal([CompactionKey(id="k", secret="s" * 32)])
@@ -73,3 +79,24 @@ async def test_an_added_item_that_no_longer_opens_is_a_422_and_the_items_are_giv
     assert refused.value.status == 422 and refused.value.param == "conversation"
     assert "cmp_9 of the conversation" in refused.value.cause and "'k' is not configured" in refused.value.cause
     assert items.restored == [("c1", ("msg_1", "cmp_9"))]
+
+
+async def test_a_checked_body_is_validated_once_and_only_for_itself(store, monkeypatch):  # noqa: F811
+    turns = life(store)
+    parsed: list[object] = []
+    real = prepare_module.parse_responses_request
+    monkeypatch.setattr(prepare_module, "parse_responses_request",
+                        lambda raw, *args, **kwargs: parsed.append(raw) or real(raw, *args, **kwargs))
+    raw = {"input": "hello", "stream": True}
+    checked = await turns.preparer.check(USER, raw)
+    assert parsed == [raw]
+    turn = await turns.preparer.prepare(USER, raw, {}, checked=checked)
+    assert parsed == [raw] and turn.question == "hello"
+    # Another body (a WebSocket continuation's, with the held context) or another user:
+    # checked again.
+    other = {**raw, "input": "again"}
+    assert (await turns.preparer.prepare(USER, other, {}, checked=checked)).question == "again"
+    assert parsed == [raw, other]
+    again = await turns.preparer.check(USER, raw)
+    await turns.preparer.prepare(replace(USER, user_id="bob"), raw, {}, checked=again)
+    assert parsed == [raw, other, raw, raw]
