@@ -158,7 +158,7 @@ async def list_items(request: web.Request) -> web.Response:
 
 
 async def _upstream_page(request: web.Request, services: Services, record: ConversationRecord, after: str | None,
-                         limit: int, order: str) -> dict[str, Any]:
+                         limit: int, order: str) -> openai.ItemList | dict[str, Any]:
     """A page of an upstream's conversation: its items, then those the gateway still holds
     for the next turn (newest first: the other way round). The upstream is asked only for
     what the page needs from it."""

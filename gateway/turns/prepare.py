@@ -28,7 +28,7 @@ from gateway.quota.reservation import Reservation, context_estimate
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, not_found
 from gateway.schema.ids import (
-    new_conversation_id, new_stored_conversation_id, normalize_conversation_id, openai_conversation_id, sent_form)
+    new_conversation_id, new_stored_conversation_id, openai_conversation_id, sent_form)
 from gateway.turns.content import stored_form
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
