@@ -1,5 +1,7 @@
-"""Upstream SSE bytes in, client SSE bytes out (sans-I/O): decode, repair, enrich,
-number and frame, in one object the relay feeds once per upstream read.
+"""Upstream SSE bytes in, a client's bytes out (sans-I/O): decode, repair, enrich and
+number, in one object the relay feeds once per upstream read; the transport's
+`Framing` (`framing.py`: SSE by default, the WebSocket's, LCORE's query stream) turns
+each event it lets through into the client's bytes.
 
 Most events of a stream are text deltas the gateway passes on unchanged but for their
 `sequence_number`; they never reach the repairer or the enricher. Three paths, the
@@ -8,15 +10,16 @@ first that applies wins (`passthrough` has the patterns, for every dialect):
 1. **Runs.** Consecutive pass-through events of one type whose upstream numbers already
    equal the gateway's (the common case: a text stream before anything was inserted or
    dropped) are rewritten as a whole by C-level operations: one regex match for their
-   shape, one `findall` compared with the expected numbers, and one `replace` that adds
-   the `event:` lines Llama Stack leaves out (OpenAI's blocks go out as they came). No
-   Python runs per event. A read that holds one such run is rewritten in one step.
+   shape and one `findall` compared with the expected numbers; the framing then takes
+   the run whole (SSE: one `replace` that adds the `event:` lines Llama Stack leaves
+   out; OpenAI's blocks go out as they came). No Python runs per event. A read that
+   holds one such run is rewritten in one step.
 2. **One pass-through event** (a read of one event, as paced streams deliver them;
    numbers that differ; a shape no run pattern covers): one regex finds its type and
-   digits, and one formatting step builds the frame.
-3. **Everything else** goes through `SSEDecoder` → `StreamRepairer` → `Enricher`. The
-   terminal event is handed back unframed: its `available_quotas` needs
-   `Settler.settle()` (`turns/settle.py`), which is I/O.
+   digits, and the framing's `one` builds the frame (SSE: one formatting step).
+3. **Everything else** goes through `SSEDecoder` → `StreamRepairer` → `Enricher`, then
+   the framing's `event`. The terminal event is handed back unframed: its
+   `available_quotas` needs `Settler.settle()` (`turns/settle.py`), which is I/O.
 
 `fast=False` takes path 3 for every event: the reference the tests compare the fast
 paths with, byte for byte.
@@ -29,30 +32,35 @@ import re
 from gateway.streaming import passthrough as pt
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import TERMINAL_EVENTS, Event, Framed
+from gateway.streaming.framing import Framing, SSEFraming
 from gateway.streaming.repair import StreamRepairer
-from gateway.streaming.sse import DONE_FRAME, SSEDecoder, frame
+from gateway.streaming.sse import SSEDecoder
 
 _EVENT_LINE = b"event: "
 _TYPE_FIRST = b'data: {"type":"'
 
 
 class StreamRewriter:
-    __slots__ = ("repairer", "enricher", "_decoder", "_next", "_rest", "_cr", "_runs", "_fast")
+    __slots__ = ("repairer", "enricher", "framing", "_one", "_decoder", "_next", "_rest", "_cr", "_runs", "_fast")
 
-    def __init__(self, enricher: Enricher, *, fast: bool = True):
+    def __init__(self, enricher: Enricher, framing: Framing | None = None, *, fast: bool = True):
         self.repairer = StreamRepairer()
         self.enricher = enricher
+        self.framing: Framing = framing if framing is not None else SSEFraming()
+        self._one = self.framing.one   # looked up once, not per event
         self._decoder = SSEDecoder()
         self._next = 0          # the next sequence number the client sees
         self._rest = b""        # an incomplete block, waiting for the next read
         self._cr = False        # the last read ended with `\r`: it may be half of `\r\n`
         self._runs = fast       # off once a run's numbers did not match (they rarely will again)
+                                # or the framing took no run (the WebSocket's)
         self._fast = fast
 
     @property
     def numbered(self) -> int:
-        """How many events were framed so far (the next one's sequence number)."""
-        return self._next
+        """How many events the client was sent so far (on the Responses transports, the
+        next one's sequence number)."""
+        return self.framing.sent(self._next)
 
     @property
     def done(self) -> bool:
@@ -71,7 +79,7 @@ class StreamRewriter:
             chunk = self._rest + chunk
         elif self._fast:
             # A read that is one pass-through event, as paced streams deliver them: one
-            # regex and one formatting step.
+            # regex and the framing's `one`.
             match = (pt.TYPE_LAST if chunk.endswith(pt.LAST_ENDS) else pt.TYPE_FIRST).fullmatch(chunk)
             if match is not None:
                 framed = self._framed(match)
@@ -103,15 +111,19 @@ class StreamRewriter:
 
     def emit(self, events: list[Event]) -> bytes:
         """Frames for events the gateway made itself (the local engine's): enriched and
-        numbered like the upstream's, nothing to repair. Terminal events go through
-        `terminal()`."""
+        numbered like the upstream's, nothing to repair (but the repairer keeps the
+        response `response.created` names, as it does an upstream's: a stream stopped
+        later is recorded under its id). Terminal events go through `terminal()`."""
         out: list[bytes] = []
+        framing = self.framing
         for event in events:
             if event.__class__ is Framed and event.number == self._next:
-                out.append(event.raw)
-                self._next += 1
+                out.append(framing.framed(event))
             else:
-                out.append(self._frame(self.enricher.apply(event)))
+                if event.type == "response.created":
+                    self.repairer.started(event)
+                out.append(framing.event(self.enricher.apply(event), self._next))
+            self._next += 1
         return b"".join(out)
 
     def fail(self, message: str) -> Event | None:
@@ -123,9 +135,14 @@ class StreamRewriter:
         """Frame the settled terminal event and the end of the stream. A stream that
         ends before it began (an upstream that failed at once, or sent nothing) first
         gets the `response.created` every stream starts with, as clients require."""
-        opening = self._frame(self.enricher.apply(_created_for(event))) if self._next == 0 else b""
+        opening = b""
+        if self._next == 0:
+            opening = self.framing.event(self.enricher.apply(_created_for(event)), 0)
+            self._next = 1
         self.enricher.terminal(event, available_quotas)
-        return opening + self._frame(event) + DONE_FRAME
+        number = self._next
+        self._next = number + 1
+        return opening + self.framing.end(event, number, available_quotas)
 
     def _line_ends(self, chunk: bytes) -> bytes:
         """`\\r\\n` and lone `\\r` as `\\n`, including a `\\r\\n` split across two reads."""
@@ -185,11 +202,12 @@ class StreamRewriter:
             return None
         number = self._next
         self._next = number + 1
-        return b"event: %s\ndata: %s%d%s\n\n" % (kind, head, number, tail)
+        return self._one((kind, head, number, tail))
 
     def _run(self, data: bytes, pos: int) -> tuple[int, bytes] | None:
         """Where a run of pass-through blocks starting at `pos` ends, and its frames; None
-        if there is none or its numbers are not the gateway's (then `_runs` goes off)."""
+        if there is none, its numbers are not the gateway's or the framing cannot take a
+        run (then `_runs` goes off)."""
         if data.startswith(_EVENT_LINE, pos):
             match = pt.EVENT_RUN.match(data, pos)
         elif data.startswith(_TYPE_FIRST, pos):
@@ -205,24 +223,21 @@ class StreamRewriter:
                 or len(numbers) != data.count(b"\n\n", pos, stop):
             self._runs = False
             return None
+        framed = self.framing.run(match[1], data[pos:stop] if pos or stop < len(data) else data)
+        if framed is None:
+            self._runs = False
+            return None
         self._next = first + len(numbers)
-        run = data[pos:stop] if pos or stop < len(data) else data
-        if data[pos] == 101:  # `e`: blocks that name their type already go out as they came
-            return stop, run
-        line = b"\n\nevent: " + match[1] + b"\ndata: "
-        return stop, line[2:-6] + run.replace(b"\n\ndata: ", line)
+        return stop, framed
 
     def _events(self, event: Event, out: list[bytes]) -> Event | None:
         for fixed in self.repairer.feed(event):
             if fixed.type in TERMINAL_EVENTS:
                 return fixed
-            out.append(self._frame(self.enricher.apply(fixed)))
+            number = self._next
+            self._next = number + 1
+            out.append(self.framing.event(self.enricher.apply(fixed), number))
         return None
-
-    def _frame(self, event: Event) -> bytes:
-        payload = event.payload(self._next)
-        self._next += 1
-        return frame(event.type, payload)
 
 
 def _created_for(terminal: Event) -> Event:
