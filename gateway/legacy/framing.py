@@ -30,6 +30,7 @@ _SEQUENCE_KEY = b',"sequence_number":'
 
 class LegacyFraming:
     __slots__ = ("legacy",)
+    shows_numbers = False   # tokens have ids of their own
 
     def __init__(self, legacy: LegacyStream):
         self.legacy = legacy
@@ -41,13 +42,13 @@ class LegacyFraming:
             return b""
         return self.legacy.delta_event(b"%s%d%s" % (head, number, tail))
 
-    def run(self, kind: bytes, blocks: bytes) -> bytes | None:
+    def run(self, kind: bytes, data: bytes, start: int, stop: int, count: int) -> bytes | None:
         """A run of text deltas as their `token`s in one step; None when a block does not
         hold exactly one string delta (then each is read alone)."""
         if kind != _DELTA_KIND:
             return b""
-        literals = _DELTA_LITERAL.findall(blocks)
-        if len(literals) != blocks.count(b"\n\n"):
+        literals = _DELTA_LITERAL.findall(data, start, stop)
+        if len(literals) != count:
             return None
         return self.legacy.deltas(literals)
 

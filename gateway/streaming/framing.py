@@ -9,8 +9,10 @@ and numbered, in one of four shapes; the framing returns the bytes for the clien
 - `event(event, number)`: any event the rewriter decoded or made (the slow path);
 - `one((kind, head, number, tail))`: one pass-through block the rewriter recognised
   without parsing it (`passthrough.py`): its JSON is `head`, the number, `tail`;
-- `run(kind, blocks)`: consecutive pass-through blocks of one kind whose upstream
-  numbers already are the client's, as they came (the `data:` lines and blank lines);
+- `run(kind, data, start, stop, count)`: `count` consecutive pass-through blocks of one
+  kind, `data[start:stop]` as they came (the `data:` lines and blank lines; not sliced
+  for a framing that need not copy them), whose upstream numbers already are the
+  client's (read only when the framing `shows_numbers`);
   None when the transport cannot take them at once (the rewriter then takes them one
   by one and stops looking for runs);
 - `framed(event)`: a local-engine event made as a whole SSE frame (`events.Framed`),
@@ -48,6 +50,10 @@ Parts = tuple[bytes, bytes, int, bytes]
 
 
 class Framing(Protocol):
+    # Whether the client sees the Responses sequence numbers (False: LCORE's query
+    # stream, whose runs the rewriter then takes without reading their numbers).
+    shows_numbers: bool
+
     # Read-only: a method or a C-level callable the class holds.
     @property
     def one(self) -> Callable[[Parts], bytes]: ...
@@ -57,7 +63,7 @@ class Framing(Protocol):
 
     def event(self, event: Event, number: int) -> bytes: ...
 
-    def run(self, kind: bytes, blocks: bytes) -> bytes | None: ...
+    def run(self, kind: bytes, data: bytes, start: int, stop: int, count: int) -> bytes | None: ...
 
     def end(self, terminal: Event, number: int, available_quotas: dict[str, int]) -> bytes: ...
 
@@ -73,6 +79,7 @@ class SSEFraming:
 
     __slots__ = ()
 
+    shows_numbers = True
     # C-level callables (see the module's docstring): the plain `one` is
     # `_SSE_BLOCK % parts`, the plain `framed` is `event.raw` (the engine's frame is already
     # this transport's frame).
@@ -82,7 +89,8 @@ class SSEFraming:
     def event(self, event: Event, number: int) -> bytes:
         return b"event: %s\ndata: %s\n\n" % (event.type.encode(), event.payload(number))
 
-    def run(self, kind: bytes, blocks: bytes) -> bytes:
+    def run(self, kind: bytes, data: bytes, start: int, stop: int, count: int) -> bytes:
+        blocks = data[start:stop] if start or stop < len(data) else data
         if blocks[0] == 101:  # `e`: blocks that name their type already go out as they came
             return blocks
         line = b"\n\nevent: " + kind + b"\ndata: "

@@ -21,8 +21,10 @@ def test_a_run_gets_the_event_lines_it_lacks_and_keeps_those_it_has():
     kind = b"response.output_text.delta"
     bare = b"data: " + DELTA + b"0}\n\ndata: " + DELTA + b"1}\n\n"
     named = b"event: %s\ndata: %s0}\n\nevent: %s\ndata: %s1}\n\n" % (kind, DELTA, kind, DELTA)
-    assert SSEFraming().run(kind, bare) == named
-    assert SSEFraming().run(kind, named) is named
+    assert SSEFraming().run(kind, bare, 0, len(bare), 2) == named
+    assert SSEFraming().run(kind, named, 0, len(named), 2) is named
+    around = b"data: {}\n\n" + bare + b"data: {}\n\n"
+    assert SSEFraming().run(kind, around, 10, 10 + len(bare), 2) == named
 
 
 def test_events_engine_frames_and_the_end():

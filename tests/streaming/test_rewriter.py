@@ -36,6 +36,8 @@ class Counting:
     """SSE's framing, recording which of the rewriter's paths each event took (through
     the public `Framing` protocol)."""
 
+    shows_numbers = True
+
     def __init__(self) -> None:
         self.sse = SSEFraming()
         self.runs: list[int] = []      # events per run
@@ -46,9 +48,9 @@ class Counting:
         self.single += 1
         return self.sse.one(parts)
 
-    def run(self, kind, blocks):
-        self.runs.append(blocks.count(b"\n\n"))
-        return self.sse.run(kind, blocks)
+    def run(self, kind, data, start, stop, count):
+        self.runs.append(count)
+        return self.sse.run(kind, data, start, stop, count)
 
     def event(self, event, number):
         self.slow.append(event.type)
