@@ -27,8 +27,8 @@ C-level ones (`partial(operator.mod, template)`: the plain version is
 `b"event: %s\\ndata: %s%d%s\\n\\n" % parts`; `attrgetter("raw")`: `event.raw`), and the
 rewriter recognises a pass-through block inline where it calls `one`: a paced SSE event
 runs no Python call more than when the rewriter framed SSE itself (issue 40,
-`python -m bench.instructions`, paced: 23,185 → 23,133 instructions per event in Llama
-Stack's dialect, 23,228 → 23,215 in OpenAI's; a bound `bytes.__mod__` called from a
+`python -m bench.instructions`, paced: 23,185 → 23,056 instructions per event in Llama
+Stack's dialect, 23,228 → 23,153 in OpenAI's; a bound `bytes.__mod__` called from a
 method cost ~380 more).
 
 Implementations: `SSEFraming` here (the rewriter's default), `WebSocketFraming`

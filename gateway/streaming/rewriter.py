@@ -10,10 +10,11 @@ first that applies wins (`passthrough` has the patterns, for every dialect):
 1. **Runs.** Consecutive pass-through events of one type whose upstream numbers already
    equal the gateway's (the common case: a text stream before anything was inserted or
    dropped) are rewritten as a whole by C-level operations: one regex match for their
-   shape and one `findall` compared with the expected numbers; the framing then takes
-   the run whole (SSE: one `replace` that adds the `event:` lines Llama Stack leaves
-   out; OpenAI's blocks go out as they came). No Python runs per event. A read that
-   holds one such run is rewritten in one step.
+   shape and one `findall` compared with the expected numbers (when the transport shows
+   them: `Framing.shows_numbers`); the framing then takes the run whole (SSE: one
+   `replace` that adds the `event:` lines Llama Stack leaves out; OpenAI's blocks go out
+   as they came). No Python runs per event. A read that holds one such run is
+   rewritten in one step.
 2. **One pass-through event** (a read of one event, as paced streams deliver them;
    numbers that differ; a shape no run pattern covers): one regex finds its type and
    digits, and the framing's `one` builds the frame (SSE: one formatting step).
@@ -51,7 +52,7 @@ class StreamRewriter:
         self._rest = b""        # an incomplete block, waiting for the next read
         self._cr = False        # the last read ended with `\r`: it may be half of `\r\n`
         self._runs = fast       # off once a run's numbers did not match (they rarely will again)
-                                # or the framing took no run (the WebSocket's)
+                                # or the framing declined one
         self._fast = fast
 
     @property
@@ -186,7 +187,7 @@ class StreamRewriter:
                     # Inlined here and in `feed`, not a method: the framing's `one` is a
                     # call of its own, and an event then runs no more calls than before
                     # the framing was split off (issue 40; `python -m bench.instructions`,
-                    # paced: 23,185 → 23,133 instructions per event; a `_framed` method
+                    # paced: 23,185 → 23,056 instructions per event; a `_framed` method
                     # calling `one` cost ~300 more).
                     if match.re is pt.TYPE_LAST:
                         head, tail, kind = match.groups()
