@@ -276,7 +276,8 @@ class TurnMetrics(TurnHooks):
                     charged = sent + received
             reservation = turn.reservation
             if reservation is not None:
-                self._admitted(reservation, charged if charged or not turn.abandoned else reservation.tokens)
+                self._admitted(reservation, charged if charged or not (turn.abandoned or turn.unreported)
+                               else reservation.tokens)
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: finished failed")
 

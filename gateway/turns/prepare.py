@@ -27,7 +27,8 @@ from gateway.identity.authorization import may_use_conversation
 from gateway.quota.reservation import Reservation, context_estimate
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, not_found
-from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
+from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id, sent_form
+from gateway.turns.content import stored_form
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRecord, ConversationRepository
@@ -97,7 +98,7 @@ class Preparer:
         self.backend = backend
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
-        self._conversation_object = config.service.conversation_form == "object"
+        self._conversation_form = config.service.conversation_form   # for conversations no client named
         self._compaction = CompactionSeal(config.response_compaction.keys)   # `compaction` input items
 
     def redacted(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -213,8 +214,7 @@ class Preparer:
                     requested_model=request.model)
         if reservation is not None:
             turn.extend = partial(self._quota.extend, reservation)   # the engine's later rounds
-        sent = raw.get("conversation")   # the form the client named it in, else the operator's
-        turn.conversation_object = isinstance(sent, dict) if sent is not None else self._conversation_object
+        turn.conversation_form = await self._form(raw.get("conversation"), request.previous_id)
         if request.store:
             turn.question = given.question   # the turn store's (`turns/content.py`)
         if request.store and upstream_id is not None and turn.existing is not None \
@@ -224,15 +224,20 @@ class Preparer:
             # then append it to the conversation.
             turn.append_to_upstream = True
             turn.appended_input = given.items
-        if request.store and upstream_id is None and turn.existing is not None and self._items is not None:
+        if request.store and turn.existing is not None and self._items is not None:
             # Items added through the Conversations API since the last turn: this turn's
-            # input, before the client's (an upstream conversation has them already).
+            # input, before the client's, in the order they were added. An upstream's
+            # conversation keeps them under the ids the client was given (issue 41).
             added = await self._items.take_pending(turn.existing.id)
             if added:
                 added = await self._opened_added(turn.existing, added)
-                given = given.with_added(added, redact)   # they reach the model: redacted too
+                # They reach the model: redacted too.
+                given = given.with_added(added, redact, keep_ids=upstream_id is not None)
                 raw = given.request(raw)
                 turn.added_items = tuple(item["id"] for item in added)
+                turn.added_input = tuple(given.items[:len(added)])
+                if turn.append_to_upstream:
+                    turn.appended_input = given.items   # a chained turn appends them with its own
         turn.body = backend.body(raw, request, turn, tools)
         if request.solr is not None:
             turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
@@ -241,6 +246,19 @@ class Preparer:
             return turn
         self._summaries.start(turn, given.question)   # beside the turn, once its conversation exists
         return turn
+
+    async def _form(self, sent: Any, previous_id: str | None) -> str:
+        """The form responses show `conversation` in: the one the client named it in;
+        for a turn continuing or forking by `previous_response_id`, the form of that
+        turn (so the client that named a conversation keeps its form); else the
+        operator's (`service.conversation_form`)."""
+        if sent is not None:
+            return sent_form(sent)
+        if previous_id is not None:
+            form = stored_form(await self._conversations.content(previous_id))
+            if form is not None:
+                return form
+        return self._conversation_form
 
     async def _opened_added(self, conversation: ConversationRecord, added: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The added items with their `compaction` items opened for the conversation's

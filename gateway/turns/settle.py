@@ -148,9 +148,10 @@ class Settler:
     def _charge(self, turn: Turn) -> Charge:
         """The charge of a turn with a result: the upstream's input + output tokens; a
         turn its client stopped (a cancelled background one) as an abandoned one is
-        (`Turn.stopped_charge`), whatever usage its result shows so far."""
+        (`Turn.stopped_charge`), whatever usage its result shows so far, and so is one
+        whose stream broke before the upstream reported usage (it received the turn)."""
         assert turn.reservation is not None and turn.result is not None
-        if turn.abandoned:
+        if turn.abandoned or (turn.unreported and not turn.result.get("usage")):
             usage = turn.usage or {}
             output = int(usage.get("output_tokens") or 0)
             spent = (turn.stopped_charge() - output, output)
@@ -198,7 +199,7 @@ class Settler:
                 turn.summary.cancel()   # no record to put it in
             if turn.reservation is not None:
                 done = asyncio.ensure_future(self._quota.release(
-                    turn.reservation, turn.stopped_charge() if turn.abandoned else turn.used))
+                    turn.reservation, turn.stopped_charge() if turn.abandoned or turn.unreported else turn.used))
                 turn._settling = done
                 self._background.add(done)
                 done.add_done_callback(lambda future: self._finished(future, (None, "")))
@@ -224,20 +225,29 @@ class Settler:
         turn.abandoned = True
         if turn.upstream_conversation_id is not None:
             turn.append_to_upstream = True
-            turn.appended_input = appended_input
+            # The items it took from the conversation go with it (`give_back` discards them).
+            turn.appended_input = [*turn.added_input, *input_items(appended_input)] if turn.added_input \
+                else appended_input
 
     def give_back(self, turn: Turn) -> None:
-        """Items clients added to a conversation the gateway keeps go with its next turn
-        (`Preparer` takes them); a turn that ends without being recorded (failed,
-        cancelled, abandoned before its end) gives them back, once, so the turn after it
-        sends them, as OpenAI's conversation still holds them (issue 23). Called when the
-        turn is settled (before its client is told it failed) and when it finishes; the
-        usual turn took none and never gets here."""
+        """Items clients added to a conversation go with its next turn (`Preparer` takes
+        them); a turn that ends without being recorded (failed, cancelled, abandoned
+        before its end) gives them back, once, so the turn after it sends them, as
+        OpenAI's conversation still holds them (issue 23). A recorded turn of an
+        upstream's conversation left them there: the gateway's copies go (issue 41).
+        Called when the turn is settled (before its client is told it failed) and when it
+        finishes; the usual turn took none and never gets here."""
         if not turn.added_items or turn.conversation_id is None or self._items is None:
             return
         try:
             result = turn.result
             if result is not None and result.get("status") in _RECORDED_STATUSES:
+                if turn.upstream_conversation_id is not None:
+                    item_ids, turn.added_items = turn.added_items, ()   # once
+                    done = asyncio.ensure_future(self._items.discard(turn.conversation_id, item_ids))
+                    self._background.add(done)   # `drain()` waits for it
+                    done.add_done_callback(self._background.discard)
+                    done.add_done_callback(_discarded)
                 return
             item_ids, turn.added_items = turn.added_items, ()   # once
             self._items.restore_soon(turn.conversation_id, item_ids).add_done_callback(_logged)
@@ -288,7 +298,7 @@ class Settler:
             previous_response_id=turn.previous_response_id, model=turn.model.id,
             provider=turn.model.provider_id, status=response["status"], started_at=started_at,
             completed_at=completed_at, tokens=_reported(response),
-            content=turn_content(turn.question, response, turn.conversation_object))
+            content=turn_content(turn.question, response, turn.conversation_form))
 
     async def _append_turn(self, turn: Turn) -> None:
         """A turn sent with previous_response_id in a conversation the upstream keeps:
@@ -324,6 +334,11 @@ class Settler:
             except Exception:
                 pass
 
+
+
+def _discarded(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:   # no longer pending: never listed, only kept
+        log.error("removing the items an upstream's conversation took failed: %s", task.exception())
 
 
 def _logged(task: asyncio.Future[Any]) -> None:
