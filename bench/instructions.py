@@ -3,7 +3,9 @@ counted by `valgrind --tool=callgrind` (deterministic, unlike a timer on this ma
 
 Each workload rewrites a recorded 64-delta stream (`tests/fixtures/devserver/`, one
 per upstream dialect) `REPEAT` times, either as one read (bulk) or one read per event
-(paced, as a real model streams). The naive relay's per-read function
+(paced, as a real model streams), with SSE's framing (`rewriter …`; with `--framings`
+also the WebSocket's and LCORE's query stream's: `websocket framing …`, `legacy
+framing …`). The naive relay's per-read function
 (`bench.relay.relay_events`) runs over the same reads as the reference. Callgrind
 dumps its counters whenever the process calls libc's `getppid()`, so one valgrind run
 measures every workload: each is bracketed by `os.getppid()` calls, after a warm-up
@@ -25,6 +27,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAMS = {"llama-stack": ROOT / "tests/fixtures/devserver/text-64-llama-stack.sse",
@@ -40,12 +43,42 @@ def _reads(raw: bytes, paced: bool) -> list[bytes]:
     return [block + b"\n\n" for block in blocks[:-1]]
 
 
+def _framing(transport: str) -> Any:
+    """A new framing of the transport."""
+    if transport == "websocket":
+        from gateway.streaming.websocket import WebSocketFraming
+        return WebSocketFraming()
+    if transport == "legacy":
+        from gateway.legacy.framing import LegacyFraming
+        from gateway.legacy.stream import LegacyStream
+        return LegacyFraming(LegacyStream("c" * 48, "request", "provider/model"))
+    raise ValueError(transport)
+
+
 def _rewriter(reads: list[bytes]) -> Callable[[], None]:
     from gateway.streaming.enrich import Enricher
     from gateway.streaming.rewriter import StreamRewriter
 
     def run() -> None:
         rewriter = StreamRewriter(Enricher(CONVERSATION, None))
+        for read in reads:
+            _, terminal = rewriter.feed(read)
+            if terminal is not None:
+                rewriter.terminal(terminal, {})
+                return
+        _, terminal = rewriter.close()
+        rewriter.terminal(terminal, {})
+    return run
+
+
+def _framed_rewriter(reads: list[bytes], transport: str) -> Callable[[], None]:
+    """`_rewriter` with another transport's framing (a function of its own: the SSE
+    workloads' code stays as it was measured)."""
+    from gateway.streaming.enrich import Enricher
+    from gateway.streaming.rewriter import StreamRewriter
+
+    def run() -> None:
+        rewriter = StreamRewriter(Enricher(CONVERSATION, None), _framing(transport))
         for read in reads:
             _, terminal = rewriter.feed(read)
             if terminal is not None:
@@ -66,8 +99,10 @@ def _relay(reads: list[bytes]) -> Callable[[], None]:
     return run
 
 
-def workloads() -> dict[str, tuple[Callable[[], None], int]]:
-    """name -> (one stream's work, events in that stream)."""
+def workloads(framings: bool = False) -> dict[str, tuple[Callable[[], None], int]]:
+    """name -> (one stream's work, events in that stream); with `framings`, the other
+    transports' too (off by default: more workloads in the run move every count by a few
+    hundred instructions, and the budgets were measured without them)."""
     found = {}
     for dialect, path in STREAMS.items():
         raw = path.read_bytes()
@@ -76,12 +111,15 @@ def workloads() -> dict[str, tuple[Callable[[], None], int]]:
             reads = _reads(raw, mode == "paced")
             found[f"rewriter {dialect} {mode}"] = (_rewriter(reads), events)
             found[f"naive relay {dialect} {mode}"] = (_relay(reads), events)
+            # The same rewriter with the other transports' framings (issue 40).
+            for transport in ("websocket", "legacy") if framings else ():
+                found[f"{transport} framing {dialect} {mode}"] = (_framed_rewriter(reads, transport), events)
     return found
 
 
-def inner() -> None:
+def inner(framings: bool = False) -> None:
     """Runs under callgrind: warm every workload, then one dump-bracketed part each."""
-    chosen = workloads()
+    chosen = workloads(framings)
     for run, _ in chosen.values():
         run()
         run()
@@ -100,15 +138,15 @@ def valgrind() -> str:
     return found
 
 
-def measure() -> dict[str, float]:
+def measure(framings: bool = False) -> dict[str, float]:
     """Instructions per event for every workload (one valgrind run, ~5 s)."""
-    names = list(workloads())
+    names = list(workloads(framings))
     with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
         # A fixed hash seed: set and dict layouts, and so the instructions, repeat exactly.
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
         subprocess.run([valgrind(), "--tool=callgrind", "--dump-before=getppid", f"--callgrind-out-file={out}",
-                        sys.executable, "-m", "bench.instructions", "--inner"],
+                        sys.executable, "-m", "bench.instructions", "--inner", *(["--framings"] if framings else [])],
                        cwd=ROOT, env=env, check=True, capture_output=True)
         parts = {}
         for path in Path(tmp).glob("callgrind.out*"):
@@ -116,7 +154,7 @@ def measure() -> dict[str, float]:
             part = int(re.search(r"^part: (\d+)$", text, re.M)[1])
             parts[part] = int(re.search(r"^totals: (\d+)$", text, re.M)[1])
     # Part 1 is start-up and warm-up; parts 2.. are the workloads in order; the last, exit.
-    chosen = workloads()
+    chosen = workloads(framings)
     return {name: parts[index + 2] / (REPEAT * chosen[name][1]) for index, name in enumerate(names)}
 
 
@@ -124,12 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print {workload: instructions per event}")
+    parser.add_argument("--framings", action="store_true",
+                        help="also the WebSocket's and LCORE's query stream's framings over the same reads")
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.inner:
-        inner()
+        inner(args.framings)
         return 0
-    counts = measure()
+    counts = measure(args.framings)
     if args.json:
         print(json.dumps(counts, indent=1))
         return 0

@@ -112,3 +112,15 @@ def test_no_package_imports_itself_back():
             _package(target) for target in imported if _package(target) != _package(module))
     packages.pop("gateway", None)  # `gateway/__init__.py` imports nothing of ours
     assert _circles(packages) == []
+
+
+def test_no_module_imports_another_modules_private_name():
+    """A `_name` is its module's own (issue 40: the WebSocket writer imported the SSE
+    rewriter's `_created_for`): what another module needs is made public."""
+    found = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("gateway")):
+                found += [f"{module}: {node.module}.{alias.name}" for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert found == []

@@ -105,7 +105,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "http/tools.py": _HANDLER + "tests/e2e/test_tool_catalog.py",
     "identity/__init__.py": "`Identity` and the `Authenticator` protocol: every identity/ test uses them",
     "legacy/response.py": "legacy/test_stream.py",
-    "legacy/rewriter.py": "the query stream's rewriter: legacy/test_stream.py",
     "observability/observers.py": "built from the configuration: observability/test_access_log_e2e.py, "
                                   "test_tracing_e2e.py",
     "observability/requests.py": "observability/test_access_log.py and test_tracing.py",

@@ -51,22 +51,22 @@ def openai_error(message: str, status: int, type_: str, code: Any = None,
                                     "code": code}}, status)
 
 
-def _model_missing(model: Any) -> web.Response:
+def model_missing(model: Any) -> web.Response:
     return openai_error(f"The model `{model}` does not exist.", 404, "invalid_request_error",
                         "model_not_found", "model")
 
 
-def _bad_request(message: str, param: str | None = None) -> web.Response:
+def bad_request(message: str, param: str | None = None) -> web.Response:
     return openai_error(message, 400, "invalid_request_error", None, param)
 
 
-async def _json_body(request: web.Request) -> dict[str, Any] | web.Response:
+async def json_body(request: web.Request) -> dict[str, Any] | web.Response:
     try:
         body = orjson.loads(await request.read())
     except orjson.JSONDecodeError as exc:
-        return _bad_request(f"Invalid JSON body: {exc}")
+        return bad_request(f"Invalid JSON body: {exc}")
     if not isinstance(body, dict):
-        return _bad_request("The request body must be a JSON object.")
+        return bad_request("The request body must be a JSON object.")
     return body
 
 
@@ -105,7 +105,7 @@ async def get_model(request: web.Request) -> web.Response:
     for model in orjson.loads(_models_body(request.app[STATE]))["data"]:
         if model["id"] == model_id:
             return json_response(model)
-    return _model_missing(model_id)
+    return model_missing(model_id)
 
 
 def _tool_specs(tools: Any) -> list[ToolSpec]:
@@ -119,17 +119,17 @@ def _tool_specs(tools: Any) -> list[ToolSpec]:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
-    body = await _json_body(request)
+    body = await json_body(request)
     if isinstance(body, web.Response):
         return body
     model = body.get("model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(
             isinstance(m, dict) for m in messages):
-        return _bad_request("`messages` must be a non-empty list of message objects.",
+        return bad_request("`messages` must be a non-empty list of message objects.",
                             "messages")
     if model not in CHAT_MODELS:
-        return _model_missing(model)
+        return model_missing(model)
     knobs = triggers.read_knobs(body.get("metadata"), state.delay_ms)
     if knobs.deltas is None:
         knobs.deltas = state.chat_deltas
@@ -244,19 +244,19 @@ def _calls(reply: Any, specs: list[ToolSpec], messages: list[dict[str, Any]],
 
 
 async def embeddings(request: web.Request) -> web.Response:
-    body = await _json_body(request)
+    body = await json_body(request)
     if isinstance(body, web.Response):
         return body
     model = body.get("model")
     if model not in EMBED_MODELS:
-        return _model_missing(model)
+        return model_missing(model)
     texts = input_texts(body.get("input"))
     if texts is None:
-        return _bad_request("`input` must be a string, a list of strings or token arrays.",
+        return bad_request("`input` must be a string, a list of strings or token arrays.",
                             "input")
     dim = body.get("dimensions") or DEFAULT_DIM
     if not isinstance(dim, int) or dim < 1 or dim > 8192:
-        return _bad_request("`dimensions` must be an integer between 1 and 8192.",
+        return bad_request("`dimensions` must be an integer between 1 and 8192.",
                             "dimensions")
     as_base64 = body.get("encoding_format") == "base64"
     data = []

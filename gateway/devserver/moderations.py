@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .chat import _bad_request, _json_body, _model_missing
+from .chat import bad_request, json_body, model_missing
 from .shapes import json_response
 
 TRIGGER = "flag-me"
@@ -47,17 +47,17 @@ def _result(model: str, text: str) -> dict[str, Any]:
 
 
 async def moderations(request: web.Request) -> web.Response:
-    body = await _json_body(request)
+    body = await json_body(request)
     if isinstance(body, web.Response):
         return body
     model = body.get("model") or "scripted-guard"
     if model not in ("scripted-guard", "scripted-output-guard"):
-        return _model_missing(model)
+        return model_missing(model)
     texts = body.get("input")
     if isinstance(texts, str):
         texts = [texts]
     if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
-        return _bad_request("input must be a string or a list of strings", "input")
+        return bad_request("input must be a string or a list of strings", "input")
     if any(_in_an_answer("break-moderation", text) for text in texts):
         return json_response({"error": {"message": "scripted moderation failure", "type": "server_error",
                                         "param": None, "code": None}}, 500)

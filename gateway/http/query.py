@@ -2,7 +2,7 @@
 `POST /v1/streaming_query/interrupt`. Each is an adapter of the one turn runner: the
 request is translated into a Responses request (`legacy/request.py`), prepared and run
 like any turn, and its answer translated back (`legacy/response.py`, and for streams
-`legacy/rewriter.py`, the runner's rewriter for this sink)."""
+`legacy/framing.py`, the framing of this sink's rewriter)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,17 @@ from gateway.config.access import Action
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
 from gateway.legacy.blocked import blocked_stream
+from gateway.legacy.framing import LegacyFraming
 from gateway.legacy.interrupts import (ALREADY_DONE, INTERRUPTED, StreamRegistry, check_request_id,
                                        interrupt_forbidden)
 from gateway.legacy.remote import RemoteInterrupts
 from gateway.legacy.request import (QueryRequest, overrides_model, parse_query_request, query_input, recorded_parts,
                                     responses_request)
 from gateway.legacy.response import query_response
-from gateway.legacy.rewriter import LegacyRewriter
 from gateway.legacy.stream import INTERRUPTED_REASON, LegacyStream, failure, interrupted_response
 from gateway.schema.errors import ApiError, conversation_forbidden, model_override_forbidden
 from gateway.schema.error_list import request_validation_error
+from gateway.streaming.rewriter import StreamRewriter
 from gateway.turns.run import BodySink, FrameSink, client_left
 from gateway.turns.blocked import is_blocked
 from gateway.turns.service import TurnService
@@ -94,7 +95,7 @@ class _Stream(web.StreamResponse):
 class _LegacySocket(FrameSink):
     def __init__(self, turns: TurnService, turn: Turn, request: web.Request, legacy: LegacyStream,
                  query: QueryRequest):
-        super().__init__(LegacyRewriter(turns.runner.enricher(turn), legacy))
+        super().__init__(StreamRewriter(turns.runner.enricher(turn), LegacyFraming(legacy)))
         self._turns = turns
         self.legacy = legacy
         self._turn = turn

@@ -1,6 +1,6 @@
 """`/v1/responses` over a WebSocket (OpenResponses 2026-04-24): the aiohttp side of
 the transport. The protocol and the connection-local state are `ws_protocol.py`; the
-framing is `streaming/websocket.py`; a turn is prepared and run by the turn service
+framing is `streaming/websocket.py`'s `WebSocketFraming`; a turn is prepared and run by the turn service
 exactly as `POST /v1/responses` with `stream: true` (this is one more sink of the
 runner).
 
@@ -43,7 +43,8 @@ from gateway.identity import Authenticator, Identity
 from gateway.identity.audit import REFUSALS, log_refusal
 from gateway.schema.errors import ApiError, database_error, endpoint_forbidden, internal_error, shutting_down
 from gateway.storage.database import DatabaseUnavailable
-from gateway.streaming.websocket import WebSocketRewriter
+from gateway.streaming.rewriter import StreamRewriter
+from gateway.streaming.websocket import WebSocketFraming
 from gateway.turns.in_progress import InProgress
 from gateway.turns.run import FrameSink, client_left
 from gateway.turns.service import TurnService
@@ -101,9 +102,9 @@ def install(app: web.Application, config: WebSocketConfig) -> None:
 
 class _Sink(FrameSink):
     """A turn's frames to the socket: each upstream read's frames in one write, as
-    WebSocket text frames the rewriter made (the socket is uncompressed)."""
+    WebSocket text frames the rewriter's framing made (the socket is uncompressed)."""
 
-    def __init__(self, rewriter: WebSocketRewriter, writer: Any):
+    def __init__(self, rewriter: StreamRewriter, writer: Any):
         super().__init__(rewriter)
         self.write = writer.write   # no layer per read
         self.end = writer.write
@@ -342,7 +343,7 @@ class _Connection:
         await self._send(proto.error_message(error, stream_id))
 
     async def _run(self, turn: Turn, stream_id: str | None) -> None:
-        rewriter = WebSocketRewriter(self._turns.runner.enricher(turn), stream_id)
+        rewriter = StreamRewriter(self._turns.runner.enricher(turn), WebSocketFraming(stream_id))
         await self._turns.run(turn, _Sink(rewriter, self._writer))
 
     async def _authenticate(self) -> Identity:

@@ -249,13 +249,24 @@ class StreamRepairer:
         if event.type in TERMINAL_EVENTS:
             self.terminal = event
             return [event]
+        self._keep(response)
+        return [event]
+
+    def started(self, event: Event) -> None:
+        """A `response.created` the gateway made itself (the local engine's): nothing to
+        repair, but a `response.failed` built later names its response (an interrupted
+        query stream is recorded under its id: http/query.py)."""
+        response = event.data.get("response")
+        if self.terminal is None and isinstance(response, dict):
+            self._keep(response)
+
+    def _keep(self, response: dict[str, Any]) -> None:
         # Only what a `response.failed` needs is kept for the stream's life (memory per
         # open stream is a budget): the fields the Response type requires, and its id,
         # serialised (references into the parsed event would keep its whole tree alive) and
         # copied compact (orjson's own result sits in a ~4 KiB block).
         self._snapshot = bytes(memoryview(orjson.dumps({key: response[key] for key in _SNAPSHOT_KEYS
                                                         if key in response})))
-        return [event]
 
     def _error_event(self, event: Event) -> list[Event]:
         error = event.data.get("error")

@@ -1,26 +1,24 @@
-"""The `StreamRewriter` for the WebSocket transport (sans-I/O): the same decoding,
-repair, enrichment and numbering as SSE, but each event is framed as one WebSocket
+"""The WebSocket transport's `Framing` (sans-I/O): the `StreamRewriter`'s decoding,
+repair, enrichment and numbering, as for SSE, but each event is framed as one WebSocket
 text message (RFC 6455, server to client: unmasked, uncompressed) instead of an SSE
 block. The frames of one upstream read stay one `bytes`, so the socket gets them in
 one write, as SSE does; nothing is parsed back out of SSE text.
 
-Runs (the SSE fast path that rewrites many blocks in one `replace`) are off: each
-event needs a frame header of its own. A pass-through event still costs one regex
-match and one formatting step. A `stream_id` lane (the `openai` client's WebSocket
+A run of pass-through blocks (the SSE fast path that rewrites many blocks in one
+`replace`) is split into its blocks, each framed as it came: each event needs a frame
+header of its own. A pass-through event alone costs one regex match and one formatting
+step. A `stream_id` lane (the `openai` client's WebSocket
 field) is echoed as the first key of every event.
 """
 
 from __future__ import annotations
 
-import re
 import struct
 
 import orjson
 
-from gateway.streaming import passthrough as pt
-from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event, Framed
-from gateway.streaming.rewriter import StreamRewriter, _created_for
+from gateway.streaming.framing import Parts
 
 _LEN16 = struct.Struct("!BBH")
 _LEN64 = struct.Struct("!BBQ")
@@ -45,12 +43,13 @@ def lane_prefix(stream_id: str | None) -> bytes | None:
     return b'{"stream_id":' + orjson.dumps(stream_id) + b","
 
 
-class WebSocketRewriter(StreamRewriter):
-    __slots__ = ("_lane",)
+class WebSocketFraming:
+    """A stream's events as WebSocket text messages, one per event; no `[DONE]`."""
 
-    def __init__(self, enricher: Enricher, stream_id: str | None = None):
-        super().__init__(enricher)
-        self._runs = False
+    __slots__ = ("_lane",)
+    shows_numbers = True
+
+    def __init__(self, stream_id: str | None = None):
         self._lane = lane_prefix(stream_id)
 
     def message(self, payload: bytes) -> bytes:
@@ -59,37 +58,25 @@ class WebSocketRewriter(StreamRewriter):
             payload = self._lane + payload[1:]
         return text_frame(payload)
 
-    def emit(self, events: list[Event]) -> bytes:
-        out = []
-        for event in events:
-            if event.__class__ is Framed and event.number == self._next:
-                raw = event.raw   # the engine's own SSE block: its data line is the object
-                assert raw is not None
-                out.append(self.message(raw[raw.index(_DATA) + 7:-2]))
-                self._next += 1
-            else:
-                out.append(self._frame(self.enricher.apply(event)))
-        return b"".join(out)
+    def one(self, parts: Parts) -> bytes:
+        return self.message(b"%s%d%s" % parts[1:])
 
-    def terminal(self, event: Event, available_quotas: dict[str, int]) -> bytes:
-        """The settled terminal event (a stream that ended before it began first gets
-        its `response.created`); a WebSocket has no `[DONE]`."""
-        opening = self._frame(self.enricher.apply(_created_for(event))) if self._next == 0 else b""
-        self.enricher.terminal(event, available_quotas)
-        return opening + self._frame(event)
+    def framed(self, event: Framed) -> bytes:
+        raw = event.raw   # the engine's own SSE block: its data line is the object
+        return self.message(raw[raw.index(_DATA) + 7:-2])
 
-    def _framed(self, match: re.Match[bytes]) -> bytes | None:
-        if match.re is pt.TYPE_LAST:
-            head, tail, _kind = match.groups()
-        else:
-            head, _kind, tail = match.groups()
-        if head.find(pt.SEQUENCE_KEY, 0, -1) >= 0 or tail.find(pt.SEQUENCE_KEY) >= 0:
-            return None
-        number = self._next
-        self._next = number + 1
-        return self.message(b"%s%d%s" % (head, number, tail))
+    def event(self, event: Event, number: int) -> bytes:
+        return self.message(event.payload(number))
 
-    def _frame(self, event: Event) -> bytes:
-        payload = event.payload(self._next)
-        self._next += 1
-        return self.message(payload)
+    def run(self, kind: bytes, data: bytes, start: int, stop: int, count: int) -> bytes:
+        """Each block's JSON as it came (its number is already the client's), in a frame
+        of its own: no regex per event."""
+        message = self.message
+        blocks = data[start:stop - 2].split(b"\n\n")
+        return b"".join([message(block.partition(b"data: ")[2]) for block in blocks])
+
+    def end(self, terminal: Event, number: int, available_quotas: dict[str, int]) -> bytes:
+        return self.event(terminal, number)
+
+    def sent(self, numbered: int) -> int:
+        return numbered

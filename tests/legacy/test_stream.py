@@ -8,10 +8,11 @@ import orjson
 import pytest
 
 from gateway.legacy.response import query_response
-from gateway.legacy.rewriter import LegacyRewriter
+from gateway.legacy.framing import LegacyFraming
 from gateway.legacy.stream import LegacyStream
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event
+from gateway.streaming.rewriter import StreamRewriter
 
 FILE_SEARCH = {"type": "file_search_call", "id": "fs_1", "status": "completed", "queries": ["q"],
                "results": [{"text": "chunk", "score": 0.5, "file_id": "f1", "filename": "f1",
@@ -47,7 +48,7 @@ def terminal(kind, body):
 
 def run(chunks, end_quotas=None, text=False):
     legacy = LegacyStream("c" * 48, "req-1", "p/m", text=text)
-    rewriter = LegacyRewriter(Enricher("conv_" + "c" * 48, None), legacy)
+    rewriter = StreamRewriter(Enricher("conv_" + "c" * 48, None), LegacyFraming(legacy))
     out = [legacy.start()]
     for chunk in chunks:
         frames, last = rewriter.feed(chunk)
@@ -103,7 +104,7 @@ def test_a_failed_turn_is_an_error_without_end(message_, cause):
 
 def test_a_stream_that_just_ends_is_an_error():
     legacy = LegacyStream("c" * 48, "req-1", None)
-    rewriter = LegacyRewriter(Enricher(None, None), legacy)
+    rewriter = StreamRewriter(Enricher(None, None), LegacyFraming(legacy))
     rewriter.feed(delta("Hi", 0))
     _, last = rewriter.close()
     assert decode(rewriter.terminal(last, {}))[-1]["event"] == "error"
@@ -147,7 +148,7 @@ def test_query_response():
 def test_engine_framed_deltas():
     from gateway.streaming.events import Framed
     legacy = LegacyStream("c" * 48, "req-1", None)
-    rewriter = LegacyRewriter(Enricher(None, None), legacy)
+    rewriter = StreamRewriter(Enricher(None, None), LegacyFraming(legacy))
     framed = Framed("response.output_text.delta", b'event: response.output_text.delta\ndata: {"type":'
                     b'"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"logprobs":[],'
                     b'"delta":"a\\"b","sequence_number":4}\n\n', 4)
@@ -161,7 +162,7 @@ def test_an_engine_stream_keeps_its_response_for_an_interrupted_record():
     """The engine's events skip repair, but the response they name is kept: an
     interrupted stream is recorded under its id (http/query.py)."""
     legacy = LegacyStream("c" * 48, "req-1", None)
-    rewriter = LegacyRewriter(Enricher(None, None), legacy)
+    rewriter = StreamRewriter(Enricher(None, None), LegacyFraming(legacy))
     created = Event.build({"type": "response.created", "sequence_number": 0,
                            "response": {"id": "resp_engine", "object": "response", "status": "in_progress",
                                         "output": [], "model": "m", "created_at": 1}})
@@ -190,7 +191,7 @@ def test_the_rewriter_numbers_the_legacy_events_its_client_was_sent(status, extr
     done = b"data: " + orjson.dumps({"item": MCP_CALL, "output_index": 0, "sequence_number": 1,
                                      "type": "response.output_item.done"}) + b"\n\n"
     legacy = LegacyStream("c" * 48, "req-1", "p/m")
-    rewriter = LegacyRewriter(Enricher("conv_" + "c" * 48, None), legacy)
+    rewriter = StreamRewriter(Enricher("conv_" + "c" * 48, None), LegacyFraming(legacy))
     out = [legacy.start()]
     for chunk in (delta("Hi", 0), done, delta(" there", 2)):
         out.append(rewriter.feed(chunk)[0])

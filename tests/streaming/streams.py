@@ -1,12 +1,15 @@
 """Feeding streams through a `StreamRewriter` the way the relay does, and the streams
-the tests feed: recorded captures, in Llama Stack's dialect and converted to OpenAI's."""
+the tests feed: recorded captures, in Llama Stack's dialect and converted to OpenAI's,
+and generated ones (`stream()`, a hypothesis strategy)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import orjson
+from hypothesis import strategies as st
 
+from gateway.streaming import passthrough
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.rewriter import StreamRewriter
 
@@ -70,3 +73,53 @@ def captures() -> dict[str, bytes]:
         if not raw.startswith(b"event:"):
             found[f"{path.name} as openai"] = as_openai(raw)
     return found
+
+
+# -- generated streams ----------------------------------------------------------------
+
+KINDS = sorted(kind.decode() for kind in passthrough.PASS_THROUGH) + [
+    "response.output_text.done", "response.output_item.added", "response.function_call_arguments.delta"]
+RESPONSE = {"id": "resp_1", "object": "response", "created_at": 1, "model": "m", "output": [],
+            "status": "in_progress", "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+# Delta text: odd characters, and pieces that spell the keys and framing the patterns look for.
+text = st.lists(st.sampled_from(list('ab "\\\n{}:,é\u2028') + [
+    '"sequence_number":', ',"type":"response.output_text.delta"}', "\n\ndata: ", "event: "]), max_size=8).map("".join)
+
+
+@st.composite
+def event_block(draw, number: int) -> bytes:
+    """One block: a pass-through event (mostly) or a lifecycle one, fields in any order."""
+    kind = draw(st.sampled_from(KINDS + ["response.created", "response.in_progress"]))
+    fields = [(b'"delta"', orjson.dumps(draw(text))), (b'"item_id"', b'"m"'), (b'"output_index"', b"0")]
+    if kind in ("response.created", "response.in_progress"):
+        fields = [(b'"response"', orjson.dumps(RESPONSE))]
+    sequence = draw(st.sampled_from(["right", "right", "right", "other", "missing", "nested", "null"]))
+    if sequence != "missing":
+        value = {"right": b"%d" % number, "other": b"%d" % draw(st.integers(0, 99)), "nested": b"%d" % number,
+                 "null": b"null"}[sequence]
+        fields.append((b'"sequence_number"', value))
+    if sequence == "nested":
+        fields.append((b'"annotation"', b'{"sequence_number":5}'))
+    fields = draw(st.permutations(fields))
+    type_field = (b'"type"', orjson.dumps(kind))
+    where = draw(st.sampled_from(["first", "last", "middle"]))
+    index = {"first": 0, "last": len(fields), "middle": len(fields) // 2}[where]
+    fields.insert(index, type_field)
+    payload = b"{" + b",".join(key + b":" + value for key, value in fields) + b"}"
+    event_line = draw(st.sampled_from([b"", b"", b"event: " + kind.encode() + b"\n", b"event: message\n"]))
+    return event_line + b"data: " + payload
+
+
+@st.composite
+def stream(draw) -> bytes:
+    blocks = []
+    for number in range(draw(st.integers(1, 12))):
+        blocks.append(draw(st.one_of(
+            event_block(number), event_block(number), event_block(number),
+            st.sampled_from([b": keep-alive", b"data: [DONE]", b'data: {"error": {"message": "m"}}', b"data: nope",
+                             b"", b"retry: 5"]))))
+    if draw(st.booleans()):
+        blocks.append(b'data: {"type":"response.completed","sequence_number":99,"response":'
+                      + orjson.dumps({**RESPONSE, "status": "completed", "completed_at": 2}) + b"}")  # no clock in the bytes
+    raw = b"\n\n".join(blocks) + draw(st.sampled_from([b"\n\n", b"\n", b""]))
+    return raw.replace(b"\n", draw(st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"])))

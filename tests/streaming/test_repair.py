@@ -227,3 +227,16 @@ def test_incomplete_reason_in_openai_terms(reason, repaired):
     # Llama Stack 0.7.3 passes finish_reason through (found by the engine parity test).
     response = repair_response({"id": "resp_1", "status": "incomplete", "incomplete_details": {"reason": reason}})
     assert response["incomplete_details"] == {"reason": repaired}
+
+
+def test_a_response_the_gateway_made_is_kept_unrepaired_for_a_later_failure():
+    """The local engine's `response.created`: nothing to repair (its bytes stay as the
+    engine made them), but a `response.failed` built later names its response."""
+    usage = {"input_tokens": 0, "output_tokens": 0, "input_tokens_details": {}}
+    created = ev(type="response.created", sequence_number=0, response={**RESPONSE, "id": "resp_engine",
+                                                                        "usage": usage})
+    repairer = StreamRepairer()
+    repairer.started(created)
+    assert created.data["response"]["usage"] == {"input_tokens": 0, "output_tokens": 0, "input_tokens_details": {}}
+    failed, = repairer.fail("interrupted")
+    assert failed.data["response"]["id"] == "resp_engine" and failed.data["response"]["status"] == "failed"

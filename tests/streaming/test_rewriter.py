@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.streaming import passthrough
 from gateway.streaming.enrich import Enricher
+from gateway.streaming.framing import SSEFraming
 from gateway.streaming.rewriter import StreamRewriter
-from tests.streaming.streams import CONVERSATION, captures, chunks, per_event, rewrite_reads
+from tests.streaming.streams import CONVERSATION, captures, chunks, per_event, rewrite_reads, stream
 
 CAPTURED = captures()
 SPLITS = {
@@ -32,42 +32,55 @@ def test_recorded_streams_fast_equals_full_path(name, split):
     assert rewrite_reads(reads) == rewrite_reads(reads, fast=False)
 
 
-class Counting(StreamRewriter):
-    """Records which path each event took."""
-    __slots__ = ("runs", "single", "slow")
+class Counting:
+    """SSE's framing, recording which of the rewriter's paths each event took (through
+    the public `Framing` protocol)."""
+
+    shows_numbers = True
 
     def __init__(self) -> None:
-        super().__init__(Enricher(CONVERSATION, None))
+        self.sse = SSEFraming()
         self.runs: list[int] = []      # events per run
         self.single = 0                # events framed one by one without a parse
         self.slow: list[str] = []      # types that went through repair and enrichment
 
-    def _run(self, data, pos):
-        found = super()._run(data, pos)
-        if found is not None:
-            self.runs.append(data.count(b"\n\n", pos, found[0]))
-        return found
+    def one(self, parts):
+        self.single += 1
+        return self.sse.one(parts)
 
-    def _framed(self, match):
-        framed = super()._framed(match)
-        self.single += framed is not None
-        return framed
+    def run(self, kind, data, start, stop, count):
+        self.runs.append(count)
+        return self.sse.run(kind, data, start, stop, count)
 
-    def _events(self, event, out):
+    def event(self, event, number):
         self.slow.append(event.type)
-        return super()._events(event, out)
+        return self.sse.event(event, number)
+
+    def framed(self, event):
+        return self.sse.framed(event)
+
+    def end(self, terminal, number, available_quotas):
+        return self.sse.end(terminal, number, available_quotas)
+
+    def sent(self, numbered):
+        return numbered
+
+
+def counting(conversation=CONVERSATION) -> tuple[StreamRewriter, Counting]:
+    paths = Counting()
+    return StreamRewriter(Enricher(conversation, None), paths), paths
 
 
 @pytest.mark.parametrize("name", ["text-64-llama-stack.sse", "text-64-openai.sse", "text-64-llama-stack.sse as openai"])
 def test_text_deltas_take_the_fast_paths_in_both_dialects(name):
     raw = CAPTURED[name]
-    bulk = Counting()
-    bulk.feed(raw)
+    rewriter, bulk = counting()
+    rewriter.feed(raw)
     assert bulk.runs == [1, 64] and bulk.single == 0  # content_part.added, then the 64 deltas in one step
     assert "response.output_text.delta" not in bulk.slow and "response.created" in bulk.slow
-    paced = Counting()
+    rewriter, paced = counting()
     for read in per_event(raw):
-        paced.feed(read)
+        rewriter.feed(read)
     assert paced.runs == [] and paced.single == 65 and paced.slow == bulk.slow  # one regex per read
 
 
@@ -76,18 +89,18 @@ def test_a_read_of_deltas_is_one_run():
     head, deltas = b"\n\n".join(blocks[:4]) + b"\n\n", b"\n\n".join(blocks[4:68]) + b"\n\n"
     full = StreamRewriter(Enricher(CONVERSATION, None), fast=False)
     full.feed(head)
-    rewriter = Counting()
+    rewriter, paths = counting()
     rewriter.feed(head)
-    rewriter.runs, rewriter.single = [], 0
+    paths.runs, paths.single = [], 0
     assert rewriter.feed(deltas) == full.feed(deltas)
-    assert rewriter.runs == [64] and rewriter.single == 0
+    assert paths.runs == [64] and paths.single == 0
 
 
 def test_numbers_that_differ_turn_runs_off_and_deltas_go_one_by_one():
     raw = CAPTURED["responses-file-search-stream.sse"]  # Llama Stack skips a number before the tool call
-    rewriter = Counting()
+    rewriter, paths = counting()
     rewriter.feed(raw)
-    assert rewriter.single > 0 and "response.output_text.delta" not in rewriter.slow
+    assert paths.single > 0 and "response.output_text.delta" not in paths.slow
 
 
 DELTA = b'{"content_index":0,"delta":"hi","item_id":"m","output_index":0,"sequence_number":%s,"type":"response.output_text.delta"}'
@@ -118,54 +131,6 @@ def test_edge_blocks_fast_equals_full_path(block):
 
 # -- generated streams ----------------------------------------------------------------
 
-KINDS = sorted(kind.decode() for kind in passthrough.PASS_THROUGH) + [
-    "response.output_text.done", "response.output_item.added", "response.function_call_arguments.delta"]
-RESPONSE = {"id": "resp_1", "object": "response", "created_at": 1, "model": "m", "output": [],
-            "status": "in_progress", "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
-# Delta text: odd characters, and pieces that spell the keys and framing the patterns look for.
-text = st.lists(st.sampled_from(list('ab "\\\n{}:,é\u2028') + [
-    '"sequence_number":', ',"type":"response.output_text.delta"}', "\n\ndata: ", "event: "]), max_size=8).map("".join)
-
-
-@st.composite
-def event_block(draw, number: int) -> bytes:
-    """One block: a pass-through event (mostly) or a lifecycle one, fields in any order."""
-    kind = draw(st.sampled_from(KINDS + ["response.created", "response.in_progress"]))
-    fields = [(b'"delta"', orjson.dumps(draw(text))), (b'"item_id"', b'"m"'), (b'"output_index"', b"0")]
-    if kind in ("response.created", "response.in_progress"):
-        fields = [(b'"response"', orjson.dumps(RESPONSE))]
-    sequence = draw(st.sampled_from(["right", "right", "right", "other", "missing", "nested", "null"]))
-    if sequence != "missing":
-        value = {"right": b"%d" % number, "other": b"%d" % draw(st.integers(0, 99)), "nested": b"%d" % number,
-                 "null": b"null"}[sequence]
-        fields.append((b'"sequence_number"', value))
-    if sequence == "nested":
-        fields.append((b'"annotation"', b'{"sequence_number":5}'))
-    fields = draw(st.permutations(fields))
-    type_field = (b'"type"', orjson.dumps(kind))
-    where = draw(st.sampled_from(["first", "last", "middle"]))
-    index = {"first": 0, "last": len(fields), "middle": len(fields) // 2}[where]
-    fields.insert(index, type_field)
-    payload = b"{" + b",".join(key + b":" + value for key, value in fields) + b"}"
-    event_line = draw(st.sampled_from([b"", b"", b"event: " + kind.encode() + b"\n", b"event: message\n"]))
-    return event_line + b"data: " + payload
-
-
-@st.composite
-def stream(draw) -> bytes:
-    blocks = []
-    for number in range(draw(st.integers(1, 12))):
-        blocks.append(draw(st.one_of(
-            event_block(number), event_block(number), event_block(number),
-            st.sampled_from([b": keep-alive", b"data: [DONE]", b'data: {"error": {"message": "m"}}', b"data: nope",
-                             b"", b"retry: 5"]))))
-    if draw(st.booleans()):
-        blocks.append(b'data: {"type":"response.completed","sequence_number":99,"response":'
-                      + orjson.dumps({**RESPONSE, "status": "completed", "completed_at": 2}) + b"}")  # no clock in the bytes
-    raw = b"\n\n".join(blocks) + draw(st.sampled_from([b"\n\n", b"\n", b""]))
-    return raw.replace(b"\n", draw(st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"])))
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=stream(), cuts=st.lists(st.integers(0, 4000), max_size=8))
 def test_generated_streams_fast_equals_full_path(raw, cuts):
@@ -191,11 +156,6 @@ def test_the_object_form_of_conversation_keeps_the_fast_paths(name):
 
 
 def test_object_form_deltas_take_the_same_paths():
-    class ObjectForm(Counting):
-        def __init__(self) -> None:
-            super().__init__()
-            self.enricher = Enricher({"id": CONVERSATION}, None)
-
-    bulk = ObjectForm()
-    bulk.feed(CAPTURED["text-64-llama-stack.sse"])
+    rewriter, bulk = counting({"id": CONVERSATION})
+    rewriter.feed(CAPTURED["text-64-llama-stack.sse"])
     assert bulk.runs == [1, 64] and bulk.single == 0

@@ -1,5 +1,5 @@
-"""The WebSocket rewriter gives, as WebSocket text frames, exactly the events the SSE
-rewriter gives as SSE blocks (for every recorded stream and every way of cutting it
+"""The rewriter with the WebSocket framing gives, as WebSocket text frames, exactly the
+events it gives as SSE blocks with SSE's (for every recorded stream and every way of cutting it
 into reads), with a `stream_id` lane echoed first when there is one."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event, Framed
 from gateway.streaming.sse import frame
-from gateway.streaming.websocket import WebSocketRewriter, text_frame
+from gateway.streaming.rewriter import StreamRewriter
+from gateway.streaming.websocket import WebSocketFraming, text_frame
 from tests.streaming.streams import CONVERSATION, captures, chunks, per_event, rewrite_reads
 
 CAPTURED = captures()
@@ -41,7 +42,7 @@ def sse_events(data: bytes) -> list[dict]:
 
 
 def ws_reads(reads: list[bytes], stream_id: str | None = None) -> bytes:
-    return rewrite_reads(reads, rewriter=WebSocketRewriter(Enricher(CONVERSATION, None), stream_id))
+    return rewrite_reads(reads, rewriter=StreamRewriter(Enricher(CONVERSATION, None), WebSocketFraming(stream_id)))
 
 
 @pytest.mark.parametrize("split", sorted(SPLITS))
@@ -60,7 +61,7 @@ def test_a_lane_is_echoed_on_every_event():
 
 
 def test_engine_events_framed_whole_are_sliced_not_parsed():
-    rewriter = WebSocketRewriter(Enricher(CONVERSATION, None))
+    rewriter = StreamRewriter(Enricher(CONVERSATION, None), WebSocketFraming())
     delta = {"type": "response.output_text.delta", "sequence_number": 0, "item_id": "msg_1", "output_index": 0,
              "content_index": 0, "delta": "hi", "logprobs": []}
     framed = Framed("response.output_text.delta", frame("response.output_text.delta", orjson.dumps(delta)), 0)
