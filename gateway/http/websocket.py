@@ -288,9 +288,8 @@ class _Connection:
         try:
             caller = await self._authenticate()
             body, held = self._continuation.body(create)
-            turn = await self._turns.prepare(caller, body, self._headers)
-            if held is not None:
-                turn.previous_response_id = held   # echoed, as the client named it
+            # `held`: the id the client named, echoed in responses (the body chains another).
+            turn = await self._turns.prepare(caller, body, self._headers, shown_previous=held)
             await self._run(turn, create.stream_id)
         except asyncio.CancelledError:
             raise
@@ -307,7 +306,7 @@ class _Connection:
             log.exception("unhandled error in a WebSocket turn (request %s)", self._request["request_id"])
             await self._failed(previous, internal_error(), create.stream_id)
         else:
-            result = turn.result
+            result = turn.outcome.result
             if result is not None and result.get("status") == "failed":
                 self._continuation.evict(previous if isinstance(previous, str) else None)
             self._continuation.record(body, result)
