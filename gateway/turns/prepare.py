@@ -43,7 +43,7 @@ from gateway.turns.owned import OwnedTurns
 from gateway.turns.shields import Shields
 from gateway.turns.blocked import BLOCKED_PREFIX, BlockedBackend
 from gateway.turns.summary import TopicSummaries
-from gateway.turns.turn import Backend, PlanDraft, Turn, planned
+from gateway.turns.turn import Backend, Outcome, PlanDraft, Turn, frozen
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.catalog import ModelCatalog
 
@@ -238,23 +238,40 @@ class Preparer:
         headers = {} if request.solr is None else {"X-LlamaStack-Provider-Data": provider_data_header(raw["solr"])}
         sent = raw.get("conversation")   # the form the client named it in, else the operator's
         # The plan keeps what it needs from the request, not the validated model: it lives
-        # as long as the stream, and memory per open stream is a budget.
-        plan = planned(PlanDraft(
-            identity=identity, backend=backend if blocked is None else BlockedBackend(backend, blocked),
-            stream=request.stream, previous_response_id=request.previous_id if shown_previous is None else shown_previous,
-            generate_topic_summary=request.generate_topic_summary, headers=headers, model=model,
-            display_model=request.model or model.display_id, conversation_id=conversation_id,
-            upstream_conversation_id=upstream_id, existing=existing_kept, forked_from=forked_from, store=request.store,
-            background=bool(request.background), blocked=blocked, append_to_upstream=append_to_upstream,
-            appended_input=appended_input, reservation=reservation,
-            extend=None if reservation is None else partial(self._quota.extend, reservation),  # the engine's later rounds
-            server_prompt=server_prompt,
-            conversation_object=isinstance(sent, dict) if sent is not None else self._conversation_object,
-            added_items=added_items, question=question, requested_model=request.model, attachments=attachments))
+        # as long as the stream, and memory per open stream is a budget. Its fields in
+        # their order, positionally (a fenced speed trick: `turns/turn.py`, `PlanDraft`).
+        plan = frozen(PlanDraft(
+            identity,
+            backend if blocked is None else BlockedBackend(backend, blocked),   # backend
+            request.stream,
+            request.previous_id if shown_previous is None else shown_previous,   # previous_response_id
+            request.generate_topic_summary,
+            headers,
+            model,
+            request.model or model.display_id,   # display_model
+            conversation_id,
+            upstream_id,   # upstream_conversation_id
+            existing_kept,   # existing
+            forked_from,
+            request.store,
+            bool(request.background),
+            blocked,
+            append_to_upstream,
+            appended_input,
+            reservation,
+            None if reservation is None else partial(self._quota.extend, reservation),   # extend: the engine's rounds
+            server_prompt,
+            isinstance(sent, dict) if sent is not None else self._conversation_object,   # conversation_object
+            added_items,
+            question,
+            request.model,   # requested_model
+            attachments))
         # What the backend is sent: the request's own `previous_response_id`, not the shown one.
         body = backend.body(raw, request, plan, tools)
         # A topic summary beside the turn, once its conversation exists (none for a blocked one).
-        return Turn.start(plan, body, None if blocked is not None else self._summaries.start(plan, given.question))
+        summary = None if blocked is not None else self._summaries.start(plan, given.question)
+        # Its outcome starts as the plan says (positional: see `turns/turn.py`'s `plan()`).
+        return Turn(plan, Outcome(plan.store, plan.append_to_upstream, plan.appended_input), body, summary)
 
     async def _opened_added(self, conversation: ConversationRecord, added: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The added items with their `compaction` items opened for the conversation's

@@ -76,18 +76,21 @@ class Plan:
         return {"id": shown} if shown is not None and self.conversation_object else shown
 
 
-# Speed trick, fenced: a frozen dataclass's `__init__` sets each field through
-# `object.__setattr__`, ~2.5 µs for a plan's 29 fields (timeit, 4.2 against 1.6 µs); the
-# draft, a plain slots dataclass of the same fields, stores them directly and then
-# becomes a `Plan` (same slots, so the same layout): 1.8 µs. The plain version is
-# `Plan(...)`, which `planned(PlanDraft(...))` equals field for field.
-PlanDraft: type[Plan] = make_dataclass(   # typed as Plan: its calls are checked against Plan's fields
+# Speed trick, fenced: how a `Plan` is made on every turn. The plain version,
+# `Plan(identity=..., ...)`, costs ~20k instructions (callgrind): each keyword argument
+# costs ~500 (~14k for 25 of them, a function's as much as a class's), and a frozen
+# dataclass's `__init__` sets each field through `object.__setattr__`. `prepare()` calls
+# `PlanDraft` positionally instead (a plain slots dataclass of the same fields, typed as
+# `Plan`, so mypy checks each argument against its field) and `frozen()` makes the draft
+# the `Plan` it is (same slots, so the same layout): ~8k. `tests/turns/test_turn.py`
+# checks that the two make equal plans.
+PlanDraft: type[Plan] = make_dataclass(
     "PlanDraft", [(spec.name, spec.type, field(default=spec.default, default_factory=spec.default_factory))
                   for spec in fields(Plan)], slots=True)
 
 
-def planned(draft: Plan) -> Plan:
-    """A `PlanDraft(...)` as the frozen `Plan` it is meant to be."""
+def frozen(draft: Plan) -> Plan:
+    """A `PlanDraft(...)` as the frozen `Plan` it stands for."""
     draft.__class__ = Plan
     return draft
 
@@ -133,11 +136,6 @@ class Turn:
     observed: Any = None                 # what observers of its hooks keep about it (metrics)
     observed_at: float = 0.0             # and when they last saw it (its first event, its stream's end)
     events: int = 0                      # a stream's: the frames its sink was sent (set at its end)
-
-    @classmethod
-    def start(cls, plan: Plan, body: dict[str, Any], summary: "asyncio.Future[str] | None" = None) -> "Turn":
-        """The turn of a plan, its outcome as the plan says."""
-        return cls(plan, Outcome(plan.store, plan.append_to_upstream, plan.appended_input), body, summary)
 
     # What the engine calls as its rounds go (`engine/turn.py` EngineTurn): it knows
     # nothing of quotas, the turn does.
