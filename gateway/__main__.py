@@ -64,7 +64,7 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
                    # aiohttp's access log is replaced by the gateway's own line (service.access_log,
                    # gateway/observability/access_log.py), written by the middleware.
                    access_log=None,
-                   announce=logging.getLogger("gateway").info, shutdown_timeout=10)
+                   announce=logging.getLogger("gateway").info)
     except DatabaseUnavailable as exc:  # at start-up: the message names the key and the server
         if config.service.access_log_format == "json":   # a log line like every other
             logging.getLogger("gateway").critical("error: %s", exc)

@@ -31,6 +31,7 @@ from gateway.http import conversations as conversation_routes
 from gateway.http import openai_conversations
 from gateway.http import metrics as metrics_routes
 from gateway.http import websocket
+from gateway.http.drain import DRAIN, Drain
 from gateway.http.middleware import gateway_middleware
 from gateway.http.openapi import route_actions
 from gateway.http.responses_io import MAX_JSON_ITEMS
@@ -105,7 +106,7 @@ async def build_services(config: Configuration, metrics: Metrics | None = None,
     await engine.start()
     if metrics is not None:
         engine.hooks = EngineMetrics(metrics)
-        metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db))
+        metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db, upstream.breaker))
     if observers is not None:
         engine.hooks = observers.engine(engine.hooks)
     turns = _turns(config, conversations, writer, catalog, quota, tools,
@@ -160,6 +161,7 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
     selector = BackendSelector(forwarding, local, capabilities)
     preparer = Preparer(config, owned, writer, catalog, quota, tools, selector, items)
     runner = Runner(settler, tools.labels, tools.redactor)
+    runner.deadline = config.llama_stack.turn_deadline_seconds
     if metrics is not None:
         cluster = frozenset(limiter.name for limiter in (config.quota_handlers.limiters if config.quota_handlers else ())
                             if limiter.type == "cluster_limiter")
@@ -227,6 +229,7 @@ def create_app(config: Configuration) -> web.Application:
                                                          if config.authentication.skip_for_metrics else frozenset())
     if metrics is not None:
         app[metrics_routes.METRICS] = metrics
+    app[DRAIN] = Drain(config.service.shutdown_grace_seconds)   # SIGTERM's graceful drain (http/server.py)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         services = await build_services(config, metrics, observers)

@@ -13,3 +13,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 
 REQUEST: ContextVar[tuple[str, str]] = ContextVar("gateway_request", default=("", ""))
+# The running turn's deadline (the event loop's clock; 0.0: none), set by the runner only
+# when `llama_stack.turn_deadline_seconds` is on; the upstream client ends any call of the
+# turn still going then (gateway/upstream/client.py).
+TURN_DEADLINE: ContextVar[float] = ContextVar("gateway_turn_deadline", default=0.0)

@@ -40,3 +40,12 @@ def test_a_cause_names_its_user_one_way_in_the_body_another_in_the_log(error, bo
     assert error.user_id == "alice"
     assert error.logged_cause("5c06") == body_cause.replace("alice", "5c06")
     assert error.logged_cause(None) == body_cause
+
+
+def test_user_ids_are_a_keyed_hmac_sha256():
+    hasher = UserHasher({"OTEL_ANONYMIZATION_SECRET": "k"})
+    assert hasher.keyed and hasher("alice") == hmac.new(b"k", b"alice", hashlib.sha256).hexdigest()
+    assert hasher("alice") == hasher("alice") != hasher("bob")
+    unkeyed = UserHasher({})
+    assert not unkeyed.keyed and unkeyed("alice") != UserHasher({})("alice")   # a random key per process
+    assert "alice" not in unkeyed("alice")

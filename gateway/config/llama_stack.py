@@ -16,8 +16,17 @@ class LlamaStackConfig(Strict):
     timeout: float = Field(180, gt=0)
     use_as_library_client: bool | None = None
     library_client_config_path: str | None = not_built()
+    # Retries of a request that got no connection, a 429 or 503 (any method), or a 502
+    # or 504 (idempotent methods only): upstream/retry.py. `retry_delay` is the first
+    # backoff, doubling, half of it jittered.
     max_retries: int = Field(2, ge=0)
     retry_delay: float = Field(0.5, ge=0)
+    # Ours (issue 42): the seconds from a request's first attempt within which a retry
+    # may still start (a `Retry-After` beyond it is not waited for).
+    retry_budget_seconds: float = Field(10, ge=0)
+    # Ours (issue 42): the longest a turn may run, from its start to its end (every round
+    # and stream of it); past it the turn ends failed, charged what it used. 0: none.
+    turn_deadline_seconds: float = Field(0, ge=0)
     allow_degraded_mode: bool = False
     config: dict[str, Any] | None = not_built()
     # Ours. Which upstream API serves turns; `auto` probes the upstream on first use.
@@ -34,6 +43,12 @@ class LlamaStackConfig(Strict):
     # Ours. How errors name the upstream: `Unable to connect to <display_name>` (LCORE
     # 0.6 says `Llama Stack`, LCORE 0.7 `OGX`).
     display_name: str = Field("Llama Stack", min_length=1)
+    # Ours (issue 42): the upstream's circuit breaker (docs/resilience.md). After this
+    # many requests in a row got no connection, no answer in time or a 502/503/504,
+    # turns are refused at once (LCORE's 503) for `circuit_breaker_cooldown_seconds`,
+    # then one request probes the upstream. 0: off.
+    circuit_breaker_failures: int = Field(5, ge=0)
+    circuit_breaker_cooldown_seconds: float = Field(10, gt=0)
 
     _url_shape = field_validator("url")(lambda cls, value: http_url(value))
 

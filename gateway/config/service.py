@@ -65,7 +65,9 @@ class ServiceConfig(Strict):
     # Ours (issue 23): how a response shows its `conversation` when the client named
     # none (a conversation the gateway created, or continued by `previous_response_id`):
     # the id as a string (spec 001) or OpenAI's object `{"id": ...}` (what the `openai`
-    # package types it as). A client that sends `conversation` gets the form it sent.
+    # package types it as). A client that sends `conversation` gets the form it sent
+    # (`conv_…`, LCORE's bare id or the object), and so do the turns that continue or
+    # fork from its turns by `previous_response_id`.
     conversation_form: Literal["string", "object"] = "string"
     # Ours (issue 23): the items one conversation the gateway keeps may hold, added
     # through OpenAI's Conversations API (each is sent as input on the next turn); more
@@ -78,6 +80,10 @@ class ServiceConfig(Strict):
     max_responses_in_progress_per_user: int = Field(64, ge=1)
     # Ours (issue 26): the WebSocket transport of /v1/responses (docs/websocket.md).
     websocket: WebSocketConfig = WebSocketConfig()
+    # Ours (issue 42): on SIGTERM, how long running requests (streams, WebSocket turns,
+    # background runs) may go on after readiness turned 503 and the listener closed;
+    # what still runs then ends as failed (docs/resilience.md).
+    shutdown_grace_seconds: float = Field(20, ge=0, le=3600)
 
     @field_validator("root_path")
     @classmethod

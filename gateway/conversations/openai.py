@@ -1,6 +1,8 @@
 """OpenAI's Conversations API bodies (sans-I/O, issue 23): the `Conversation` object,
 its deletion, conversation items as the gateway keeps them, and the items' cursor page.
-The `openai` package's `types/conversations` are the contract.
+The `openai` package's `types/conversations` are the contract: every item the API
+answers, kept by the gateway or relayed from the upstream, is `shaped` into its
+`ConversationItem` (issue 41), as `streaming/repair.py` repairs Llama Stack's streams.
 
 On the paths LCORE also serves (`GET` and `DELETE /v1/conversations/{id}`) one body
 serves both audiences: OpenAI's keys beside LCORE's (`union`), unless the operator
@@ -14,12 +16,17 @@ from typing import Any, Mapping
 from gateway.legacy.conversations import epoch
 from gateway.schema.ids import new_item_id, openai_conversation_id
 from gateway.schema.validation import request_validation_error
+from gateway.streaming.repair import repair_item
 
 MAX_PAGE = 100
 DEFAULT_PAGE = 20
 # What a message's text parts are called, by role (OpenAI's `Message` content).
 _TEXT_PART = {"assistant": "output_text"}
 _PREFIX = {"compaction": "cmp"}   # OpenAI's (and `/v1/responses/compact`'s) ids
+# Items whose `ConversationItem` class requires a `status`, which Llama Stack 0.7.3 leaves
+# null on the input items it keeps (a turn's, and those added through the API).
+_STATUS_REQUIRED = frozenset({"message", "function_call", "function_call_output", "file_search_call",
+                              "web_search_call"})
 
 
 def conversation(conversation_id: str, created_at: str, metadata: Mapping[str, str] | None) -> dict[str, Any]:
@@ -38,23 +45,69 @@ def union(openai: dict[str, Any], lcore: dict[str, Any]) -> dict[str, Any]:
     return {**openai, **lcore}
 
 
+def _text_part(role: Any, text: Any) -> dict[str, Any]:
+    """A message's text as OpenAI's part for its role; `output_text` with its (required)
+    `annotations`."""
+    kind = _TEXT_PART.get(str(role), "input_text")
+    return {"type": kind, "text": text, "annotations": []} if kind == "output_text" else {"type": kind, "text": text}
+
+
+def _shaped_content(item: dict[str, Any]) -> None:
+    content = item.get("content")
+    if isinstance(content, str):
+        item["content"] = [_text_part(item.get("role"), content)]
+    elif isinstance(content, list):
+        for part in content:
+            # Without `annotations` the SDK's content union reads an `output_text` part as
+            # another class (the text is lost to a typed client).
+            if isinstance(part, dict) and part.get("type") == "output_text" \
+                    and not isinstance(part.get("annotations"), list):
+                part["annotations"] = []
+
+
+def shaped(item: Any) -> Any:
+    """An item as the `openai` package's `ConversationItem` has it, repaired in place:
+    a message's string content as its role's parts, `output_text` parts with their
+    `annotations`, a null or missing `status` where one is required as `completed`
+    (Llama Stack 0.7.3 keeps input items with `status: null`; an item is listed once
+    it is done), an `mcp_call`'s error as its object (`streaming/repair.py`)."""
+    if not isinstance(item, dict):
+        return item
+    kind = item.get("type")
+    if kind == "message":
+        _shaped_content(item)
+    if kind in _STATUS_REQUIRED and item.get("status") is None:
+        item["status"] = "completed"
+    return repair_item(item)
+
+
+def shaped_list(listing: Any) -> Any:
+    """A page of items from the upstream, its items `shaped`."""
+    if isinstance(listing, dict) and isinstance(listing.get("data"), list):
+        for item in listing["data"]:
+            shaped(item)
+    return listing
+
+
 def normalized(raw: dict[str, Any]) -> dict[str, Any]:
     """An item a client added, in OpenAI's shape: `type` `message` when none is given,
     a message's text content as OpenAI's parts (what the SDK's models read back). What
     else it holds is the turn's input as sent (its backend judges it then)."""
     item = dict(raw)
     item.setdefault("type", "message")
-    if item["type"] == "message" and isinstance(item.get("content"), str):
-        item["content"] = [{"type": _TEXT_PART.get(str(item.get("role")), "input_text"), "text": item["content"]}]
+    if item["type"] == "message":
+        if isinstance(item.get("content"), list):
+            item["content"] = [dict(part) if isinstance(part, dict) else part for part in item["content"]]
+        _shaped_content(item)
     return item
 
 
 def new_item(raw: dict[str, Any]) -> dict[str, Any]:
-    """An item as the gateway keeps and lists it: normalized, with a new id (and a
-    message's `status`)."""
+    """An item as the gateway keeps and lists it: normalized, with a new id (and the
+    `status` its class requires)."""
     item = normalized(raw)
+    shaped(item)
     if item["type"] == "message":
-        item.setdefault("status", "completed")
         prefix = "msg"
     else:
         prefix = _PREFIX.get(item["type"]) or str(item["type"]).split("_", 1)[0][:8] or "item"

@@ -11,7 +11,9 @@ It plays two roles at once:
    GET/DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items,
    POST /v1/responses/{id}/cancel, the Conversations API, GET /v1/version,
    GET /v1/inspect/routes. Models: `scripted/scripted-chat` and `scripted-chat` (and a second
-   LLM, `scripted-mini`, listed after the embedding model);
+   LLM, `scripted-mini`, listed after the embedding model; `--provider-ids` lists them as
+   Llama Stack names them, `scripted/scripted-chat` with `provider_id: scripted` and
+   `provider_resource_id: scripted-chat` in `custom_metadata`);
    `scripted/ghost-model` behaves like a model the backend does not know (500, or
    `response.failed` in a stream); anything else is Llama Stack's "Model not found" (404,
    or the untyped `{"error": ...}` event in a stream).
@@ -76,6 +78,12 @@ Knobs (string values in the request's ``metadata``; chat completions read them t
 * ``scripted_echo_tools``: ``verbatim`` repeats the request's tools in the response
   objects exactly as they came (URLs, headers and credentials included), as an upstream
   that echoes everything would; Llama Stack repeats only type, label and allowed tools.
+
+``--llama-stack-items`` (``create_app(llama_stack_items=True)``) keeps conversation items
+as Llama Stack 0.7.3 does: timed in whole seconds (a created conversation's items all
+now, each add-items call's now + index) and listed, and read by a conversation's first
+turn, sorted by that time; a turn's input messages keep their string content; a later
+turn reads the last turn's messages, not the items added since (conversations.py).
 
 Test endpoints: GET /_scripted/requests (what was received, newest last), DELETE
 /_scripted/requests (clear), GET /_scripted/mcp (MCP tool definitions received, with

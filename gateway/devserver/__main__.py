@@ -32,6 +32,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chat-deltas", type=int, default=None, metavar="N",
                         help="every chat completion stream's text in N pieces (the scripted_deltas knob "
                              "for callers that do not forward metadata, like Llama Stack)")
+    parser.add_argument("--provider-ids", action="store_true",
+                        help="list the models as Llama Stack names them: scripted/scripted-chat, "
+                             "the provider in custom_metadata")
+    parser.add_argument("--llama-stack-items", action="store_true",
+                        help="conversation items as Llama Stack 0.7.3 keeps them: timed in whole seconds "
+                             "(add-items: now + index) and read back in that order, a turn's input "
+                             "messages with their string content, a later turn reading the last turn's "
+                             "messages and not the items added since")
     parser.add_argument("--log", default=os.environ.get("SCRIPTED_LOG") or None,
                         metavar="FILE", help="append every request as a JSON line "
                                              "(default: $SCRIPTED_LOG)")
@@ -43,7 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def serve(args: argparse.Namespace) -> None:
     app = create_app(responses=not args.no_responses, conversations=not args.no_conversations,
                      delay_ms=args.delay_ms, record=not args.no_record, log_path=args.log,
-                     dialect=args.dialect, chat_deltas=args.chat_deltas)
+                     dialect=args.dialect, chat_deltas=args.chat_deltas,
+                     llama_stack_items=args.llama_stack_items, provider_ids=args.provider_ids)
     # No access log: the benchmark sends thousands of requests per second.
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()

@@ -125,7 +125,8 @@ def _middleware(state: ServerState) -> Callable[..., Awaitable[web.StreamRespons
 
 def create_app(*, responses: bool = True, conversations: bool = True, delay_ms: float = 0,
                record: bool = True, log_path: str | None = None, dialect: str = "llama-stack",
-               chat_deltas: int | None = None) -> web.Application:
+               chat_deltas: int | None = None, llama_stack_items: bool = False,
+               provider_ids: bool = False) -> web.Application:
     """The scripted upstream as an aiohttp application.
 
     responses=False emulates a Chat-Completions-only server (no /v1/responses*,
@@ -134,12 +135,16 @@ def create_app(*, responses: bool = True, conversations: bool = True, delay_ms: 
     every JSON answer). dialect frames /v1/responses streams as Llama Stack does
     ("llama-stack") or as OpenAI does ("openai"). chat_deltas: the number of text pieces of
     every chat completion stream, for callers that cannot send the scripted_deltas knob
-    (Llama Stack does not forward `metadata`). record keeps the last requests for GET /_scripted/requests;
+    (Llama Stack does not forward `metadata`). llama_stack_items: conversation items as
+    Llama Stack 0.7.3 times, orders and reads them (`conversations.py`). provider_ids lists
+    the models as Llama Stack names them (`scripted/scripted-chat`, the provider in
+    `custom_metadata`). record keeps the last requests for GET /_scripted/requests;
     log_path appends each request to that file as a JSON line.
     """
     recorder = Recorder(enabled=record, log_path=log_path)
     state = ServerState(responses_enabled=responses, conversations_enabled=conversations,
-                        delay_ms=float(delay_ms), recorder=recorder, dialect=dialect, chat_deltas=chat_deltas)
+                        delay_ms=float(delay_ms), recorder=recorder, dialect=dialect, chat_deltas=chat_deltas,
+                        llama_stack_items=llama_stack_items, provider_ids=provider_ids)
     # Large request bodies (long histories) are normal for a model server.
     app = web.Application(middlewares=[_middleware(state)], client_max_size=64 * 2**20)
     app[STATE] = state

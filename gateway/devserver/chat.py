@@ -27,7 +27,7 @@ from .embeddings import DEFAULT_DIM, embed, encode_base64, input_texts
 from .model import (ToolSpec, chunk16, content_text, count_words, decide, make_arguments, new_call_id,
                     split_words)
 from .shapes import json_response
-from .state import STATE
+from .state import STATE, ServerState
 
 # scripted-mini is a second LLM (same scripted replies) so model selection can be observed.
 CHAT_MODELS = frozenset({"scripted-chat", "scripted/scripted-chat", "scripted-mini", "scripted/scripted-mini"})
@@ -81,14 +81,28 @@ PLAIN_MODELS_BODY = orjson.dumps({"object": "list", "data": [
     for model in orjson.loads(MODELS_BODY)["data"] if model["custom_metadata"]["model_type"] == "llm"]})
 
 
+# Llama Stack 0.7.3's names (the --provider-ids mode): `<provider>/<model>` ids, the
+# provider and the provider's own id in `custom_metadata`.
+PROVIDER = "scripted"
+PROVIDER_MODELS_BODY = orjson.dumps({"object": "list", "data": [
+    {**model, "id": f"{PROVIDER}/{model['id']}",
+     "custom_metadata": {**model["custom_metadata"], "provider_id": PROVIDER, "provider_resource_id": model["id"]}}
+    for model in orjson.loads(MODELS_BODY)["data"]]})
+
+
+def _models_body(state: ServerState) -> bytes:
+    if not state.responses_enabled:
+        return PLAIN_MODELS_BODY
+    return PROVIDER_MODELS_BODY if state.provider_ids else MODELS_BODY
+
+
 async def list_models(request: web.Request) -> web.Response:
-    body = MODELS_BODY if request.app[STATE].responses_enabled else PLAIN_MODELS_BODY
-    return web.Response(body=body, content_type="application/json")
+    return web.Response(body=_models_body(request.app[STATE]), content_type="application/json")
 
 
 async def get_model(request: web.Request) -> web.Response:
     model_id = request.match_info["model_id"]
-    for model in orjson.loads(MODELS_BODY)["data"]:
+    for model in orjson.loads(_models_body(request.app[STATE]))["data"]:
         if model["id"] == model_id:
             return json_response(model)
     return _model_missing(model_id)

@@ -1,9 +1,12 @@
 """Conversations API of the Llama Stack stand-in (/v1/conversations...).
 
 Ids are `conv_` + 48 lowercase hex; a malformed id is a 400, an unknown one a 404.
-Items are kept in insertion order (Llama Stack itself mis-orders items created in the
-same second; that quirk is not reproduced). Listing defaults to newest first; without
-`limit` every item is returned.
+Items are kept in insertion order. Llama Stack 0.7.3 times each item in whole seconds
+(the items a conversation is created with: now; each add-items call's: now + index) and
+lists them sorted by that time, so an add within a few seconds of an earlier add of
+several items lands among them: with `--llama-stack-items` (`ServerState.llama_stack_items`)
+that is reproduced (`Conversation.append`, `Conversation.ordered`). Listing defaults to
+newest first; without `limit` every item is returned.
 """
 
 from __future__ import annotations
@@ -71,8 +74,9 @@ async def create(request: web.Request) -> web.Response:
     bad = _check_items(items)
     if bad is not None:
         return bad
-    conv = request.app[STATE].conversations.create(body.get("metadata"))
-    conv.items.extend(conversation_item(item) for item in items)
+    state = request.app[STATE]
+    conv = state.conversations.create(body.get("metadata"))
+    conv.append([conversation_item(item) for item in items], state.llama_stack_items, step=0)
     return json_response(conv.as_json())
 
 
@@ -119,7 +123,7 @@ async def add_items(request: web.Request) -> web.Response:
     if bad is not None:
         return bad
     added = [conversation_item(item) for item in body["items"]]
-    conv.items.extend(added)
+    conv.append(added, request.app[STATE].llama_stack_items)
     return _item_list(added)
 
 
@@ -127,7 +131,7 @@ async def list_items(request: web.Request) -> web.Response:
     conv = _lookup(request)
     if isinstance(conv, web.Response):
         return conv
-    items = list(conv.items)
+    items = conv.ordered()
     if request.query.get("order", "desc") != "asc":
         items.reverse()
     after = request.query.get("after")

@@ -59,13 +59,15 @@ def turn_input_items(raw_input: str | list[Any], mode: str) -> list[dict[str, An
     return [normalize_item(item) for item in raw_input]
 
 
-def conversation_copies(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Input items as appended to a conversation: every message gets a msg_<48 hex> id."""
+def conversation_copies(items: list[dict[str, Any]], keep_strings: bool = False) -> list[dict[str, Any]]:
+    """Input items as appended to a conversation: every message gets a msg_<48 hex> id.
+    `keep_strings`: a message's string content stays a string, as Llama Stack 0.7.3
+    keeps an input item's (only a string `input` becomes `input_text` parts there)."""
     out = []
     for item in items:
         item = dict(item)
         if item.get("type") == "message":
-            if isinstance(item.get("content"), str):
+            if isinstance(item.get("content"), str) and not keep_strings:
                 item["content"] = _parts(item["content"])
             if not item.get("id"):
                 item["id"] = new_item_id()

@@ -104,8 +104,11 @@ class CreateRequest:
         if self.store:
             state.responses.put(StoredResponse(response, self.history + self.turn_input))
         if turn is not None and self.conversation is not None:
-            self.conversation.items.extend(conversation_copies(self.turn_input))
-            self.conversation.items.extend(turn.output)
+            # One add-items call of the input and the output (its timing: `Conversation.append`).
+            timed = state.llama_stack_items
+            self.conversation.append(conversation_copies(self.turn_input, keep_strings=timed) + turn.output, timed)
+            if timed:
+                self.conversation.last_turn = self.history + self.turn_input + turn.output
 
 
 def _unreachable_mcp(req: CreateRequest) -> str | None:
@@ -162,7 +165,9 @@ def _resolve(state: ServerState, req: CreateRequest) -> tuple[str, int] | None:
         if conv is None:
             return f"Conversation '{conv_id}' not found.", 404
         req.conversation = conv
-        req.history = list(conv.items)
+        # Llama Stack 0.7.3 reads the items (oldest first) on a conversation's first turn
+        # only; later turns read the last turn's messages, not the items added since.
+        req.history = conv.last_turn if state.llama_stack_items and conv.last_turn is not None else conv.ordered()
         mode = CONVERSATION
     elif prev_id:
         prev = state.responses.get(prev_id)

@@ -21,6 +21,9 @@ class ServerState:
     delay_ms: float = 0.0
     dialect: str = "llama-stack"   # how /v1/responses streams are framed (stream.py)
     chat_deltas: int | None = None  # text pieces of every chat completion (None: a word each)
+    provider_ids: bool = False   # /v1/models as Llama Stack names them: `scripted/<model>`
+    # Llama Stack 0.7.3's conversation items (`--llama-stack-items`, conversations.py).
+    llama_stack_items: bool = False
     recorder: Recorder = field(default_factory=Recorder)
     responses: ResponseStore = field(default_factory=ResponseStore)
     conversations: ConversationStore = field(default_factory=ConversationStore)

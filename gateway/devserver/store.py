@@ -77,6 +77,28 @@ class Conversation:
     created_at: int
     metadata: dict[str, Any] | None
     items: list[dict[str, Any]] = field(default_factory=list)
+    # With Llama Stack's timing (`ServerState.llama_stack_items`): each item's
+    # `created_at` (whole seconds) by id, and what the last turn's model read and wrote.
+    created: dict[str, int] = field(default_factory=dict)
+    last_turn: list[dict[str, Any]] | None = None
+
+    def append(self, items: list[dict[str, Any]], timed: bool, step: int = 1) -> None:
+        """Append items; `timed`: as Llama Stack 0.7.3 times them, in whole seconds from
+        now, plus the index where `step` is 1 (its add-items), all alike where it is 0
+        (the items a conversation is created with)."""
+        now = int(time.time())
+        for index, item in enumerate(items):
+            self.items.append(item)
+            if timed:
+                self.created[item["id"]] = now + index * step
+
+    def ordered(self) -> list[dict[str, Any]]:
+        """The items as Llama Stack lists them oldest first: a stable sort by their whole
+        second, so an add within a second of an earlier add of several items lands among
+        them (or insertion order, untimed)."""
+        if not self.created:
+            return list(self.items)
+        return sorted(self.items, key=lambda item: self.created.get(item["id"], 0))
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "object": "conversation", "created_at": self.created_at,

@@ -59,6 +59,14 @@ def path_conversation_id(request: web.Request) -> str:
     return bare
 
 
+def shown_id(request: web.Request, bare: str) -> str:
+    """The id as the body names it: in the form the path named it in. LCORE's clients
+    name the bare ids LCORE gives them and get them back; a client naming the `conv_…`
+    form `/v1/responses` gave it (a conversation it named none for) gets that back, so
+    the id it compares is byte for byte the one it has (LCORE answers bare for both)."""
+    return f"conv_{bare}" if request.match_info["conversation_id"].startswith("conv_") else bare
+
+
 async def owned(services: Services, caller: Identity, conversation_id: str, audience: LcoreV1,
                  others: Action, verb: str) -> ConversationRecord:
     """The conversation, if the caller may act on it: 404 when there is none; another
@@ -135,7 +143,7 @@ async def get_conversation(request: web.Request, audience: LcoreV1) -> web.Respo
         # A conversation whose only turn failed: LCORE finds no items either. One created
         # empty through OpenAI's API is 200 with an empty `chat_history`.
         raise not_found("Conversation", conversation_id, code="conversation_not_found", param="conversation_id")
-    body = audience.conversation(conversation_id, [_view(turn) for turn in turns])
+    body = audience.conversation(shown_id(request, conversation_id), [_view(turn) for turn in turns])
     if _both(services, audience):
         body = openai.union(openai.conversation(conversation_id, record.created_at, metadata), body)
     return json_response(body)
@@ -151,11 +159,14 @@ async def update_conversation(request: web.Request, audience: LcoreV1) -> web.Re
         await (await services.turns.backend()).rename_conversation(record.upstream_id, update.topic_summary)
     if not await services.history.rename(conversation_id, update.topic_summary):
         raise not_found("Conversation", conversation_id, code="conversation_not_found", param="conversation_id")
-    return json_response(audience.updated(conversation_id))
+    return json_response(audience.updated(shown_id(request, conversation_id)))
 
 
 async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Response:
-    """Always 200 (LCORE): `deleted` says whether there was one of the caller's to delete."""
+    """200 (LCORE): `deleted` says whether there was one of the caller's to delete. On v1,
+    LCORE's 503 when the upstream's part could not reach the upstream: the gateway's row
+    is deleted all the same and the upstream's deletion retried (`conversations/forget.py`),
+    at once when the client deletes it again."""
     conversation_id = path_conversation_id(request)
     services = _services(request, audience)
     caller = identity(request)
@@ -166,10 +177,16 @@ async def delete_conversation(request: web.Request, audience: LcoreV1) -> web.Re
             record = None   # v2 knows only the caller's conversations
         elif not may_use_conversation(caller, record.user_id, Action.DELETE_OTHERS_CONVERSATIONS):
             raise conversation_forbidden(caller.user_id, conversation_id, "delete")
-    deleted = record is not None and await services.forgetting.delete(conversation_id) is not None
+    forgotten = await services.forgetting.delete(conversation_id) if record is not None else None
+    deleted = forgotten is not None
     if deleted:
         services.items.forget(conversation_id)
-    body = audience.deleted(conversation_id, deleted)
+    if audience.version == "v1":   # v2 is the gateway's store alone, as LCORE's cache is
+        unreachable = forgotten.unreachable if forgotten is not None else await services.forgetting.finish(
+            conversation_id)
+        if unreachable is not None:
+            raise unreachable
+    body = audience.deleted(shown_id(request, conversation_id), deleted)
     if _both(services, audience):
         body = openai.union(openai.deleted(conversation_id, deleted), body)
     return json_response(body)

@@ -6,9 +6,11 @@ import logging
 
 from aiohttp import web
 
+from gateway.http.drain import DRAIN
 from gateway.http.responses_io import json_response
 from gateway.http.services import SERVICES
 from gateway.schema.errors import ApiError
+from gateway.upstream.breaker import CLOSED, OPEN, CircuitBreaker
 
 log = logging.getLogger("gateway.http")
 PROBE_TIMEOUT = 5.0
@@ -19,6 +21,10 @@ async def liveness(request: web.Request) -> web.Response:
 
 
 async def readiness(request: web.Request) -> web.Response:
+    drain = request.app.get(DRAIN)
+    if drain is not None and drain.active:   # SIGTERM: a load balancer stops sending here
+        return json_response({"ready": False, "reason": "Service is shutting down", "overall_status": "unhealthy",
+                              "impacts": ["New requests are not accepted"], "providers": []}, status=503)
     services = request.app[SERVICES]
     problems: list[tuple[str, list[str]]] = []
     try:
@@ -37,7 +43,7 @@ async def readiness(request: web.Request) -> web.Response:
                                   "backend service", "overall_status": "degraded",
                                   "impacts": ["LLM inference unavailable", "Provider health checks unavailable"],
                                   "providers": []})
-        problems.append(("Cannot connect to backend service",
+        problems.append((_unreachable(services.upstream.breaker),
                          ["LLM inference unavailable", "Provider health checks unavailable"]))
     if problems:
         return json_response({"ready": False, "reason": "; ".join(reason for reason, _ in problems),
@@ -46,6 +52,16 @@ async def readiness(request: web.Request) -> web.Response:
                               "providers": []}, status=503)
     return json_response({"ready": True, "reason": "All providers are healthy", "overall_status": "healthy",
                           "impacts": None, "providers": []})
+
+
+def _unreachable(breaker: CircuitBreaker | None) -> str:
+    """The reason an unreachable upstream gives, with its circuit's state when it is not closed."""
+    if breaker is None or breaker.state == CLOSED:
+        return "Cannot connect to backend service"
+    if breaker.state == OPEN:
+        return (f"Cannot connect to backend service (circuit breaker open after {breaker.failures} failures; "
+                f"next probe in {breaker.retry_in():.0f} s)")
+    return "Cannot connect to backend service (circuit breaker half-open: probing)"
 
 
 def add_routes(app: web.Application, prefix: str) -> None:

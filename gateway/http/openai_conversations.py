@@ -3,20 +3,25 @@ change the metadata, and a conversation's items (list, add, get one, delete one)
 and `DELETE /v1/conversations/{id}` are LCORE's handlers, whose body carries both
 audiences' keys (`gateway/http/conversations.py`).
 
-Where the items live follows the conversation: one the upstream keeps (Llama Stack's
-conversations API, `llama_stack.conversations: upstream`) has its items there, turns'
-included, and these requests are relayed to it; one the gateway keeps (turns chained by
-`previous_response_id`: `conversations: gateway`, and the local engine) has the items
-clients added in the gateway's database, sent as input on its next turn
-(`turns/prepare.py`). Ownership is LCORE's `/v1`: another user's conversation is a 403
-unless the caller's roles grant the `*_other_conversations` action the LCORE route
-would need; an unknown one a 404.
+Items clients add are held in the gateway's database, whatever the conversation, and
+sent as input, in the order they were added, on its next turn (`turns/prepare.py`).
+One the gateway keeps (turns chained by `previous_response_id`: `conversations:
+gateway`, and the local engine) keeps them there after that. One the upstream keeps
+(Llama Stack's conversations API, `llama_stack.conversations: upstream`) has its turns'
+items there, and the turn that sends the held items leaves them there too (issue 41:
+Llama Stack 0.7.3 orders items by whole seconds, so items added to it directly within a
+few seconds of each other reach the model out of order, and a conversation's later
+turns read the last turn's messages, not items added since); its listing is the
+upstream's, then the items still held, and reading or deleting one looks among the held
+items first. Every item answered is `openai.shaped` into the SDK's `ConversationItem`.
+Ownership is LCORE's `/v1`: another user's conversation is a 403 unless the caller's
+roles grant the `*_other_conversations` action the LCORE route would need; an unknown
+one a 404.
 
 A `compaction` item (issue 27) is opened for the conversation's owner before anything
 is added (a 422 for one that cannot be: `compaction/items.py`). The gateway keeps it
-sealed, and opens it again when the next turn takes it; an upstream's conversation gets
-its summary as a user message instead (the upstream never reads the gateway's items),
-as a turn of that conversation sending the item as input would leave it there.
+sealed, and opens it again when the next turn takes it (an upstream's conversation then
+keeps its summary as a user message, as a turn sending the item as input leaves it).
 
 Where the operator disabled request system prompts
 (`customization.disable_query_system_prompt`), a `system` or `developer` message is
@@ -85,7 +90,8 @@ async def create_conversation(request: web.Request) -> web.Response:
     if create.items:
         _within_limit(services, 0, len(create.items))   # before anything is created
         _no_system_messages(services, create.items)
-    opened = _opened(request, caller.user_id, create.items) if create.items else None
+    if create.items:
+        _check_opens(request, caller.user_id, create.items)
     upstream_id = await (await services.turns.backend()).create_conversation()
     conversation_id = normalize_conversation_id(upstream_id) if upstream_id else new_conversation_id()
     assert conversation_id is not None, "the upstream's conversation ids are conv_<48 hex> or UUIDs"
@@ -95,7 +101,7 @@ async def create_conversation(request: web.Request) -> web.Response:
     metadata = dict(create.metadata or {})
     await services.items.set_metadata(conversation_id, metadata)
     if create.items:
-        await _add(services, record, create.items, opened)
+        await _add(services, record, create.items)
     return json_response(openai.conversation(conversation_id, now, metadata))
 
 
@@ -106,23 +112,17 @@ def _no_system_messages(services: Services, items: list[dict[str, Any]]) -> None
         refuse_system_messages(items, "items")
 
 
-def _opened(request: web.Request, owner: str, raw: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """The items with their compaction items opened for the conversation's owner (422
-    for one that cannot be), or None when they hold none."""
-    return open_all(request.app[SEAL], owner, raw, "items") if has_compaction(raw) else None
+def _check_opens(request: web.Request, owner: str, raw: list[dict[str, Any]]) -> None:
+    """Their compaction items open for the conversation's owner (else a 422)."""
+    if has_compaction(raw):
+        open_all(request.app[SEAL], owner, raw, "items")
 
 
-async def _add(services: Services, record: ConversationRecord, raw: list[dict[str, Any]],
-               opened: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """`opened`: `raw` with its compaction items opened (`_opened`), None without any.
-    What is kept or relayed is redacted (the redaction shields, `turns/shields.py`)."""
-    if record.upstream_id is not None:
-        sent = services.turns.redacted(raw if opened is None else opened)   # the summary, never the item
-        relayed = await _relay(services, "POST", _item_path(record.upstream_id),
-                               json={"items": [openai.normalized(item) for item in sent]})
-        added: list[dict[str, Any]] = relayed["data"]
-        return added
-    _within_limit(services, await services.items.count(record.id), len(raw))
+async def _add(services: Services, record: ConversationRecord, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Held for the next turn (pending), redacted (the redaction shields, `turns/shields.py`);
+    a compaction item sealed as it came."""
+    held = await services.items.count(record.id, pending_only=record.upstream_id is not None)
+    _within_limit(services, held, len(raw))
     items = [openai.new_item(item) for item in services.turns.redacted(raw)]
     await services.items.add(record.id, items, pending=True)
     return items
@@ -153,11 +153,44 @@ async def list_items(request: web.Request) -> web.Response:
     record = await owned(services, identity(request), conversation_id, LCORE_V1,
                           Action.READ_OTHERS_CONVERSATIONS, "read")
     if record.upstream_id is not None:
-        # Only the listing's own parameters go upstream, validated (`include[]` as given).
-        params = MultiDict([("limit", str(limit)), ("order", order), *([("after", after)] if after else []),
-                            *(("include[]", value) for value in request.query.getall("include[]", []))])
-        return json_response(await _relay(services, "GET", _item_path(record.upstream_id), params=params))
-    return json_response(openai.page(await services.items.all(conversation_id), after, limit, order))
+        return json_response(await _upstream_page(request, services, record, after, limit, order))
+    kept = [openai.shaped(item) for item in await services.items.all(conversation_id)]   # older rows too
+    return json_response(openai.page(kept, after, limit, order))
+
+
+async def _upstream_page(request: web.Request, services: Services, record: ConversationRecord, after: str | None,
+                         limit: int, order: str) -> dict[str, Any]:
+    """A page of an upstream's conversation: its items, then those the gateway still holds
+    for the next turn (newest first: the other way round). The upstream is asked only for
+    what the page needs from it."""
+    assert record.upstream_id is not None
+    held = [openai.shaped(item) for item in await services.items.all(record.id, pending_only=True)]
+    held_ids = {item["id"] for item in held}
+    if order == "desc" and (after is None or after in held_ids):
+        page = openai.page(held, after, limit, "desc")
+        if page["has_more"]:
+            return page
+        taken: list[dict[str, Any]] = page["data"]
+        relayed = await _relayed_page(request, services, record.upstream_id, None, max(limit - len(taken), 1), order)
+        more = relayed["data"][:limit - len(taken)]
+        return openai.item_list(taken + more, has_more=bool(relayed.get("has_more")) or len(more) < len(relayed["data"]))
+    if order == "asc" and after is not None and after in held_ids:
+        return openai.page(held, after, limit, "asc")
+    relayed = await _relayed_page(request, services, record.upstream_id, after, limit, order)
+    data: list[dict[str, Any]] = relayed["data"]
+    if order == "desc" or relayed.get("has_more") or len(data) >= limit:
+        return openai.item_list(data, has_more=bool(relayed.get("has_more")) or (order == "asc" and bool(held)))
+    return openai.item_list(data + held[:limit - len(data)], has_more=len(held) > limit - len(data))
+
+
+async def _relayed_page(request: web.Request, services: Services, upstream_id: str, after: str | None, limit: int,
+                        order: str) -> dict[str, Any]:
+    # Only the listing's own parameters go upstream, validated (`include[]` as given).
+    params = MultiDict([("limit", str(limit)), ("order", order), *([("after", after)] if after else []),
+                        *(("include[]", value) for value in request.query.getall("include[]", []))])
+    relayed: dict[str, Any] = openai.shaped_list(await _relay(services, "GET", _item_path(upstream_id),
+                                                              params=params))
+    return relayed
 
 
 async def create_items(request: web.Request) -> web.Response:
@@ -167,8 +200,8 @@ async def create_items(request: web.Request) -> web.Response:
     record = await owned(services, identity(request), conversation_id, LCORE_V1,
                           Action.QUERY_OTHERS_CONVERSATIONS, "update")
     _no_system_messages(services, create.items)
-    opened = _opened(request, record.user_id, create.items)
-    return json_response(openai.item_list(await _add(services, record, create.items, opened)))
+    _check_opens(request, record.user_id, create.items)
+    return json_response(openai.item_list(await _add(services, record, create.items)))
 
 
 async def get_item(request: web.Request) -> web.Response:
@@ -177,12 +210,13 @@ async def get_item(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     record = await owned(services, identity(request), conversation_id, LCORE_V1,
                           Action.READ_OTHERS_CONVERSATIONS, "read")
-    if record.upstream_id is not None:
-        return json_response(await _relay(services, "GET", _item_path(record.upstream_id, item_id)))
-    item = await services.items.get(conversation_id, item_id)
+    upstream = record.upstream_id
+    item = await services.items.get(conversation_id, item_id, pending_only=upstream is not None)
+    if item is None and upstream is not None:
+        return json_response(openai.shaped(await _relay(services, "GET", _item_path(upstream, item_id))))
     if item is None:
         raise _item_not_found(item_id)
-    return json_response(item)
+    return json_response(openai.shaped(item))
 
 
 async def delete_item(request: web.Request) -> web.Response:
@@ -192,10 +226,11 @@ async def delete_item(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     record = await owned(services, identity(request), conversation_id, LCORE_V1,
                           Action.QUERY_OTHERS_CONVERSATIONS, "update")
-    if record.upstream_id is not None:
-        await _relay(services, "DELETE", _item_path(record.upstream_id, item_id))
-    elif not await services.items.delete(conversation_id, item_id):
-        raise _item_not_found(item_id)
+    upstream = record.upstream_id
+    if not await services.items.delete(conversation_id, item_id, pending_only=upstream is not None):
+        if upstream is None:
+            raise _item_not_found(item_id)
+        await _relay(services, "DELETE", _item_path(upstream, item_id))
     return json_response(await _described(services, record))
 
 

@@ -8,13 +8,20 @@ the keep-alive timeout (75 s from the connection's start, or from its last respo
 byte; a head still incomplete then gets 408 in the error envelope and the connection is
 closed. Idle keep-alive connections (no byte of a next request yet) and request bodies
 are not timed by it. `run_app` offers no way to choose the protocol class (its `Server`
-makes aiohttp's `RequestHandler`), hence the runner and the loop below."""
+makes aiohttp's `RequestHandler`), hence the runner and the loop below.
+
+SIGTERM and SIGINT are the runner's own (not aiohttp's, which would start its shutdown
+at once): the listener closes, `http/drain.py` gives running requests their grace
+period, then aiohttp's shutdown and the application's cleanup run."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
+import signal
+import socket
 from typing import Any, Callable
 
 import orjson
@@ -24,6 +31,7 @@ from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from aiohttp.web_server import Server
 
 from gateway.config import ServiceConfig
+from gateway.http.drain import DRAIN
 from gateway.http.header_limits import MAX_HEADERS, parser_limits
 from gateway.http.responses_io import json_response
 from gateway.schema.errors import ApiError
@@ -32,6 +40,9 @@ log = logging.getLogger("gateway.http")
 
 # aiohttp's `run_app` default: how long a connection may stay open waiting for a request.
 KEEPALIVE_SECONDS = 75.0
+# After the drain (http/drain.py): how long aiohttp's shutdown waits for what still runs
+# before cancelling it (the grace period is already over).
+LEFTOVER_SECONDS = 1.0
 
 
 class GatewayRequestHandler(RequestHandler):
@@ -138,23 +149,69 @@ class GatewayRunner(web.AppRunner):
                              **plain._kwargs)
 
 
+def _backlog(site: web.BaseSite) -> list[socket.socket]:
+    """The connections waiting in the site's listen backlog, accepted now (no await
+    between this and closing the listener, so none is left to be reset)."""
+    server: Any = getattr(site, "_server", None)
+    taken: list[socket.socket] = []
+    for listening in getattr(server, "sockets", None) or ():
+        sock = socket.socket(fileno=os.dup(listening.fileno()))   # the listener itself stays the server's
+        try:
+            sock.setblocking(False)
+            while True:
+                conn, _ = sock.accept()
+                conn.setblocking(False)
+                taken.append(conn)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            log.warning("taking the listen backlog at shutdown failed: %s", exc)
+        finally:
+            sock.close()
+    if taken:
+        log.info("shutting down: %d connection(s) waiting in the listen backlog taken", len(taken))
+    return taken
+
+
 def run(app: web.Application, service: ServiceConfig, *, host: str, port: int, loop: asyncio.AbstractEventLoop,
-        access_log: logging.Logger | None, shutdown_timeout: float, announce: Callable[[str], None]) -> None:
-    """Serve `app` on host:port until SIGINT or SIGTERM, as `web.run_app` does."""
+        access_log: logging.Logger | None, announce: Callable[[str], None]) -> None:
+    """Serve `app` on host:port until SIGINT or SIGTERM, then drain (`http/drain.py`)
+    and stop."""
 
     async def serve() -> None:
-        runner = GatewayRunner(app, handle_signals=True, access_log=access_log,
+        runner = GatewayRunner(app, handle_signals=False, access_log=access_log,
                                handler_cancellation=True,
-                               shutdown_timeout=shutdown_timeout, keepalive_timeout=KEEPALIVE_SECONDS,
+                               shutdown_timeout=LEFTOVER_SECONDS, keepalive_timeout=KEEPALIVE_SECONDS,
                                header_timeout=service.header_timeout_seconds, **parser_limits(service))
+        drain = app[DRAIN]
+        stop: asyncio.Future[None] = loop.create_future()
+
+        def signalled() -> None:
+            if stop.done():
+                drain.hurry()   # a second signal: no more grace
+            else:
+                stop.set_result(None)
+
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(number, signalled)
         await runner.setup()
         try:
             site = web.TCPSite(runner, host, port)
             await site.start()
             announce(f"======== Running on {site.name} ========")
-            await loop.create_future()  # until a signal raises GracefulExit out of the loop
+            await stop
+            # Connections the kernel already accepted (in the listen backlog) are taken
+            # before the listener closes, which would reset them; new ones are refused.
+            waiting = _backlog(site)
+            await site.stop()
+            if waiting and runner.server is not None:
+                await asyncio.gather(*(loop.connect_accepted_socket(runner.server, conn) for conn in waiting),
+                                     return_exceptions=True)
+            await drain.run(app, runner.server)
         finally:
             await runner.cleanup()
+            for number in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(number)
 
     asyncio.set_event_loop(loop)
     main = loop.create_task(serve())

@@ -10,7 +10,8 @@ from gateway.turns.tool_catalog import ToolCatalog
 
 
 async def list_tools(request: web.Request) -> web.Response:
-    catalog = ToolCatalog(request.app[SERVICES].tools)
+    services = request.app[SERVICES]
+    catalog = ToolCatalog(services.tools, services.upstream)
     return json_response(await catalog.list(identity(request), request.headers))
 
 

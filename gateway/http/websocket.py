@@ -21,7 +21,9 @@ sockets before upgrading. Then:
 - past `max_connection_seconds` the running turn completes, then every message not
   run gets `websocket_connection_limit_reached` and the socket closes (1000); a
   connection idle for `idle_timeout_seconds` closes the same way
-  (`websocket_idle_timeout`); shutdown closes every socket with 1001.
+  (`websocket_idle_timeout`); at shutdown (SIGTERM) a connection takes no more
+  messages (each gets `server_shutdown`), its running turn has the grace period
+  (`service.shutdown_grace_seconds`), then the socket closes with 1001.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from gateway.http import ws_protocol as proto
 from gateway.http.services import SERVICES
 from gateway.identity import Authenticator, Identity
 from gateway.identity.audit import REFUSALS, log_refusal
-from gateway.schema.errors import ApiError, database_error, endpoint_forbidden, internal_error
+from gateway.schema.errors import ApiError, database_error, endpoint_forbidden, internal_error, shutting_down
 from gateway.storage.database import DatabaseUnavailable
 from gateway.streaming.websocket import WebSocketRewriter
 from gateway.turns.in_progress import InProgress
@@ -71,6 +73,16 @@ class OpenSockets:
     def __init__(self, per_user_limit: int) -> None:
         self.per_user = InProgress(per_user_limit, _too_many_sockets)
         self.connections: set[_Connection] = set()
+
+    def drain(self) -> None:
+        """Shutting down: every connection takes no more messages and closes once its
+        running turn (if any) ended."""
+        for connection in list(self.connections):
+            connection.drain()
+
+    def running(self) -> int:
+        """The connections running a turn."""
+        return sum(1 for connection in self.connections if connection.running)
 
     async def close_all(self, app: web.Application) -> None:
         await asyncio.gather(*(connection.shutdown() for connection in list(self.connections)),
@@ -154,6 +166,7 @@ class _Connection:
         self._gone = False                   # the client left: nothing more runs
         self._ready = asyncio.Event()        # the queue has something
         self._running = False
+        self._draining = False               # the gateway is shutting down: no new turn starts
         self._continuation = proto.Continuation(config.max_context_bytes)
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + config.max_connection_seconds
@@ -210,8 +223,8 @@ class _Connection:
             return
         if self._gone:
             return
-        if self._ended is not None:
-            await self._send(proto.error_message(self._ended, parsed.stream_id))
+        if self._ended is not None or self._draining:
+            await self._send(proto.error_message(self._ended or shutting_down(), parsed.stream_id))
             return
         # The messages that would wait behind the running turn with this one, and their bytes.
         config = self._config
@@ -235,8 +248,8 @@ class _Connection:
             return
         if self._gone:
             return
-        if self._ended is not None:   # the server ended the connection while it was checked
-            await self._send(proto.error_message(self._ended, parsed.stream_id))
+        if self._ended is not None or self._draining:   # the server ended the connection while it was checked
+            await self._send(proto.error_message(self._ended or shutting_down(), parsed.stream_id))
             return
         self._queue.append(proto.Waiting(data, parsed.stream_id, parsed.size))
         self._queued_bytes += parsed.size
@@ -250,6 +263,9 @@ class _Connection:
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            if self._draining and not self._gone:
+                await self._end(shutting_down(), WSCloseCode.GOING_AWAY)
+                return
             if not self._queue:
                 self._ready.clear()
                 left = self._deadline - loop.time()
@@ -264,6 +280,8 @@ class _Connection:
                     return
             if self._gone:
                 return
+            if self._draining:
+                continue   # woken to end the connection (above)
             if loop.time() >= self._deadline:
                 await self._end(proto.connection_limit(self._config.max_connection_seconds))
                 return
@@ -274,13 +292,13 @@ class _Connection:
             finally:
                 self._running = False
 
-    async def _end(self, why: ApiError) -> None:
+    async def _end(self, why: ApiError, code: WSCloseCode = WSCloseCode.OK) -> None:
         """The server ends the connection: every message not run hears why."""
         self._ended = why
         await self._send(proto.error_message(why))
         while self._queue:
             await self._send(proto.error_message(why, self._next().stream_id))
-        await self._socket.close(code=WSCloseCode.OK, message=why.code.encode())
+        await self._socket.close(code=code, message=why.code.encode())
 
     async def _turn(self, waiting: proto.Waiting) -> None:
         create = waiting.create()   # it held only its text while it waited
@@ -346,10 +364,21 @@ class _Connection:
                 raise
             # The client is gone: the reader sees it and ends the connection.
 
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def drain(self) -> None:
+        """The gateway is shutting down: messages that arrive from now on, and those
+        queued, get `server_shutdown`; the running turn goes on (its grace period),
+        then the socket closes with 1001."""
+        self._draining = True
+        self._ready.set()   # a worker waiting for a message ends the connection now
+
     async def shutdown(self) -> None:
-        """The gateway stops: the running turn is abandoned (charged as when a client
-        leaves), then the socket closes with 1001."""
-        self._ended = ApiError(503, "Shutting down", "The gateway is shutting down.", code="server_shutdown")
+        """The gateway stops (after the grace period): the running turn is abandoned
+        (charged as when a client leaves), then the socket closes with 1001."""
+        self._ended = shutting_down()
         if self._worker is not None:
             self._worker.cancel()
         await self._socket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")

@@ -60,6 +60,15 @@ def epoch(stored: str) -> float:
     return moment.timestamp() if moment else 0.0
 
 
+def bare_model(model: str | None, provider: str | None) -> str | None:
+    """A stored model id as LCORE shows it beside its provider: without the
+    `<provider>/` prefix Llama Stack's ids carry (`scripted/scripted-chat` of provider
+    `scripted` is `scripted-chat`; LCORE splits the id it chose at its first `/`)."""
+    if model and provider and model.startswith(f"{provider}/"):
+        return model[len(provider) + 1:]
+    return model
+
+
 def chat_turn(turn: TurnView) -> dict[str, Any]:
     """LCORE's `ConversationTurn`: the user's and the assistant's message, the turn's
     tool calls and results, provider, model and times."""
@@ -67,7 +76,8 @@ def chat_turn(turn: TurnView) -> dict[str, Any]:
     documents = referenced_documents(turn.items)
     return {"messages": [{"content": turn.question, "type": "user", "referenced_documents": None},
                          {"content": turn.answer, "type": "assistant", "referenced_documents": documents or None}],
-            "tool_calls": calls, "tool_results": results, "provider": turn.provider, "model": turn.model,
+            "tool_calls": calls, "tool_results": results, "provider": turn.provider,
+            "model": bare_model(turn.model, turn.provider),
             "started_at": zulu_seconds(turn.started_at), "completed_at": zulu_seconds(turn.completed_at)}
 
 
@@ -79,7 +89,8 @@ class LcoreV1:
     def list_item(self, row: Mapping[str, Any]) -> dict[str, Any]:
         return {"conversation_id": row["id"], "created_at": naive_seconds(row["created_at"]),
                 "last_message_at": naive_seconds(row["last_message_at"]), "message_count": row["message_count"],
-                "last_used_model": row["last_used_model"], "last_used_provider": row["last_used_provider"],
+                "last_used_model": bare_model(row["last_used_model"], row["last_used_provider"]),
+                "last_used_provider": row["last_used_provider"],
                 "topic_summary": row["topic_summary"]}
 
     def listing(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

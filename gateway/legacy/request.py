@@ -2,9 +2,12 @@
 the Responses request every turn is prepared from (sans-I/O).
 
 The model is LCORE's, field for field and in LCORE's order, so a bad request gets
-FastAPI's 422 list exactly as LCORE gives it (`schema/validation.py`). The checks
-LCORE's handler makes after validation (attachment types, content types, base64 and
-magic bytes) are its object-shaped 422 (`Invalid attribute value`).
+FastAPI's 422 list exactly as LCORE gives it (`schema/validation.py`): that includes an
+attachment's image checks (an image type with an image content type, base64 within
+LCORE's size limit with its content type's magic bytes), a `model_validator` of LCORE's
+`Attachment`, so each is a `Value error, ...` entry at `["body", "attachments", <i>]`.
+The checks LCORE's handler makes after validation (attachment types, content types) are
+its object-shaped 422 (`Invalid attribute value`).
 
 Translation (spec 001's field-mapping table, with lcore.md 2.1 where they differ):
 `query` → `input` (text attachments appended as `\\n\\n[Attachment: <type>]\\n<content>`,
@@ -35,16 +38,41 @@ ATTACHMENT_TYPES = ("alert", "api object", "configuration", "error message", "ev
                     "stack trace")
 ATTACHMENT_CONTENT_TYPES = ("text/plain", "application/json", "application/yaml", "application/xml",
                             "image/jpeg", "image/png")
-_MAGIC = {"image/png": (b"\x89PNG\r\n\x1a\n",), "image/jpeg": (b"\xff\xd8\xff",)}
+# LCORE's image content types and the signature each must start with.
+_IMAGE_SIGNATURES = {"image/png": b"\x89PNG", "image/jpeg": b"\xff\xd8\xff"}
 # LCORE's limit on a decoded image; the request body limit (`service.max_request_bytes`)
 # is usually far smaller and wins (docs/query-api.md).
 MAX_IMAGE_BYTES = 100 * 1024 * 1024
 
 
 class Attachment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     attachment_type: str
     content_type: str
     content: str
+
+    @model_validator(mode="after")
+    def _image(self) -> "Attachment":
+        """LCORE's `validate_image_attachment`, message for message: an image type if and
+        only if an image content type, then the image's base64, size and signature."""
+        signature = _IMAGE_SIGNATURES.get(self.content_type)
+        if (signature is not None) != (self.attachment_type == "image"):
+            raise ValueError(f"attachment_type and content_type are inconsistent: "
+                             f"attachment_type='{self.attachment_type}', content_type='{self.content_type}'")
+        if signature is None:
+            return self
+        try:
+            data = base64.b64decode(self.content, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"Invalid base64 content for image attachment: {exc}") from exc
+        if len(data) > MAX_IMAGE_BYTES:
+            raise ValueError(f"Image attachment ({len(data)} bytes) exceeds maximum allowed size "
+                             f"({MAX_IMAGE_BYTES} bytes)")
+        if not data.startswith(signature):
+            raise ValueError(f"Image content does not match declared content_type '{self.content_type}': "
+                             "invalid image data")
+        return self
 
 
 class QueryRequest(BaseModel):
@@ -83,8 +111,8 @@ _ADAPTER = TypeAdapter(QueryRequest)
 
 
 def parse_query_request(raw: Any, limits: RequestLimits | None = None) -> QueryRequest:
-    """LCORE's model and its handler's attachment checks, or their 422; `limits`: the
-    operator's cap on `attachments`, checked first."""
+    """LCORE's model (with its attachments' image checks) and its handler's attachment
+    checks, or their 422; `limits`: the operator's cap on `attachments`, checked first."""
     if limits is not None:
         check_counts(raw, limits.query())
     request = validate(_ADAPTER, raw)
@@ -98,8 +126,8 @@ def _one_of(values: tuple[str, ...]) -> str:
 
 
 def check_attachment(attachment: Attachment) -> None:
-    """LCORE's metadata checks, then an image's content: base64 that decodes to at most
-    LCORE's limit and starts with its content type's magic bytes."""
+    """LCORE's handler's metadata checks, made after its model accepted the request
+    (the image checks are the model's)."""
     kind, content_type = attachment.attachment_type, attachment.content_type
     if kind not in ATTACHMENT_TYPES:
         raise invalid_attribute(f"Invalid attachment type {kind}: must be one of {_one_of(ATTACHMENT_TYPES)}",
@@ -107,21 +135,6 @@ def check_attachment(attachment: Attachment) -> None:
     if content_type not in ATTACHMENT_CONTENT_TYPES:
         raise invalid_attribute(f"Invalid attachment content type {content_type}: must be one of "
                                 f"{_one_of(ATTACHMENT_CONTENT_TYPES)}", param="attachments")
-    image = content_type.startswith("image/")
-    if image != (kind == "image"):
-        raise invalid_attribute(f"Attachment type {kind} does not match content type {content_type}: images "
-                                "need attachment_type 'image' and an image content type", param="attachments")
-    if not image:
-        return
-    try:
-        data = base64.b64decode(attachment.content, validate=True)
-    except (binascii.Error, ValueError):
-        raise invalid_attribute("Image attachment content is not valid base64", param="attachments") from None
-    if len(data) > MAX_IMAGE_BYTES:
-        raise invalid_attribute(f"Image attachment exceeds {MAX_IMAGE_BYTES} bytes", param="attachments")
-    if not data.startswith(_MAGIC[content_type]):
-        raise invalid_attribute(f"Image attachment content is not a valid {content_type} image",
-                                param="attachments")
 
 
 def query_input(request: QueryRequest) -> str | list[dict[str, Any]]:

@@ -128,6 +128,8 @@ DEFINITIONS: tuple[Definition, ...] = (
        "Upstream requests retried, by operation and the outcome that caused the retry"),
     _d("gateway_upstream_capability_mode", "gauge", ("api", "conversations"),
        "1 for the upstream API and conversation keeper turns use (unknown until probed)"),
+    _d("gateway_upstream_circuit_state", "gauge", ("upstream",),
+       "The upstream's circuit breaker: 0 closed, 1 half-open (probing), 2 open (turns refused)"),
     _d("gateway_quota_admissions_total", "counter", ("limiter",), "Turns admitted by each quota limiter"),
     _d("gateway_quota_refusals_total", "counter", ("limiter",), "Turns refused (429) by each quota limiter"),
     _d("gateway_quota_tokens_charged_total", "counter", ("limiter",), "Tokens charged to each quota limiter"),
@@ -154,7 +156,8 @@ BY_NAME = {definition.name: definition for definition in DEFINITIONS}
 HOT = frozenset({"ls_rest_api_calls_total", "gateway_http_requests_in_flight", "gateway_streams_open",
                  "gateway_stream_events_total"})
 # The ones read from the gateway's state when scraped (`observability/state.py`).
-SCRAPED = frozenset({"gateway_upstream_capability_mode", "gateway_db_pool_connections"})
+SCRAPED = frozenset({"gateway_upstream_capability_mode", "gateway_db_pool_connections",
+                     "gateway_upstream_circuit_state"})
 
 
 class HotCounters(Collector):

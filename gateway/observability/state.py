@@ -7,20 +7,24 @@ from __future__ import annotations
 import functools
 import time
 from typing import Any, Callable, Iterable
+from urllib.parse import urlsplit
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gateway.observability.metrics import BY_NAME, Metrics
 from gateway.storage.database import Database
+from gateway.upstream.breaker import STATE_VALUES, CircuitBreaker
 from gateway.upstream.capabilities import Capabilities
 
 
 class StateCollector(Collector):
-    def __init__(self, capabilities: Capabilities, api_setting: str, db: Database):
+    def __init__(self, capabilities: Capabilities, api_setting: str, db: Database,
+                 breaker: CircuitBreaker | None = None):
         self._capabilities = capabilities
         self._api = api_setting
         self._db = db
+        self._breaker = breaker
 
     def collect(self) -> Iterable[Any]:
         caps = self._capabilities
@@ -42,6 +46,17 @@ class StateCollector(Collector):
             for state, count in zip(("in_use", "idle", "max"), use):
                 pool.add_metric((state,), count)
         yield pool
+        circuit = GaugeMetricFamily("gateway_upstream_circuit_state", BY_NAME["gateway_upstream_circuit_state"].help,
+                                    labels=("upstream",))
+        if self._breaker is not None:
+            circuit.add_metric((_shown_url(self._breaker.url),), STATE_VALUES[self._breaker.state])
+        yield circuit
+
+
+def _shown_url(url: str) -> str:
+    """The upstream's URL as a label: without credentials a URL may carry."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 # The database's methods timed, and the operation label each gets.

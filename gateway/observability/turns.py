@@ -278,7 +278,8 @@ class TurnMetrics(TurnHooks):
                     charged = sent + received
             reservation = plan.reservation
             if reservation is not None:
-                self._admitted(reservation, charged if charged or not settled.abandoned else reservation.tokens)
+                self._admitted(reservation, charged if charged or not (settled.abandoned or settled.unreported)
+                               else reservation.tokens)
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: finished failed")
 

@@ -41,6 +41,10 @@ _PARAM_BYTES = 256
 
 
 class ApiError(Exception):
+    # The upstream had the request when it failed (no answer in time, a reset, the
+    # gateway's own deadline or shutdown): a turn it ends is charged its reservation.
+    upstream_received = False
+
     def __init__(self, status: int, response: str, cause: str, *, code: str,
                  param: str | None = None, headers: dict[str, str] | None = None, detail: Detail | None = None,
                  user_id: str | None = None):
@@ -164,6 +168,11 @@ def tool_conflict(cause: str) -> ApiError:
 def upstream_unavailable(backend: str, cause: str = "Connection error.") -> ApiError:
     """LCORE's 503: the cause is what the OpenAI client says (socket details go to the log)."""
     return ApiError(503, f"Unable to connect to {backend}", cause, code="upstream_unavailable")
+
+
+def shutting_down() -> ApiError:
+    """A request the gateway will not finish: it is shutting down (SIGTERM, its grace over)."""
+    return ApiError(503, "Shutting down", "The gateway is shutting down.", code="server_shutdown")
 
 
 def prompt_too_long(model: str | None) -> ApiError:

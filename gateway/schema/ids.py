@@ -36,6 +36,25 @@ def openai_conversation_id(bare: str) -> str:
     return f"conv_{bare}" if _HEX48.match(bare) else bare
 
 
+def sent_form(sent: object) -> str:
+    """The form a client named a conversation in, which its responses answer in:
+    `object` (OpenAI's `{"id": ...}`), `bare` (LCORE's `<48 hex>`) or `string` (spec 001's
+    `conv_<48 hex>`; a UUID, which has no other form, too)."""
+    if isinstance(sent, dict):
+        return "object"
+    if isinstance(sent, str) and _HEX48.match(sent):
+        return "bare"
+    return "string"
+
+
+def shown_conversation_id(bare: str, form: str) -> str | dict[str, str]:
+    """A stored (bare) id in a form `sent_form` named."""
+    if form == "bare":
+        return bare
+    shown = openai_conversation_id(bare)
+    return {"id": shown} if form == "object" else shown
+
+
 # New ids are a keyed hash of a counter: as unguessable as random ones (the key is 32
 # random bytes, never shown) without a getrandom() call per id, which releases the GIL
 # and can leave the turn waiting for it (several ids per engine turn).

@@ -1,7 +1,10 @@
 """OpenAI's Conversations API's own records (issue 23): a conversation's `metadata`,
-and the items clients added to conversations the gateway keeps (not the upstream's:
-`llama_stack.conversations: gateway`, and the local engine), each `pending` until the
-conversation's next turn sent it as its input.
+and the items clients added, each `pending` until the conversation's next turn sent it
+as its input. A conversation the gateway keeps (`llama_stack.conversations: gateway`,
+and the local engine) keeps its items here after that; an upstream's conversation
+holds them here only while they are pending (issue 41: Llama Stack 0.7.3 mis-orders
+items added within seconds of each other), and they go (`discard`) once the upstream's
+conversation has them from the turn that sent them.
 
 Whether a conversation has pending items is asked by every turn that continues a
 conversation the gateway keeps, so it must cost nothing in the usual case (none): this
@@ -71,25 +74,40 @@ class ConversationItems:
         if pending and self._pending is not None:
             self._pending.add(conversation_id)
 
-    async def count(self, conversation_id: str) -> int:
+    async def count(self, conversation_id: str, pending_only: bool = False) -> int:
         row = await self._db.fetchone("SELECT COUNT(*) AS n FROM gateway_conversation_items "
-                                      "WHERE conversation_id = :id", {"id": conversation_id})
+                                      "WHERE conversation_id = :id" + (" AND pending = 1" if pending_only else ""),
+                                      {"id": conversation_id})
         return int(row["n"]) if row else 0
 
-    async def all(self, conversation_id: str) -> list[dict[str, Any]]:
-        """Its items, oldest first."""
+    async def all(self, conversation_id: str, pending_only: bool = False) -> list[dict[str, Any]]:
+        """Its items (`pending_only`: those no turn has sent yet), oldest first."""
         rows = await self._db.fetchall("SELECT item FROM gateway_conversation_items WHERE conversation_id = :id "
-                                       "ORDER BY position", {"id": conversation_id})
+                                       + ("AND pending = 1 " if pending_only else "") + "ORDER BY position",
+                                       {"id": conversation_id})
         return [orjson.loads(row["item"]) for row in rows]
 
-    async def get(self, conversation_id: str, item_id: str) -> dict[str, Any] | None:
+    async def get(self, conversation_id: str, item_id: str, pending_only: bool = False) -> dict[str, Any] | None:
         row = await self._db.fetchone("SELECT item FROM gateway_conversation_items WHERE conversation_id = :cid "
-                                      "AND id = :id", {"cid": conversation_id, "id": item_id})
+                                      "AND id = :id" + (" AND pending = 1" if pending_only else ""),
+                                      {"cid": conversation_id, "id": item_id})
         return orjson.loads(row["item"]) if row else None
 
-    async def delete(self, conversation_id: str, item_id: str) -> bool:
+    async def delete(self, conversation_id: str, item_id: str, pending_only: bool = False) -> bool:
         return await self._db.execute("DELETE FROM gateway_conversation_items WHERE conversation_id = :cid "
-                                      "AND id = :id", {"cid": conversation_id, "id": item_id}) > 0
+                                      "AND id = :id" + (" AND pending = 1" if pending_only else ""),
+                                      {"cid": conversation_id, "id": item_id}) > 0
+
+    async def discard(self, conversation_id: str, item_ids: tuple[str, ...]) -> None:
+        """Items a recorded turn sent to an upstream's conversation, which holds them now
+        (those still pending, given back meanwhile, stay)."""
+        if not item_ids:
+            return
+        marks = ", ".join(f":i{index}" for index in range(len(item_ids)))
+        await self._db.execute(
+            f"DELETE FROM gateway_conversation_items WHERE conversation_id = :id AND pending = 0 "
+            f"AND id IN ({marks})", {"id": conversation_id, **{f"i{index}": item_id for index, item_id in
+                                                               enumerate(item_ids)}})
 
     async def take_pending(self, conversation_id: str) -> list[dict[str, Any]]:
         """The items added since the conversation's last turn, marked sent (a turn sends

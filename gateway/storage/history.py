@@ -196,6 +196,22 @@ class ConversationHistory:
                                       tuple(orjson.loads(row["response_ids"]))))
         return leased
 
+    async def pending_one(self, conversation_id: str, now: str) -> Deleted | None:
+        """That conversation's upstream state, if its deletion is still pending, leased
+        to this caller whenever it was last attempted (a client deleting it again)."""
+        row = await self._db.fetchone(
+            "SELECT upstream_id, response_ids, attempted_at FROM gateway_deleted_conversations "
+            "WHERE conversation_id = :id AND upstream_pending = 1", {"id": conversation_id})
+        if row is None:
+            return None
+        taken = await self._db.execute(
+            "UPDATE gateway_deleted_conversations SET attempted_at = :now WHERE conversation_id = :id "
+            "AND upstream_pending = 1 AND attempted_at = :was", {"now": now, "id": conversation_id,
+                                                               "was": row["attempted_at"]})
+        if not taken:
+            return None
+        return Deleted(conversation_id, "", row["upstream_id"], tuple(orjson.loads(row["response_ids"])))
+
     async def idle(self, before: str, limit: int = 100) -> builtins.list[str]:
         """Conversations without a turn since `before` (the expiry sweep's candidates)."""
         rows = await self._db.fetchall(

@@ -79,13 +79,15 @@ def input_items(input_: Any) -> list[dict[str, Any]]:
     return [item if "type" in item else {"type": "message", **item} for item in input_ if isinstance(item, dict)]
 
 
-def as_input(item: dict[str, Any]) -> dict[str, Any]:
+def as_input(item: dict[str, Any], keep_id: bool = False) -> dict[str, Any]:
     """An item a client added to a conversation (`conversations/openai.py`), as a
     turn's input item (what the Responses API accepts as input: a
-    message without its listing-only `id`/`status`)."""
+    message without its listing-only `id`/`status`; `keep_id`: with its `id`, which
+    Llama Stack keeps the item under in its conversation)."""
     if item.get("type") != "message":
         return item
-    return {key: value for key, value in item.items() if key not in ("id", "status")}
+    dropped = ("status",) if keep_id else ("id", "status")
+    return {key: value for key, value in item.items() if key not in dropped}
 
 
 def question_text(input_: Any) -> str:

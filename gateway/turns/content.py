@@ -19,19 +19,23 @@ import orjson
 _NOT_TOOLS = ("message", "reasoning")
 # Keys of the stored JSON (short: they are repeated in every row).
 QUESTION, ANSWER, ITEMS = "q", "a", "i"
-# Present (1) when the turn showed `conversation` as OpenAI's `{"id": ...}` (issue 23), so
-# `GET /v1/responses/{id}` shows it so again; absent for the default string form.
-OBJECT_FORM = "f"
+# The form the turn showed `conversation` in (`schema/ids.py`'s `sent_form`), so
+# `GET /v1/responses/{id}` shows it so again and a turn continuing from it by
+# `previous_response_id` (or forking from it) answers in it: 1 OpenAI's `{"id": ...}`
+# (issue 23), 2 the bare id (LCORE's clients); absent for the default `conv_` string.
+FORM = "f"
+_FORMS = {"object": 1, "bare": 2}
+_NAMES = {code: name for name, code in _FORMS.items()}
 
 
-def turn_content(question: str, response: dict[str, Any], object_form: bool = False) -> str:
+def turn_content(question: str, response: dict[str, Any], form: str = "string") -> str:
     """The stored content of a turn whose terminal response object is `response`."""
     answer, items = answer_and_tools(response)
     content: dict[str, Any] = {QUESTION: question, ANSWER: answer}
     if items:
         content[ITEMS] = items
-    if object_form:
-        content[OBJECT_FORM] = 1
+    if form in _FORMS:
+        content[FORM] = _FORMS[form]
     return orjson.dumps(content).decode()
 
 
@@ -73,12 +77,16 @@ def read_content(text: str | None) -> tuple[str, str, list[dict[str, Any]]]:
             [item for item in items if isinstance(item, dict)] if isinstance(items, list) else [])
 
 
-def object_form(text: str | None) -> bool:
-    """Whether a stored content says its turn showed `conversation` as an object."""
+def stored_form(text: str | None) -> str | None:
+    """The form a stored content says its turn showed `conversation` in (None: a row
+    without content, recorded before the turn store)."""
     if not text:
-        return False
+        return None
     try:
         content = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return False
-    return isinstance(content, dict) and content.get(OBJECT_FORM) == 1
+        return None
+    if not isinstance(content, dict):
+        return None
+    code = content.get(FORM)
+    return _NAMES.get(code, "string") if isinstance(code, int) else "string"

@@ -10,10 +10,10 @@ from typing import Any, Mapping
 from gateway.config import InferenceConfig
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
-from gateway.schema.ids import openai_conversation_id
+from gateway.schema.ids import shown_conversation_id
 from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRepository, TurnRecord
-from gateway.turns.content import object_form
+from gateway.turns.content import stored_form
 from gateway.streaming.enrich import Enricher, output_text
 from gateway.streaming.repair import repair_input_items, repair_response
 from gateway.streaming.rewriter import StreamRewriter
@@ -96,10 +96,9 @@ class ForwardBackend:
         if turn is None:
             return None
         response = repair_response(await self._upstream.retrieve(turn.response_id))
-        plain = openai_conversation_id(turn.conversation_id)
-        conversation: str | dict[str, str] = plain
-        if object_form(await self._conversations.content(turn.response_id)):
-            conversation = {"id": plain}   # as the turn showed it (issue 23)
+        # As the turn showed it (issue 23).
+        form = stored_form(await self._conversations.content(turn.response_id)) or "string"
+        conversation = shown_conversation_id(turn.conversation_id, form)
         Enricher(conversation, turn.previous_response_id,
                  configured_labels=self._tools.labels, redactor=self._tools.redactor).annotate(response)
         return response

@@ -49,11 +49,13 @@ class TurnInput:
         """The request with this input as its `input` (what the backends build from)."""
         return {**raw, "input": self.items}
 
-    def with_added(self, added: Sequence[dict[str, Any]], redact: Rewrite = _unchanged) -> "TurnInput":
+    def with_added(self, added: Sequence[dict[str, Any]], redact: Rewrite = _unchanged,
+                   keep_ids: bool = False) -> "TurnInput":
         """The items clients added to the conversation (`conversations/openai.py`,
         compaction items already opened), redacted, before this input; the question
-        stays this turn's own."""
-        given = redact([as_input(item) for item in added])
+        stays this turn's own. `keep_ids`: their messages keep their ids (an upstream's
+        conversation keeps them under those)."""
+        given = redact([as_input(item, keep_ids) for item in added])
         return TurnInput([*given, *input_items(self.items)], self.question)
 
 

@@ -27,7 +27,8 @@ from gateway.identity.authorization import may_use_conversation
 from gateway.quota.reservation import Reservation, context_estimate
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, not_found
-from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id
+from gateway.schema.ids import new_conversation_id, normalize_conversation_id, openai_conversation_id, sent_form
+from gateway.turns.content import stored_form
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRecord
@@ -100,7 +101,7 @@ class Preparer:
         self.backend = backend
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
-        self._conversation_object = config.service.conversation_form == "object"
+        self._conversation_form = config.service.conversation_form   # for conversations no client named
         self._compaction = CompactionSeal(config.response_compaction.keys)   # `compaction` input items
 
     def redacted(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -218,15 +219,21 @@ class Preparer:
             # refuses previous_response_id together with conversation: chain this turn,
             # then append it to the conversation.
             append_to_upstream, appended_input = True, given.items
-        if request.store and upstream_id is None and existing_kept is not None and self._items is not None:
+        added_input: tuple[dict[str, Any], ...] = ()
+        if request.store and existing_kept is not None and self._items is not None:
             # Items added through the Conversations API since the last turn: this turn's
-            # input, before the client's (an upstream conversation has them already).
+            # input, before the client's, in the order they were added. An upstream's
+            # conversation keeps them under the ids the client was given (issue 41).
             added = await self._items.take_pending(existing_kept.id)
             if added:
                 added = await self._opened_added(existing_kept, added)
-                given = given.with_added(added, redact)   # they reach the model: redacted too
+                # They reach the model: redacted too.
+                given = given.with_added(added, redact, keep_ids=upstream_id is not None)
                 raw = given.request(raw)
                 added_items = tuple(item["id"] for item in added)
+                added_input = tuple(given.items[:len(added)])
+                if append_to_upstream:
+                    appended_input = given.items   # a chained turn appends them with its own
         if blocked is not None and request.store and upstream_id is not None:
             # A blocked turn is recorded like any (LCORE 0.6): where the upstream keeps
             # the conversation, the question and the shield's answer are appended to it.
@@ -236,7 +243,7 @@ class Preparer:
         if recorded is not None and request.store:
             question, attachments = recorded(question)
         headers = {} if request.solr is None else {"X-LlamaStack-Provider-Data": provider_data_header(raw["solr"])}
-        sent = raw.get("conversation")   # the form the client named it in, else the operator's
+        conversation_form = await self._form(raw.get("conversation"), request.previous_id)
         # The plan keeps what it needs from the request, not the validated model: it lives
         # as long as the stream, and memory per open stream is a budget. Its fields in
         # their order, positionally (a fenced speed trick: `turns/turn.py`, `PlanDraft`).
@@ -261,8 +268,9 @@ class Preparer:
             reservation,
             None if reservation is None else partial(self._quota.extend, reservation),   # extend: the engine's rounds
             server_prompt,
-            isinstance(sent, dict) if sent is not None else self._conversation_object,   # conversation_object
+            conversation_form,
             added_items,
+            added_input,
             question,
             request.model,   # requested_model
             attachments))
@@ -272,6 +280,19 @@ class Preparer:
         summary = None if blocked is not None else self._summaries.start(plan, given.question)
         # Its outcome starts as the plan says (positional: see `turns/turn.py`'s `plan()`).
         return Turn(plan, Outcome(plan.store, plan.append_to_upstream, plan.appended_input), body, summary)
+
+    async def _form(self, sent: Any, previous_id: str | None) -> str:
+        """The form responses show `conversation` in: the one the client named it in;
+        for a turn continuing or forking by `previous_response_id`, the form of that
+        turn (so the client that named a conversation keeps its form); else the
+        operator's (`service.conversation_form`)."""
+        if sent is not None:
+            return sent_form(sent)
+        if previous_id is not None:
+            form = stored_form(await self._turns.content(previous_id))
+            if form is not None:
+                return form
+        return self._conversation_form
 
     async def _opened_added(self, conversation: ConversationRecord, added: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The added items with their `compaction` items opened for the conversation's

@@ -27,6 +27,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from gateway.redaction import Redactor
+from gateway.request_scope import TURN_DEADLINE
 from gateway.schema.errors import ApiError
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event
@@ -105,6 +106,7 @@ class Runner:
         self.hooks = hooks or Hooks()
         self._labels = labels   # the operator's MCP server labels: their echo is scrubbed
         self._redactor = redactor  # what the gateway sent upstream, out of relayed errors
+        self.deadline = 0.0        # `llama_stack.turn_deadline_seconds` (0: none), set by the wiring
 
     def enricher(self, turn: Turn) -> Enricher:
         """What every response object of this turn gets (JSON body or stream events)."""
@@ -118,6 +120,8 @@ class Runner:
     async def run(self, turn: Turn, sink: BodySink | FrameSink) -> None:
         """Run the turn to its sink: respond or stream, settle, finish."""
         error: BaseException | None = None
+        # Its upstream calls end when the turn's deadline passes (none: nothing set, no cost).
+        deadline = TURN_DEADLINE.set(asyncio.get_running_loop().time() + self.deadline) if self.deadline else None
         try:
             if isinstance(sink, FrameSink):
                 await self._stream(turn, sink)
@@ -127,6 +131,8 @@ class Runner:
             error = exc
             if client_left(exc):
                 self._settler.abandon(turn)  # the client left before the answer
+            elif getattr(exc, "upstream_received", False):
+                self._settler.unreported(turn)  # the upstream had it, then it was lost: charged as stopped
             await sink.stopped(turn, exc)
             raise
         finally:
@@ -135,6 +141,8 @@ class Runner:
                 turn.in_progress = None
             self._settler.finish(turn)
             self.hooks.finished(turn, error)
+            if deadline is not None:
+                TURN_DEADLINE.reset(deadline)
 
     async def _respond(self, turn: Turn, sink: BodySink) -> None:
         result = repair_response(await turn.plan.backend.respond(turn))
@@ -180,8 +188,13 @@ class Runner:
                         if frames:
                             await sink.write(frames)
                     frames, terminal = rewriter.close()
+                    # Ended without its terminal event (cut): the `response.failed` made for
+                    # it is charged like a broken stream's, unless the upstream reported usage.
+                    if terminal is not None and terminal.data.get("type") == "response.failed":
+                        self._settler.unreported(turn)
                 except StreamBroken as exc:
                     log.warning("upstream stream for %s broke: %s", turn.plan.conversation, exc)
+                    self._settler.unreported(turn)
                     frames, terminal = b"", rewriter.fail(str(exc))
                 if not started:
                     await sink.start()

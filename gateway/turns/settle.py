@@ -162,10 +162,11 @@ class Settler:
     def _charge(self, turn: Turn) -> Charge:
         """The charge of a turn with a result: the upstream's input + output tokens; a
         turn its client stopped (a cancelled background one) as an abandoned one is
-        (`Turn.stopped_charge`), whatever usage its result shows so far."""
+        (`Turn.stopped_charge`), whatever usage its result shows so far, and so is one
+        whose stream broke before the upstream reported usage (it received the turn)."""
         plan, outcome = turn.plan, turn.outcome
         assert plan.reservation is not None and outcome.result is not None
-        if outcome.abandoned:
+        if outcome.abandoned or (outcome.unreported and not outcome.result.get("usage")):
             usage = turn.usage or {}
             output = int(usage.get("output_tokens") or 0)
             spent = (turn.stopped_charge() - output, output)
@@ -215,7 +216,7 @@ class Settler:
                 turn.summary.cancel()   # no record to put it in
             if plan.reservation is not None:
                 done = asyncio.ensure_future(self._quota.release(
-                    plan.reservation, turn.stopped_charge() if outcome.abandoned else turn.used))
+                    plan.reservation, turn.stopped_charge() if outcome.abandoned or outcome.unreported else turn.used))
                 outcome.settling = done
                 self._background.add(done)
                 done.add_done_callback(lambda future: self._finished(future, (None, "")))
@@ -230,6 +231,12 @@ class Settler:
         """Its client left before the answer (`run.client_left`): `finish()` charges it as
         a stopped turn."""
         turn.outcome.abandoned = True
+
+    @staticmethod
+    def unreported(turn: Turn) -> None:
+        """The upstream received it, then its stream broke (reset, idle gap, cut, the
+        shutdown's grace over) before it reported usage: charged as a stopped turn."""
+        turn.outcome.unreported = True
 
     @staticmethod
     def stopping(turn: Turn, reason: str | None) -> None:
@@ -254,23 +261,33 @@ class Settler:
             return
         outcome.result = partial
         outcome.abandoned = True
-        if turn.plan.upstream_conversation_id is not None:
+        plan = turn.plan
+        if plan.upstream_conversation_id is not None:
             outcome.append_to_upstream = True
-            outcome.appended_input = appended_input
+            # The items it took from the conversation go with it (`give_back` discards them).
+            outcome.appended_input = [*plan.added_input, *input_items(appended_input)] if plan.added_input \
+                else appended_input
 
     def give_back(self, turn: Turn) -> None:
-        """Items clients added to a conversation the gateway keeps go with its next turn
-        (`Preparer` takes them); a turn that ends without being recorded (failed,
-        cancelled, abandoned before its end) gives them back, once, so the turn after it
-        sends them, as OpenAI's conversation still holds them (issue 23). Called when the
-        turn is settled (before its client is told it failed) and when it finishes; the
-        usual turn took none and never gets here."""
+        """Items clients added to a conversation go with its next turn (`Preparer` takes
+        them); a turn that ends without being recorded (failed, cancelled, abandoned
+        before its end) gives them back, once, so the turn after it sends them, as
+        OpenAI's conversation still holds them (issue 23). A recorded turn of an
+        upstream's conversation left them there: the gateway's copies go (issue 41).
+        Called when the turn is settled (before its client is told it failed) and when it
+        finishes; the usual turn took none and never gets here."""
         plan, outcome = turn.plan, turn.outcome
         if not plan.added_items or outcome.gave_back or plan.conversation_id is None or self._items is None:
             return
         try:
             result = outcome.result
             if result is not None and result.get("status") in _RECORDED_STATUSES:
+                if plan.upstream_conversation_id is not None:
+                    outcome.gave_back = True   # once (discarded: the upstream's conversation has them)
+                    done = asyncio.ensure_future(self._items.discard(plan.conversation_id, plan.added_items))
+                    self._background.add(done)   # `drain()` waits for it
+                    done.add_done_callback(self._background.discard)
+                    done.add_done_callback(_discarded)
                 return
             outcome.gave_back = True   # once
             self._items.restore_soon(plan.conversation_id, plan.added_items).add_done_callback(_logged)
@@ -322,7 +339,7 @@ class Settler:
             previous_response_id=plan.previous_response_id, model=model.id,
             provider=model.provider_id, status=response["status"], started_at=started_at,
             completed_at=completed_at, tokens=_reported(response),
-            content=turn_content(plan.question, response, plan.conversation_object))
+            content=turn_content(plan.question, response, plan.conversation_form))
 
     async def _append_turn(self, turn: Turn) -> None:
         """A turn sent with previous_response_id in a conversation the upstream keeps:
@@ -351,6 +368,11 @@ class Settler:
             except Exception:
                 pass
 
+
+
+def _discarded(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:   # no longer pending: never listed, only kept
+        log.error("removing the items an upstream's conversation took failed: %s", task.exception())
 
 
 def _logged(task: asyncio.Future[Any]) -> None:

@@ -5,7 +5,9 @@ could use, listed.
 `inline::file-search` runtime lists, which LCORE's info.feature expects when no MCP
 server is configured), then each configured MCP server's tools, listed from the server
 itself with the headers this request resolves for it (the engine's MCP client,
-`engine/mcp.py`). A server skipped because a header could not be resolved, or that
+`engine/mcp.py`). Like LCORE, which asks Llama Stack for its providers before listing
+the built-in tools, the upstream is asked (`GET /v1/providers`): an unreachable one is
+LCORE's 503, whatever the MCP servers would say; any answer lists the built-in tools. A server skipped because a header could not be resolved, or that
 could not be listed, is named in `unavailable_servers` (ours, only when there is one)
 instead of being only logged. LCORE's OAuth probe runs first (`ConfiguredTools.probe_oauth`).
 """
@@ -22,10 +24,15 @@ from gateway.engine.mcp import list_tools
 from gateway.engine.mcp_types import DEFAULT_TIMEOUT, McpFailure, McpServer
 from gateway.identity import Identity
 from gateway.turns.tools import ConfiguredTools, on_the_wire
+from gateway.upstream.client import UpstreamClient
 
 log = logging.getLogger("gateway.turns.tool_catalog")
 
 FILE_SEARCH_PROVIDER = "file-search"
+# What LCORE asks Llama Stack before listing the built-in tools; a short wait: it only
+# says whether the upstream is there.
+PROVIDERS_PATH = "/v1/providers"
+_PROVIDERS_TIMEOUT = 10
 FILE_SEARCH_TOOLGROUP = "builtin::file_search"
 BUILTIN_SOURCE = "builtin"
 # LCORE's descriptions of the file-search runtime's tools (Llama Stack's tool definitions).
@@ -78,11 +85,16 @@ def clean_description(description: str | None) -> str:
 
 
 class ToolCatalog:
-    def __init__(self, tools: ConfiguredTools):
+    def __init__(self, tools: ConfiguredTools, upstream: UpstreamClient | None = None):
         self._tools = tools
+        self._upstream = upstream
 
     async def list(self, identity: Identity, headers: Mapping[str, str]) -> dict[str, Any]:
         await self._tools.probe_oauth(None, None, identity, headers)   # LCORE: 401 + WWW-Authenticate first
+        if self._upstream is not None:
+            # Any answer will do (a server without Llama Stack's providers API says 404);
+            # no answer is the client's 503 with the configured display name.
+            await self._upstream.request("GET", PROVIDERS_PATH, timeout=_PROVIDERS_TIMEOUT)
         catalog = builtin_tools()
         unavailable: list[dict[str, str]] = []
         servers = self._tools.servers

@@ -12,7 +12,7 @@ from typing import Any, AsyncContextManager, AsyncIterator, Awaitable, Callable,
 from gateway.identity import Identity
 from gateway.quota.reservation import Reservation
 from gateway.schema.errors import ApiError
-from gateway.schema.ids import openai_conversation_id
+from gateway.schema.ids import openai_conversation_id, shown_conversation_id
 from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRecord
 from gateway.streaming.events import Event
@@ -55,8 +55,11 @@ class Plan:
     reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
     extend: Callable[[int], Awaitable[None]] | None = None  # more tokens on the reservation, or 429
     server_prompt: bool = False          # the instructions are the operator's: shown as LCORE's placeholder
-    conversation_object: bool = False    # responses show `conversation` as `{"id": ...}` (issue 23)
+    # How responses show `conversation` (`schema/ids.py` `sent_form`): `string` (`conv_…`),
+    # `object` (`{"id": ...}`, issue 23) or `bare` (LCORE's 48 hex), as the client named it.
+    conversation_form: str = "string"
     added_items: tuple[str, ...] = ()    # items clients added that this turn sends (pending again if it fails)
+    added_input: tuple[dict[str, Any], ...] = ()   # and those items as its input (first in it)
     question: str = ""                   # a stored turn's user text (`body.question_text`), for its content
     requested_model: str | None = None   # the model as the request named it (`provider/model`), for transcripts
     attachments: tuple[dict[str, Any], ...] = ()  # a legacy query's attachments (redacted), for transcripts
@@ -70,10 +73,13 @@ class Plan:
 
     @property
     def shown_conversation(self) -> str | dict[str, str] | None:
-        """`conversation` as this turn's response objects show it: the id, or OpenAI's
-        `{"id": ...}` when the client sent that form (or the operator chose it)."""
-        shown = self.conversation
-        return {"id": shown} if shown is not None and self.conversation_object else shown
+        """`conversation` as this turn's response objects show it: in the form the client
+        named it in (the id `conv_…`, OpenAI's `{"id": ...}` or LCORE's bare id), the form
+        of the turn it continues or forks from by `previous_response_id`, else the
+        operator's."""
+        if self.conversation_id is None:
+            return None
+        return shown_conversation_id(self.conversation_id, self.conversation_form)
 
 
 # Speed trick, fenced: how a `Plan` is made on every turn. The plain version,
@@ -110,6 +116,9 @@ class Outcome:
     result: dict[str, Any] | None = None  # the terminal response object
     quotas: dict[str, int] | None = None  # available_quotas once settled
     abandoned: bool = False              # the client left before the backend finished
+    # The upstream received it, then its stream broke (reset, idle gap, cut, the
+    # shutdown's grace over) before it reported usage: charged as a stopped turn.
+    unreported: bool = False
     # Set before its stream is cancelled when the client stops it and keeps what it got
     # (an interrupted streaming query): the backend keeps the partial response
     # (`incomplete`, with this reason) where it stores responses.

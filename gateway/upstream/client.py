@@ -2,9 +2,11 @@
 (`http11.Pool`), timeouts, retries and error mapping.
 
 Timeouts are per idle gap, not per request, so a long stream that keeps sending is never
-cut. Retries happen only when no connection could be made, so a request is never sent
-twice once it reached the upstream (a kept-alive connection the upstream had already
-closed is the one exception: the request never reached it, see `http11`).
+cut. Retries happen only when the upstream cannot have run the request (no connection
+could be made, a 429 or 503, a 502 or 504 of an idempotent request: `retry.py`) and
+before the caller read anything of the answer (a kept-alive connection the upstream had
+already closed is retried inside `http11`: the request never reached it). The circuit
+breaker of the base URL (`breaker.py`) refuses requests at once while it is open.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ import orjson
 
 from gateway import outbound
 from gateway.config import LlamaStackConfig
-from gateway.request_scope import REQUEST
-from gateway.schema.errors import ApiError, upstream_unavailable
+from gateway.request_scope import REQUEST, TURN_DEADLINE
+from gateway.schema.errors import ApiError, shutting_down, upstream_unavailable
+from gateway.upstream.breaker import CLOSED, FAILING_STATUSES, CircuitBreaker
 from gateway.upstream.errors import map_upstream_error
-from gateway.upstream.http11 import ConnectFailed, Exchange, Pool, ReadTimeout, UpstreamHttpError
+from gateway.upstream.http11 import (ConnectFailed, Exchange, Interrupted, Pool, ReadTimeout, TurnDeadline,
+                                     UpstreamHttpError)
+from gateway.upstream.retry import RETRIED_STATUSES, may_retry_status, next_wait, retry_after
 
 log = logging.getLogger("gateway.upstream")
 
@@ -85,7 +90,14 @@ class UpstreamClient:
             self._fixed_headers["Authorization"] = f"Bearer {config.api_key}"
         self._heads: dict[tuple[str, str], bytes] = {}  # rendered once per fixed endpoint
         self._pool: Pool | None = None
+        self._interrupted = False   # shutting down, the grace over: no new exchange starts
+        self._deadlines = bool(config.turn_deadline_seconds)   # turns carry a deadline (request_scope.py)
         self.hooks: UpstreamHooks | None = None   # set by the wiring when metrics are on
+        # The circuit of this base URL (`upstream/breaker.py`); None: off.
+        self.breaker: CircuitBreaker | None = None
+        if config.circuit_breaker_failures:
+            self.breaker = CircuitBreaker(self.base_url, config.circuit_breaker_failures,
+                                          config.circuit_breaker_cooldown_seconds)
         # Header lines (`Name: value\r\n`) for one request, asked for just before it is
         # sent: the trace context (gateway/observability/tracing.py); None: tracing off.
         self.outgoing: Callable[[str, str], bytes] | None = None
@@ -98,6 +110,13 @@ class UpstreamClient:
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
+
+    def interrupt(self) -> int:
+        """The end of a shutdown's grace period: every exchange in progress fails (a
+        stream ends with `response.failed`, a JSON turn with the shutdown's 503) and no
+        new one starts. How many were interrupted."""
+        self._interrupted = True
+        return self._pool.interrupt(Interrupted("The gateway is shutting down.")) if self._pool is not None else 0
 
     async def request(self, method: str, path: str, *, json: Any = None,
                       headers: Mapping[str, str] | None = None, params: Mapping[str, str] | None = None,
@@ -130,35 +149,84 @@ class UpstreamClient:
         caller reads it, then releases or closes the exchange). Connection failures are
         retried, then mapped."""
         assert self._pool is not None, "UpstreamClient.start() was not called"
+        if self._interrupted:
+            raise shutting_down()
+        ends_at = 0.0
+        if self._deadlines:
+            ends_at = TURN_DEADLINE.get()
+            if ends_at and self._pool.loop.time() >= ends_at:
+                raise self._unavailable(method, path, TurnDeadline("the turn's deadline passed"))
         body = orjson.dumps(json) if json is not None else b""
         length = len(body) if json is not None else (0 if method in ("POST", "PUT", "PATCH") else None)
         data = self._head(method, path, params, headers, length) + body
         read_timeout = min(timeout, self._config.timeout) if timeout else self._config.timeout
         attempt = 0
         hooks = self.hooks
+        breaker = self.breaker
+        if breaker is not None and breaker.state != CLOSED and not breaker.allow():
+            # Refused without touching the upstream (LCORE's 503, as for a refused connection).
+            if hooks is not None:
+                hooks.failed(path, "circuit_open", 0.0)
+            raise upstream_unavailable(self.display_name)
         started = time.perf_counter() if hooks is not None else 0.0
+        first = time.monotonic()   # the first attempt: retries start within the budget from it
         while True:
             try:
-                exchange = await self._pool.exchange(data, read_timeout)
+                exchange = await self._pool.exchange(data, read_timeout, ends_at)
             except ConnectFailed as exc:
-                if attempt >= self._config.max_retries:
+                delay = self._retry_wait(attempt, None, first)
+                if delay is None:
                     if hooks is not None:
                         hooks.failed(path, _outcome(exc), time.perf_counter() - started)
+                    if breaker is not None:
+                        breaker.failed(_describe(exc))
                     raise self._unavailable(method, path, exc) from None
                 attempt += 1
                 if hooks is not None:
                     hooks.retried(path, _outcome(exc))
-                delay = self._config.retry_delay * 2 ** (attempt - 1)
                 log.warning("upstream %s %s: %s; retry %d in %.1fs", method, path, _describe(exc), attempt, delay)
                 await asyncio.sleep(delay)
             except UpstreamHttpError as exc:
                 if hooks is not None:
                     hooks.failed(path, _outcome(exc), time.perf_counter() - started)
+                if breaker is not None and not isinstance(exc, Interrupted):
+                    breaker.failed(_describe(exc))
                 raise self._unavailable(method, path, exc) from None
+            except BaseException:   # cancelled: its caller left; a probe's verdict is still open
+                if breaker is not None:
+                    breaker.released()
+                raise
             else:
+                status = exchange.status
+                if status in RETRIED_STATUSES and attempt < self._config.max_retries \
+                        and may_retry_status(method, status):
+                    # Nothing of it reached the caller yet: asked again if the budget allows.
+                    delay = self._retry_wait(attempt, retry_after(exchange.retry_after), first)
+                    if delay is not None:
+                        exchange.close()
+                        attempt += 1
+                        if hooks is not None:
+                            hooks.retried(path, f"status_{status}")
+                        log.warning("upstream %s %s answered %d; retry %d in %.1fs", method, path, status, attempt,
+                                    delay)
+                        await asyncio.sleep(delay)
+                        continue
                 if hooks is not None:
-                    hooks.answered(path, exchange.status, time.perf_counter() - started)
+                    hooks.answered(path, status, time.perf_counter() - started)
+                if breaker is not None:
+                    if status in FAILING_STATUSES:
+                        breaker.failed(f"HTTP {status}")
+                    elif breaker.failures or breaker.state != CLOSED:
+                        breaker.succeeded()
                 return exchange
+
+    def _retry_wait(self, attempt: int, asked: float | None, first: float) -> float | None:
+        """The wait before the next attempt, or None: no more (`upstream/retry.py`)."""
+        config = self._config
+        if attempt >= config.max_retries:
+            return None
+        return next_wait(config.retry_delay, attempt + 1, asked,
+                         config.retry_budget_seconds - (time.monotonic() - first))
 
     def _head(self, method: str, path: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None,
               length: int | None) -> bytes:
@@ -187,9 +255,18 @@ class UpstreamClient:
     def _unavailable(self, method: str, path: str, exc: BaseException) -> ApiError:
         """LCORE's 503 (`Connection error.`, or `Request timed out.` as the OpenAI client
         says); what the socket said goes to the log, not to the client."""
-        log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
-        cause = TIMED_OUT if isinstance(exc, ReadTimeout) else "Connection error."
-        return upstream_unavailable(self.display_name, cause)
+        if isinstance(exc, TurnDeadline):
+            log.warning("upstream %s %s: %s", method, path, exc)
+            error = upstream_unavailable(self.display_name, TIMED_OUT)
+        elif isinstance(exc, Interrupted):
+            error = shutting_down()
+        else:
+            log.warning("upstream %s %s unreachable: %s", method, path, _describe(exc))
+            error = upstream_unavailable(self.display_name, TIMED_OUT if isinstance(exc, ReadTimeout)
+                                         else "Connection error.")
+        # Sent, then lost (not a connection that could not be made): the upstream may be running it.
+        error.upstream_received = not isinstance(exc, ConnectFailed)
+        return error
 
 
 def _unchanged(text: str) -> str:

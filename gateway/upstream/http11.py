@@ -54,12 +54,20 @@ class Disconnected(UpstreamHttpError):
     """The connection ended, or the answer was not HTTP, before the answer was complete."""
 
 
+class Interrupted(UpstreamHttpError):
+    """The gateway ended the exchange itself (a shutdown's grace period is over)."""
+
+
+class TurnDeadline(Interrupted):
+    """The turn the exchange is for ran past `llama_stack.turn_deadline_seconds`."""
+
+
 class Exchange(asyncio.Protocol):
     """One connection to the upstream, and the exchange it is carrying (one at a time)."""
 
     __slots__ = ("_pool", "_loop", "transport", "_parser", "status", "_body", "_size", "_complete", "_error",
                  "_head", "_keep_alive", "_delimited", "_waiter", "_deadline", "_timeout", "_paused", "_answered",
-                 "idle_since", "holds_slot")
+                 "idle_since", "holds_slot", "retry_after", "ends_at")
 
     def __init__(self, pool: "Pool"):
         self._pool = pool
@@ -67,6 +75,7 @@ class Exchange(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.idle_since = 0.0
         self.holds_slot = False   # counts against the pool's limit until the exchange ends
+        self.ends_at = 0.0        # its turn's deadline (loop time; 0.0: none), checked by the watchdog
         self._waiter: asyncio.Future[Any] | None = None
         self._deadline = 0.0      # while waiting with a timeout: when it expires (loop time)
         self._reset(0.0)
@@ -75,6 +84,7 @@ class Exchange(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._error: BaseException | None = None
         self.status = 0
+        self.retry_after: bytes | None = None   # the answer's `Retry-After` (upstream/retry.py)
         self._body: list[bytes] = []
         self._size = 0
         self._complete = False
@@ -163,10 +173,16 @@ class Exchange(asyncio.Protocol):
             waiter.set_result(None)
 
     def expire(self, now: float) -> None:
-        """The pool's watchdog: fail the wait if its deadline has passed."""
+        """The pool's watchdog: fail the wait if its deadline has passed, and the exchange
+        (dropping its connection) if its turn's has."""
         if self._deadline and now >= self._deadline:
             self._deadline = 0.0
             self._fail(ReadTimeout(f"the upstream sent nothing for {self._timeout:g} s"))
+        if self.ends_at and now >= self.ends_at:
+            self.ends_at = 0.0
+            self._fail(TurnDeadline("The turn ran past its deadline (llama_stack.turn_deadline_seconds)."))
+            if self.transport is not None:
+                self.transport.abort()
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
@@ -196,8 +212,11 @@ class Exchange(asyncio.Protocol):
             self._fail(Disconnected(f"the upstream closed the connection{f' ({exc})' if exc else ''}"))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() in (b"content-length", b"transfer-encoding"):
+        lowered = name.lower()
+        if lowered in (b"content-length", b"transfer-encoding"):
             self._delimited = True
+        elif lowered == b"retry-after":
+            self.retry_after = value
 
     def on_headers_complete(self) -> None:
         self.status = self._parser.get_status_code()
@@ -238,13 +257,15 @@ class Pool:
         self._closed = False
         self._watchdog = self.loop.call_later(_WATCH_EVERY_S, self._watch)
 
-    async def exchange(self, data: bytes, timeout: float) -> Exchange:
-        """Send a request; the exchange once the answer's head has arrived."""
+    async def exchange(self, data: bytes, timeout: float, ends_at: float = 0.0) -> Exchange:
+        """Send a request; the exchange once the answer's head has arrived. `ends_at`:
+        its turn's deadline (loop time), after which it fails with `TurnDeadline`."""
         await self._slots.acquire()
         conn = None
         try:
             conn = self._reuse()
             if conn is not None:
+                conn.ends_at = ends_at
                 conn.send(data, timeout)
                 try:
                     await conn.head()
@@ -257,6 +278,7 @@ class Pool:
                     stale, conn = conn, None
                     self._drop(stale, keep_slot=True)
             conn = await self._connect()
+            conn.ends_at = ends_at
             conn.send(data, timeout)
             await conn.head()
             return conn
@@ -273,6 +295,7 @@ class Pool:
             conn.transport.abort() if conn.transport is not None else None
             return
         conn.idle_since = time.monotonic()
+        conn.ends_at = 0.0
         self._idle.append(conn)
         if not self._sweeping:
             self._sweeping = True
@@ -295,6 +318,16 @@ class Pool:
                 self._slots.release()
         if keep_slot and conn.transport is not None:
             conn.transport.abort()
+
+    def interrupt(self, error: UpstreamHttpError) -> int:
+        """Fail every exchange in progress with `error` and drop its connection (the
+        upstream sees a client that went away); how many there were."""
+        busy = list(self._busy)
+        for conn in busy:
+            conn._fail(error)
+            if conn.transport is not None:
+                conn.transport.abort()
+        return len(busy)
 
     def close(self) -> None:
         self._closed = True

@@ -12,7 +12,7 @@ from gateway.schema.errors import ApiError
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.errors import map_upstream_error
-from gateway.upstream.http11 import Exchange, ReadTimeout, UpstreamHttpError
+from gateway.upstream.http11 import Exchange, Interrupted, ReadTimeout, UpstreamHttpError
 
 
 class StreamBroken(Exception):
@@ -156,6 +156,8 @@ class UpstreamStream:
             chunk = await self._exchange.readany()
         except ReadTimeout:
             raise StreamBroken("The upstream stopped sending events (idle timeout).") from None
+        except Interrupted as exc:   # the gateway's own shutdown, not the upstream's fault
+            raise StreamBroken(str(exc)) from None
         except UpstreamHttpError as exc:
             raise StreamBroken(f"The upstream stream broke: {exc}.") from None
         if not chunk:

@@ -49,8 +49,12 @@ async def test_deleted_once_and_retried_until_the_upstream_confirms(database_con
     assert upstream.forgotten == [("conv_c1", ("r1",))] and cleaned == ["c1"]
     assert await forgetting.retry(older_than=0) == 0   # nothing pending
 
+    assert all(result.unreachable is None for result in results if result is not None)
+
     upstream.reachable = False
-    assert await forgetting.delete("c2") is not None   # deleted here; upstream pending
+    forgotten = await forgetting.delete("c2")   # deleted here; upstream pending
+    assert forgotten is not None and forgotten.unreachable is not None
+    assert forgotten.unreachable.status == 503
     assert await forgetting.retry(older_than=0) == 0
     upstream.reachable = True
     assert await forgetting.retry(older_than=3600) == 0   # not yet due
@@ -65,4 +69,25 @@ async def test_deleted_once_and_retried_until_the_upstream_confirms(database_con
     await forgetting.retry(older_than=3600)
     assert await history.get("c2") is None and upstream.forgotten[-1] == ("conv_c2", ("r9",))
     assert await history.resurrected() == []
+    await db.close()
+
+
+async def test_deleting_again_retries_the_pending_upstream_deletion_at_once(database_config):
+    db = await open_database(database_config)
+    repo = ConversationRepository(db)
+    upstream = Upstream()
+
+    async def backend():
+        return upstream
+
+    forgetting = Forgetting(ConversationHistory(db, repo), backend)
+    await repo.save(conversation("c3"), turn("r3", "c3"))
+    assert await forgetting.finish("c3") is None   # nothing pending: nothing asked
+    upstream.reachable = False
+    assert (await forgetting.delete("c3")).unreachable is not None
+    assert (await forgetting.finish("c3")).status == 503   # still unreachable: still pending
+    upstream.reachable = True
+    assert await forgetting.finish("c3") is None and upstream.forgotten == [("conv_c3", ("r3",))]
+    assert await forgetting.finish("c3") is None and len(upstream.forgotten) == 1   # done: not asked again
+    assert await forgetting.retry(older_than=0) == 0
     await db.close()

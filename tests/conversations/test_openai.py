@@ -3,11 +3,19 @@ package's own models: the conversation, its deletion, items and their pages."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
-from openai.types.conversations import Conversation, ConversationDeletedResource, ConversationItemList
+from openai.types.conversations import Conversation, ConversationDeletedResource, ConversationItem, ConversationItemList
+from pydantic import TypeAdapter
 
 from gateway.conversations import openai
 from gateway.schema.errors import ApiError
+
+ITEM: TypeAdapter[Any] = TypeAdapter(ConversationItem)
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "llama-stack-0.7.3"
 
 
 def test_conversation_and_deleted_are_the_sdks_models():
@@ -23,11 +31,34 @@ def test_new_items_and_what_a_turn_sends():
     assert user["type"] == "message" and user["status"] == "completed" and user["id"].startswith("msg_")
     assert user["content"] == [{"type": "input_text", "text": "hi"}]
     assistant = openai.new_item({"type": "message", "role": "assistant", "content": "ok"})
-    assert assistant["content"] == [{"type": "output_text", "text": "ok"}]
+    assert assistant["content"] == [{"type": "output_text", "text": "ok", "annotations": []}]
+    parts = openai.new_item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]})
+    assert parts["content"] == assistant["content"]
     call = openai.new_item({"type": "function_call_output", "call_id": "c1", "output": "42"})
-    assert call["id"].startswith("function_")
+    assert call["id"].startswith("function_") and call["status"] == "completed"
+    for item in (user, assistant, parts, call):
+        ITEM.validate_python(item)
     from gateway.turns.body import as_input
     assert as_input(user) == {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+
+
+def test_llama_stacks_items_are_shaped_as_the_sdks():
+    """Llama Stack 0.7.3's listing (`status: null` on input items, a seed message's string
+    content) validates once shaped; what already had OpenAI's shape is left as it was."""
+    listing = json.loads((FIXTURES / "conversations-items-list-asc.json").read_text())
+    with pytest.raises(ValueError):
+        ConversationItemList.model_validate(listing)
+    assistant = json.loads(json.dumps(listing["data"][-1]))
+    shaped = openai.shaped_list(listing)
+    page = ConversationItemList.model_validate(shaped)
+    assert [item.status for item in page.data] == ["completed"] * 5
+    assert shaped["data"][0]["content"] == [{"type": "input_text", "text": "Seed message in conversation"}]
+    assert shaped["data"][-1] == assistant
+    failed = openai.shaped({"type": "mcp_call", "id": "mcp_1", "name": "t", "arguments": "{}", "server_label": "s",
+                            "error": "Error (code 1): None", "output": None})
+    assert ITEM.validate_python(failed).error.type == "mcp_tool_execution_error"
+    text = openai.shaped({"type": "message", "id": "m", "role": "assistant", "status": None, "content": "hi"})
+    assert ITEM.validate_python(text).content[0].text == "hi"
 
 
 def test_pages():

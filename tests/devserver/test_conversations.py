@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from gateway.devserver import create_app
+
 from .helpers import fixture_text
 
 
@@ -79,3 +81,36 @@ async def test_items_validation(client):
     assert resp.status == 400
     resp = await client.post(f"/v1/conversations/{conv['id']}/items", json={})
     assert resp.status == 400
+
+
+async def test_llama_stack_items_are_timed_in_whole_seconds(aiohttp_client):
+    """`--llama-stack-items`: Llama Stack 0.7.3's timing (add-items: now + index, in whole
+    seconds) read back in that order, a turn's string content kept, and a later turn
+    reading the last turn's messages, not the items added since."""
+    client = await aiohttp_client(create_app(llama_stack_items=True))
+    conv = await make(client)
+    base = f"/v1/conversations/{conv['id']}/items"
+
+    def message(text):
+        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+    assert (await client.post(base, json={"items": [message("A"), message("B")]})).status == 200
+    assert (await client.post(base, json={"items": [message("C")]})).status == 200
+    listed = (await (await client.get(base + "?order=asc")).json())["data"]
+    # A at t, B at t + 1, C at t (the same second as A, B's call): A, C, B (unless the
+    # clock ticked between the two calls).
+    order = [item["content"][0]["text"] for item in listed]
+    assert order in (["A", "C", "B"], ["A", "B", "C"]) and all(item["status"] is None for item in listed)
+
+    first = await (await client.post("/v1/responses", json={
+        "model": "scripted/scripted-chat", "conversation": conv["id"],
+        "input": [{"type": "message", "role": "user", "content": "first turn"}]})).json()
+    assert first["status"] == "completed"
+    copies = (await (await client.get(base + "?order=asc&limit=100")).json())["data"]
+    assert {"type": "message", "role": "user", "content": "first turn"}.items() <= \
+        next(item for item in copies if item.get("content") == "first turn").items()
+    assert (await client.post(base, json={"items": [message("later")]})).status == 200
+    second = await (await client.post("/v1/responses", json={
+        "model": "scripted/scripted-chat", "conversation": conv["id"], "input": "second turn"})).json()
+    read = await (await client.get(f"/v1/responses/{second['id']}/input_items?order=asc")).json()
+    assert "later" not in json.dumps(read["data"]) and "first turn" in json.dumps(read["data"])

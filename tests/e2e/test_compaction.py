@@ -211,31 +211,32 @@ def test_a_compaction_item_added_to_a_conversation(kept):
     assert "compaction" not in json.dumps(served.requests())   # nothing reached the upstream
 
     added = alice.conversations.items.create(conversation.id, items=[item]).data
-    if where == "upstream":
-        # The upstream's conversation gets the summary as a user message, never the item.
-        relayed = served.last(f"/v1/conversations/{conversation.id}/items")["body"]["items"]
-        assert [(i["type"], i["role"]) for i in relayed] == [("message", "user")]
-        assert relayed[0]["content"][0]["text"].startswith(INTRO) and "teal" in relayed[0]["content"][0]["text"]
-    else:
-        # The gateway keeps (and lists) it sealed: opaque to whoever reads the conversation.
-        assert [(i.type, i.encrypted_content) for i in added] == [("compaction", body)]
-        assert added[0].id.startswith("cmp_")
-        listed = alice.conversations.items.list(conversation.id).data
-        assert [(i.id, i.type) for i in listed] == [(added[0].id, "compaction")]
-        rows = GatewayDb.of(gateway)._query("SELECT item FROM gateway_conversation_items")
-        assert body in json.dumps(rows) and "teal" not in json.dumps(rows)
+    # The gateway holds (and lists) it sealed until the next turn, wherever the conversation
+    # lives: opaque to whoever reads the conversation.
+    assert [(i.type, i.encrypted_content) for i in added] == [("compaction", body)]
+    assert added[0].id.startswith("cmp_")
+    listed = alice.conversations.items.list(conversation.id).data
+    assert [(i.id, i.type) for i in listed] == [(added[0].id, "compaction")]
+    rows = GatewayDb.of(gateway)._query("SELECT item FROM gateway_conversation_items")
+    assert body in json.dumps(rows) and "teal" not in json.dumps(rows)
+    assert "compaction" not in json.dumps(served.requests())   # nothing reached the upstream yet
 
     served.clear()
     later = alice.responses.create(model=MODEL, input="scripted-recap what I said", conversation=conversation.id)
     assert later.status == "completed" and "teal" in later.output_text
     assert '"compaction"' not in json.dumps(served.requests())   # the upstream never got the item
-    if where != "upstream":
-        summaries = [text for text in _user_texts(served, where == "engine") if text.startswith(INTRO)]
-        assert len(summaries) == 1 and "teal" in summaries[0]
+    summaries = [text for text in _user_texts(served, where == "engine") if text.startswith(INTRO)]
+    assert len(summaries) == 1 and "teal" in summaries[0]
+    history = gateway.get(f"/v1/conversations/{conversation.id}?user_id=alice").ok()["chat_history"]
+    assert [turn["messages"][0]["content"] for turn in history] == ["scripted-recap what I said"]
+    if where == "upstream":
+        # The upstream's conversation keeps the summary as a user message, never the item.
+        listed = alice.conversations.items.list(conversation.id, order="asc").data
+        assert listed[0].type == "message" and listed[0].role == "user"
+        assert listed[0].content[0].text.startswith(INTRO) and "teal" in listed[0].content[0].text
+    else:
         # The item stays listed, sealed; the turn's stored question is the client's own.
         assert [i.type for i in alice.conversations.items.list(conversation.id).data] == ["compaction"]
-        history = gateway.get(f"/v1/conversations/{conversation.id}?user_id=alice").ok()["chat_history"]
-        assert [turn["messages"][0]["content"] for turn in history] == ["scripted-recap what I said"]
     if where == "gateway":   # taken once: the next turn chains on without it
         served.clear()
         alice.responses.create(model=MODEL, input="and now?", conversation=conversation.id)

@@ -1,19 +1,23 @@
 """LCORE's conversation endpoints through `gateway serve` (issue 22; lcore.md 4, 9):
 `/v1/conversations` (list, get, rename, delete) in forward mode and over the local
 engine, from the gateway's own turn store; another user's, unknown and malformed ids;
-the RBAC overrides; and `/v1` with the upstream down (503, delete still works)."""
+the RBAC overrides; and `/v1` with the upstream down (503; a delete deletes the gateway's
+row, answers LCORE's 503 and the upstream's part is done later)."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.engine_gateway import engine_config
 from tests.support.gateway_db import GatewayDb
-from tests.support.gateway_proc import start_upstream
+from tests.support.gateway_proc import start_gateway, start_upstream
+from tests.support.processes import free_port, python_module, spawn, wait_http
 
 KEYS = {"alice": "alice-key-0001", "bob": "bob-key-0001", "auditor": "auditor-key-0001", "quentin": "quentin-key-0001"}
 CHAT = ["responses", "query", "streaming_query", "list_conversations", "get_conversation", "update_conversation",
@@ -37,7 +41,8 @@ def lcore(body: dict, gateway) -> dict:
     if gateway.error_body == "lcore":
         assert not set(OPENAI_KEYS) & set(body)
     else:
-        assert body["id"].removeprefix("conv_") == body["conversation_id"] and body["object"].startswith("conv")
+        assert body["id"].removeprefix("conv_") == body["conversation_id"].removeprefix("conv_")
+        assert body["object"].startswith("conv")
     return {key: value for key, value in body.items() if key not in OPENAI_KEYS}
 
 
@@ -92,8 +97,11 @@ def test_list_get_rename_and_delete_ones_own(gateway, mode, upstream):
     page = gateway.get(f"/v1/conversations?limit=1&after={newer}", headers=auth("alice")).ok()["conversations"]
     assert len(page) == 1 and page[0]["conversation_id"] == ids[ids.index(newer) + 1]
 
+    # The id in the form the path named it in: `conv_…` as /v1/responses gave it, bare as LCORE does.
     got = gateway.get(f"/v1/conversations/{first['conversation']}", headers=auth("alice")).ok()
-    assert got["conversation_id"] == cid and len(got["chat_history"]) == 2
+    assert got["conversation_id"] == first["conversation"] and len(got["chat_history"]) == 2
+    assert lcore(gateway.get(f"/v1/conversations/{cid}", headers=auth("alice")).ok(), gateway) == {
+        **lcore(got, gateway), "conversation_id": cid}
     turn = got["chat_history"][0]
     assert set(turn) == {"messages", "tool_calls", "tool_results", "provider", "model", "started_at", "completed_at"}
     assert turn["messages"] == [
@@ -185,8 +193,69 @@ def test_v1_with_the_upstream_down(engine, gateway_factory, tmp_path):
     reply = gateway.request("PUT", f"/v1/conversations/{cid}?user_id=u", {"topic_summary": "x"})
     assert reply.status == 503 and reply.json()["detail"] == unavailable
     assert len(gateway.get("/v1/conversations?user_id=u").ok()["conversations"]) == 2   # the list is the gateway's
-    assert gateway.delete(f"/v1/conversations/{other}?user_id=u").ok()["deleted"] is True
-    assert "its upstream state was not" in gateway.log() or engine
+    reply = gateway.delete(f"/v1/conversations/{other}?user_id=u")
+    if engine:   # nothing of it upstream: deleted
+        assert reply.ok()["deleted"] is True
+    else:   # LCORE: its own row deleted, then its 503 for the upstream's part (retried)
+        assert reply.status == 503 and reply.json()["detail"] == unavailable
+        assert "its upstream state was not" in gateway.log()
+    assert len(gateway.get("/v1/conversations?user_id=u").ok()["conversations"]) == 1
+
+
+def test_a_delete_the_upstream_missed_is_done_once_it_is_back(gateway_factory, upstream, tmp_path):
+    """The upstream behind a relay that is stopped and started again on its port: a
+    delete while it is away is LCORE's 503 (the configured name) and the gateway's row is
+    gone; the upstream's deletion is done when the client deletes it again, and by a
+    gateway starting on the same database."""
+    port = free_port()
+
+    def link():
+        relay = spawn(f"relay-{port}-{time.monotonic_ns()}", python_module(
+            "tests.support.recording_proxy", "--listen", str(port), "--target", str(upstream.port),
+            "--record", str(tmp_path / "relayed.bin")), tmp_path)
+        wait_http(relay, f"http://127.0.0.1:{port}/health")
+        return relay
+
+    def deleted_upstream(cid):
+        return [r["path"] for r in upstream.requests() if r["method"] == "DELETE" and cid in r["path"]]
+
+    relay = link()
+    gateway = gateway_factory(f"http://127.0.0.1:{port}", service={"error_body": "lcore"},
+                              llama_stack={"display_name": "OGX"})
+    first, second = (gateway.post("/v1/query?user_id=u", {"query": text}).ok()["conversation_id"]
+                     for text in ("first", "second"))
+    relay.stop()
+    unavailable = {"detail": {"response": "Unable to connect to OGX", "cause": "Connection error."}}
+    for cid in (first, second):
+        reply = gateway.delete(f"/v1/conversations/{cid}?user_id=u")
+        assert reply.status == 503 and reply.json() == unavailable
+    assert gateway.get("/v1/conversations?user_id=u").ok()["conversations"] == []   # the gateway's rows are gone
+    reply = gateway.delete(f"/v1/conversations/{first}?user_id=u")   # again, still away: still pending
+    assert reply.status == 503 and reply.json() == unavailable
+    upstream.clear()
+    relay = link()
+    try:
+        # Deleted again with the upstream back: its deletion is done now, LCORE's answer.
+        reply = gateway.delete(f"/v1/conversations/{first}?user_id=u")
+        assert reply.ok() == {"conversation_id": first, "deleted": False, "response": "Conversation not found",
+                              "success": True}
+        assert deleted_upstream(first) == [f"/v1/conversations/conv_{first}"]
+        assert upstream.get(f"/v1/conversations/conv_{first}").status == 404
+        assert gateway.delete(f"/v1/conversations/{first}?user_id=u").ok()["success"] is True
+        assert deleted_upstream(first) == [f"/v1/conversations/conv_{first}"]   # done: not asked again
+        # A gateway starting on the same database does what is still pending.
+        assert deleted_upstream(second) == []
+        gateway.stop()
+        restarted = start_gateway(tmp_path / "restarted", yaml.safe_load(gateway.config_path.read_text()))
+        try:
+            deadline = time.monotonic() + 15
+            while not deleted_upstream(second) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert deleted_upstream(second) == [f"/v1/conversations/conv_{second}"]
+        finally:
+            restarted.stop()
+    finally:
+        relay.stop()
 
 
 def test_a_turns_tools_and_documents_are_in_its_history(gateway_factory, upstream):
@@ -244,3 +313,88 @@ def test_the_query_apis_turns_are_listed_with_their_message_count(gateway, mode)
     assert item["message_count"] == 3 and item["last_used_model"]
     history = gateway.get(f"/v1/conversations/{cid}", headers=auth("quentin")).ok()["chat_history"]
     assert len(history) == 3
+
+
+def test_a_conversations_model_is_lcores_bare_id_beside_its_provider(gateway_factory, upstream_with):
+    """In front of an upstream naming its models as Llama Stack does (`scripted/scripted-chat`,
+    provider `scripted`), the list's `last_used_model` and each turn's `model` are LCORE's
+    `scripted-chat`, with `scripted` as the provider, on v1 and v2, whichever way the turn
+    named its model."""
+    named = upstream_with("--provider-ids")
+    gateway = gateway_factory(named.url, conversation_cache={"type": "sqlite",
+                                                             "sqlite": {"db_path": "/tmp/unused-by-the-gateway.db"}})
+    assert "scripted/scripted-chat" in [model["id"] for model in gateway.get("/v1/models").ok()["data"]]
+    by_query = gateway.post("/v1/query?user_id=mo", {"query": "hi", "provider": "scripted",
+                                                     "model": "scripted-chat"}).ok()["conversation_id"]
+    by_responses = gateway.post("/v1/responses?user_id=mo", {"input": "hello"}).ok()["conversation"]
+    gateway.post("/v1/responses?user_id=mo", {"input": "again", "conversation": by_responses,
+                                              "model": "scripted/scripted-chat"}).ok()
+    listed = gateway.get("/v1/conversations?user_id=mo").ok()["conversations"]
+    assert sorted(item["conversation_id"] for item in listed) == sorted([by_query, by_responses.removeprefix("conv_")])
+    assert {(item["last_used_model"], item["last_used_provider"]) for item in listed} == {("scripted-chat", "scripted")}
+    for version in ("v1", "v2"):
+        for cid in (by_query, by_responses):
+            history = gateway.get(f"/{version}/conversations/{cid}?user_id=mo").ok()["chat_history"]
+            assert history and {(turn["model"], turn["provider"]) for turn in history} == {("scripted-chat", "scripted")}
+
+
+def test_a_fork_answers_in_the_form_the_client_named_its_conversation(gateway_factory, upstream):
+    """`conversation` is answered in the form the client named the conversation in, and
+    a turn continuing or forking from one of its turns by `previous_response_id` keeps
+    that form: LCORE's clients (the bare 48 hex) compare the fork's `conversation` with
+    `GET /v1/conversations/{id}`'s `conversation_id` byte for byte; OpenAI's keep `conv_`."""
+    gateway = gateway_factory(upstream.url)
+    bare = gateway.post("/v1/query?user_id=fk", {"query": "one"}).ok()["conversation_id"]
+    second = gateway.post("/v1/responses?user_id=fk", {"input": "two", "conversation": bare}).ok()
+    assert second["conversation"] == bare
+    third = gateway.post("/v1/responses?user_id=fk", {"input": "three", "previous_response_id": second["id"]}).ok()
+    assert third["conversation"] == bare   # continued: the same conversation, in its form
+    fork = gateway.post("/v1/responses?user_id=fk", {"input": "fork from two", "previous_response_id": second["id"]}).ok()
+    forked = fork["conversation"]
+    assert forked != bare and re.fullmatch(r"[0-9a-f]{48}", forked)
+    got = gateway.get(f"/v1/conversations/{forked}?user_id=fk").ok()
+    assert got["conversation_id"] == forked and len(got["chat_history"]) == 1
+    assert gateway.get(f"/v1/conversations/{bare}?user_id=fk").ok()["conversation_id"] == bare
+    assert gateway.get(f"/v1/responses/{fork['id']}?user_id=fk").ok()["conversation"] == forked
+    status, frames = gateway.stream({"input": "fork again", "previous_response_id": second["id"]},
+                                    path="/v1/responses?user_id=fk")
+    [completed] = [data for _, data in frames if isinstance(data, dict) and data.get("type") == "response.completed"]
+    assert status == 200 and re.fullmatch(r"[0-9a-f]{48}", completed["response"]["conversation"])
+    # OpenAI's clients name it `conv_…` and keep getting that form, in forks too.
+    named = gateway.post("/v1/responses?user_id=fk", {"input": "a", "conversation": f"conv_{bare}"}).ok()
+    assert named["conversation"] == f"conv_{bare}"
+    chained = gateway.post("/v1/responses?user_id=fk", {"input": "b", "previous_response_id": named["id"]}).ok()
+    assert chained["conversation"] == f"conv_{bare}"
+    openai_fork = gateway.post("/v1/responses?user_id=fk", {"input": "c", "previous_response_id": named["id"]}).ok()
+    assert openai_fork["conversation"].startswith("conv_") and openai_fork["conversation"] != f"conv_{bare}"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_lcores_fork_scenario_naming_no_conversation(gateway_factory, upstream, stream):
+    """LCORE's responses.feature fork scenario as its client runs it: no conversation
+    named (the gateway answers `conv_…`, spec 001's form), a fork from the first turn,
+    then `GET /v1/conversations/<the conversation it got>` compared byte for byte: the
+    id comes back in the form the path named it in."""
+    gateway = gateway_factory(upstream.url)
+
+    def ask(body):
+        if not stream:
+            return gateway.post("/v1/responses?user_id=lf", body).ok()
+        status, frames = gateway.stream(body, path="/v1/responses?user_id=lf")
+        assert status == 200
+        return [data for _, data in frames if isinstance(data, dict) and data.get("type") == "response.completed"][0][
+            "response"]
+
+    first = ask({"input": "Fork test turn one."})
+    baseline = ask({"input": "Fork test turn two.", "previous_response_id": first["id"]})["conversation"]
+    assert baseline == first["conversation"]
+    forked = ask({"input": "Fork from middle using first response id.", "previous_response_id": first["id"]})[
+        "conversation"]
+    assert forked != baseline
+    got = gateway.get(f"/v1/conversations/{forked}?user_id=lf").ok()
+    assert got["conversation_id"] == forked and len(got["chat_history"]) == 1
+    assert "Fork from middle" in json.dumps(got)
+    got = gateway.get(f"/v1/conversations/{baseline}?user_id=lf").ok()
+    assert got["conversation_id"] == baseline and len(got["chat_history"]) == 2
+    # The bare form still gets LCORE's bare answer.
+    assert gateway.get(f"/v1/conversations/{baseline[5:]}?user_id=lf").ok()["conversation_id"] == baseline[5:]

@@ -202,3 +202,23 @@ def test_on_the_local_engine_the_partial_answer_is_saved_and_the_conversation_go
     assert [m["role"] for m in messages if m["role"] != "system"] == ["user", "assistant", "user"]
     assert {"role": "assistant", "content": partial}.items() <= next(
         m for m in messages if m["role"] == "assistant").items()
+
+
+def test_an_interrupted_turn_leaves_the_items_it_took_in_the_upstreams_conversation(slow):
+    """Items added through OpenAI's Conversations API, held for the conversation's next
+    turn (issue 41): an interrupted turn that took them appends them to the upstream's
+    conversation with its question and partial answer, so the next turn has them."""
+    gateway, upstream = slow
+    cid = gateway.post("/v1/conversations?user_id=lea", {"items": [
+        {"type": "message", "role": "user", "content": "remember the word pineapple"}]}).ok()["id"]
+    stream = Stream(gateway, {"query": "tell me a long story", "no_tools": True, "conversation_id": cid}, "lea")
+    start = stream.next_event()["data"]
+    assert stream.next_event()["event"] == "token"
+    assert interrupt(gateway, start["request_id"], "lea").ok()["interrupted"] is True
+    stream.rest()
+    wait_until(lambda: upstream.open_streams() == 0, "the upstream stream to be closed")
+    later = gateway.post("/v1/query?user_id=lea", {"query": "go on", "no_tools": True, "conversation_id": cid}).ok()
+    # The held item, the question, the partial answer, then this question.
+    assert "4 messages): go on" in later["response"], later
+    items = gateway.get(f"/v1/conversations/{cid}/items?order=asc&user_id=lea").ok()["data"]
+    assert "pineapple" in json.dumps(items[0])

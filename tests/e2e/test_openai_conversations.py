@@ -55,7 +55,7 @@ def test_create_retrieve_update_and_delete(gateway):
                                                                    {"project": "apollo"})
     raw = gateway.get(f"/v1/conversations/{created.id}", headers={"Authorization": f"Bearer {KEYS['alice']}"}).ok()
     # One body for both audiences: an empty conversation made through the API is LCORE's 200 too.
-    assert raw["conversation_id"] == created.id.removeprefix("conv_") and raw["chat_history"] == []
+    assert raw["conversation_id"] == created.id and raw["chat_history"] == []   # the form the path named
 
     updated = alice.conversations.update(created.id, metadata={"project": "gemini", "phase": "2"})
     assert updated.metadata == {"project": "gemini", "phase": "2"}
@@ -118,8 +118,12 @@ def test_items_are_the_next_turns_input(gateway, mode, upstream, chat_upstream):
         assert "conversation" not in sent
         assert [item.get("role") for item in sent["input"]] == ["user", "assistant", "user"]
         assert "pineapple" in str(sent["input"][0]) and sent["input"][2]["content"] == "which word?"
-    else:   # the upstream's conversation holds them; the turn names it
-        assert served.last()["body"]["conversation"] == conversation.id
+    else:   # the turn names the upstream's conversation and sends them first, with their ids
+        sent = served.last()["body"]
+        assert sent["conversation"] == conversation.id
+        listed = [item.id for item in alice.conversations.items.list(conversation.id, order="asc").data]
+        assert [item.get("id") for item in sent["input"]] == [*listed[:2], None]
+        assert "pineapple" in str(sent["input"][0]) and sent["input"][2]["content"] == "which word?"
     # Sent once: the next turn continues the chain without them again.
     served.clear()
     alice.responses.create(input="and now?", conversation=conversation.id)
@@ -199,7 +203,7 @@ def test_lcore_bodies_alone_with_error_body_lcore(gateway_factory, upstream):
     # The OpenAI-only routes are there all the same.
     created = gateway.client(api_key=KEYS["alice"]).conversations.create()
     assert gateway.get(f"/v1/conversations/{created.id}", headers=headers).ok() == {
-        "conversation_id": created.id.removeprefix("conv_"), "chat_history": []}
+        "conversation_id": created.id, "chat_history": []}   # the form the path named it in
 
 
 def conversations_shown(events) -> list:
@@ -278,8 +282,6 @@ def test_a_conversation_the_gateway_keeps_holds_at_most_the_operators_items(gate
 
 
 def test_a_failed_turn_gives_its_items_back(gateway, mode, upstream, chat_upstream):
-    if mode == "upstream":
-        pytest.skip("the upstream's conversation keeps its items itself")
     alice = client(gateway)
     conversation = alice.conversations.create(items=[USER_ITEM])
     with pytest.raises(openai.APIError):

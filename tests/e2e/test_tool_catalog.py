@@ -1,5 +1,6 @@
 """LCORE's `GET /v1/tools` and `GET /v1/mcp-auth/client-options` through `gateway serve`
-(issue 21): the built-in file-search catalogue alone without MCP servers, each
+(issue 21): the built-in file-search catalogue alone without MCP servers (LCORE's 503 with the
+upstream unreachable), each
 configured server's tools listed from a real MCP server (the `mcp` package) with the
 headers the request resolves, a server whose header cannot be resolved (or that cannot
 be reached) reported in `unavailable_servers`, and the servers that want client headers."""
@@ -85,3 +86,19 @@ def test_client_options(catalog):
 def test_bad_mcp_headers_are_a_422(catalog):
     reply = catalog.get("/v1/tools", headers={"MCP-HEADERS": "not json"})
     assert reply.status == 422 and reply.json()["detail"]["cause"] == "MCP-HEADERS must be a JSON object of objects"
+
+
+def test_the_upstream_is_asked_and_unreachable_is_lcores_503(gateway_factory, upstream):
+    # LCORE lists Llama Stack's providers before the built-in tools: the upstream is asked.
+    plain = gateway_factory(upstream.url)
+    upstream.clear()
+    assert plain.get("/v1/tools").ok() == {"tools": BUILTIN}
+    assert [(r["method"], r["path"]) for r in upstream.requests()] == [("GET", "/v1/providers")]
+    # Unreachable: LCORE's 503 with the configured name, not the built-in tools.
+    dead = gateway_factory(f"http://127.0.0.1:{free_port()}", service={"error_body": "lcore"},
+                           llama_stack={"url": f"http://127.0.0.1:{free_port()}", "max_retries": 0,
+                                        "display_name": "OGX"})
+    reply = dead.get("/v1/tools")
+    assert reply.status == 503
+    assert reply.json() == {"detail": {"response": "Unable to connect to OGX", "cause": "Connection error."}}
+    assert dead.get("/v1/mcp-auth/client-options").ok() == {"servers": []}

@@ -51,3 +51,44 @@ def test_a_querys_transcript_names_what_it_asked_for(chain, gateway_factory, tmp
     metadata = record["metadata"]
     assert (metadata["query_provider"], metadata["query_model"]) == ("scripted", "scripted-chat")
     assert (metadata["provider"], metadata["model"]) == ("scripted", "scripted/scripted-chat")
+
+
+def _user_texts(messages: list) -> list[str]:
+    texts = []
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        texts.append(content if isinstance(content, str) else " ".join(part.get("text", "") for part in content))
+    return texts
+
+
+def test_items_added_reach_llama_stacks_model_in_order_and_validate(chain, gw):
+    """OpenAI's Conversations API over a real Llama Stack (issue 41): a conversation
+    created with A, B, then given C, reaches the model as A, B, C (Llama Stack's own
+    whole-second order gave A, C, B), an item added after a turn reaches the next one,
+    and every item listed validates as the `openai` package's `ConversationItem`."""
+    from openai.types.conversations import ConversationItem, ConversationItemList
+    from pydantic import TypeAdapter
+
+    def message(text: str) -> dict:
+        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+    cid = gw.post("/v1/conversations", {"items": [message("A"), message("B")]}).ok()["id"]
+    (added,) = gw.post(f"/v1/conversations/{cid}/items", {"items": [message("C")]}).ok()["data"]
+    first = gw.post("/v1/responses", {"input": "Q1", "conversation": cid}).ok()
+    assert first["status"] == "completed"
+    assert _user_texts(chain.scripted.last("/v1/chat/completions")["body"]["messages"]) == ["A", "B", "C", "Q1"]
+
+    gw.post(f"/v1/conversations/{cid}/items", {"items": [{"role": "user", "content": "D"}]}).ok()
+    second = gw.post("/v1/responses", {"input": [{"role": "user", "content": "Q2"}], "conversation": cid}).ok()
+    assert second["status"] == "completed"
+    assert _user_texts(chain.scripted.last("/v1/chat/completions")["body"]["messages"]) == \
+        ["A", "B", "C", "Q1", "D", "Q2"]
+
+    listing = gw.get(f"/v1/conversations/{cid}/items?order=asc&limit=100").ok()
+    TypeAdapter(ConversationItemList).validate_python(listing)
+    items = [TypeAdapter(ConversationItem).validate_python(item) for item in listing["data"]]
+    assert len(items) == 8 and added["id"] in {item.id for item in items}   # Llama Stack keeps the ids it was sent
+    for item in items:
+        TypeAdapter(ConversationItem).validate_python(gw.get(f"/v1/conversations/{cid}/items/{item.id}").ok())

@@ -1,5 +1,7 @@
 """The MCP executor's pure parts, and its items and events through the loop with a
-scripted model (no sockets; the real MCP servers are in tests/e2e/test_engine_mcp*.py)."""
+scripted model (no sockets; the real MCP servers are in tests/e2e/test_engine_mcp*.py).
+A request's MCP tools and approvals: test_mcp_tools.py; a session's failures:
+test_mcp_session.py."""
 
 from __future__ import annotations
 
@@ -7,15 +9,11 @@ import pytest
 
 from gateway.destinations import DestinationPolicy
 from gateway.engine import mcp as mcp_module
-from gateway.engine import mcp_session
 from gateway.engine.executor import ToolCall, ToolResult
 from gateway.engine.loop import Loop
 from gateway.engine.items import CallItem
 from gateway.engine.mcp import MAX_OUTPUT_CHARS, McpExecutor, McpFailure, McpServer, cut_error, model_name
-from gateway.engine.mcp_session import error_of
 from gateway.engine.mcp_types import MCP_APPROVAL_REQUEST, MCP_CALL, McpLimits
-from gateway.engine.mcp_tools import allowed_names, approvals_of, echoed, needs_approval
-from gateway.schema.errors import ApiError
 from tests.engine.fakes import FakeModel, calls_round, emitter, plan, text_round
 from tests.engine.test_loop import check_stream, kinds, run
 
@@ -31,67 +29,6 @@ SERVER = McpServer("calc", "http://127.0.0.1:1/mcp", {"Authorization": "Bearer t
 ])
 def test_model_names_are_unique_and_valid(name, taken, expected):
     assert model_name("calc", name, taken) == expected
-
-
-@pytest.mark.parametrize("allowed, expected", [
-    (None, None), (["a", "b"], frozenset({"a", "b"})), ({"tool_names": ["a"]}, frozenset({"a"})), ([], frozenset()),
-])
-def test_allowed_tools_forms(allowed, expected):
-    assert allowed_names(allowed) == expected
-
-
-@pytest.mark.parametrize("approval, name, expected", [
-    ("never", "add", False), ("always", "add", True), (None, "add", False),
-    ({"always": ["add"], "never": ["echo"]}, "add", True), ({"always": ["add"], "never": ["echo"]}, "echo", False),
-    ({"always": ["add"]}, "other", True), ({"never": ["echo"]}, "echo", False),
-])
-def test_which_calls_need_approval(approval, name, expected):
-    assert needs_approval({"require_approval": approval}, name) is expected
-
-
-def test_an_echoed_filter_takes_the_openai_form_and_is_a_copy():
-    tool = {"type": "mcp", "server_label": "calc", "require_approval": {"always": ["add"], "never": []}}
-    assert echoed(tool)["require_approval"] == {"always": {"tool_names": ["add"]}}
-    plain = {"type": "mcp", "server_label": "calc", "authorization": "t"}
-    assert echoed(plain) == plain and echoed(plain) is not plain
-
-
-REQUEST = {"id": "mcpr_1", "type": "mcp_approval_request", "server_label": "calc", "name": "add", "arguments": "{}"}
-TOOLS = [{"type": "mcp", "server_label": "calc"}]
-
-
-def answer(request_id="mcpr_1", approve=True):
-    return {"type": "mcp_approval_response", "approval_request_id": request_id, "approve": approve}
-
-
-def test_approvals_resolve_against_the_history():
-    assert approvals_of([answer(approve=False)], [REQUEST], TOOLS) == [(REQUEST, False)]
-
-
-@pytest.mark.parametrize("inputs, history, tools, says", [
-    ([answer("mcpr_x")], [REQUEST], TOOLS, "no pending approval request"),
-    ([answer()], [REQUEST, answer()], TOOLS, "already answered"),
-    ([answer()], [REQUEST, {"type": "mcp_call", "approval_request_id": "mcpr_1"}], TOOLS, "already answered"),
-    ([answer(), answer()], [REQUEST], TOOLS, "already answered"),
-    ([answer()], [REQUEST], [], "do not include"),
-])
-def test_bad_approvals_are_422(inputs, history, tools, says):
-    with pytest.raises(ApiError) as raised:
-        approvals_of(inputs, history, tools)
-    assert raised.value.status == 422 and raised.value.param == "input" and says in raised.value.cause
-
-
-class Boom(Exception):
-    pass
-
-
-@pytest.mark.parametrize("exc, expected", [
-    (mcp_session.MCPError(-32602, "bad"), {"type": "mcp_protocol_error", "code": -32602, "message": "bad"}),
-    (OSError("refused"), {"type": "http_error", "code": 0, "message": "MCP server 'calc' is unreachable"}),
-    (Boom("x"), {"type": "http_error", "code": 0, "message": "MCP server 'calc' failed: Boom"}),
-])
-def test_failures_become_openai_error_objects(exc, expected):
-    assert error_of(SERVER, exc) == expected
 
 
 async def test_outputs_are_capped_and_errors_carried(monkeypatch):

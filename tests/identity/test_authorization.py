@@ -3,11 +3,9 @@ everything, and the default without rules (no `*_other_conversations`, unlike LC
 
 from __future__ import annotations
 
-from gateway.config import AuthenticationConfig
 from gateway.config.access import (ALL_ACTIONS, DEFAULT_ACTIONS, OTHERS_CONVERSATIONS_ACTIONS, AccessRule, Action,
                                    RoleRule)
 from gateway.identity import Identity
-from gateway.identity.build import build_authenticator
 from gateway.identity.authorization import AccessPolicy, AuthorizingAuthenticator, may_use_conversation
 
 RULES = [AccessRule(role="*", actions=[Action.INFO]),
@@ -53,13 +51,6 @@ async def test_roles_from_the_module_and_from_rules_over_its_document():
     assert (identity.user_id, identity.username, identity.token) == ("u", "n", "t")
     plain = await AuthorizingAuthenticator(Fixed(Identity(user_id="v", username="v")), rules, RULES).authenticate({}, {})
     assert plain.roles == ("*",) and plain.actions == {Action.INFO}
-
-
-def test_without_rules_the_module_is_used_as_it_is():
-    module = build_authenticator(AuthenticationConfig(module="noop"))
-    assert not isinstance(module, AuthorizingAuthenticator)
-    assert isinstance(build_authenticator(AuthenticationConfig(module="noop"), access_rules=RULES),
-                      AuthorizingAuthenticator)
 
 
 def test_other_users_conversations_need_the_named_action():

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.legacy.conversations import LCORE_V1, LCORE_V2, TurnView, chat_turn, epoch, naive_seconds, zulu_seconds
+from gateway.legacy.conversations import (LCORE_V1, LCORE_V2, TurnView, bare_model, chat_turn, epoch, naive_seconds,
+                                          zulu_seconds)
 
 ROW = {"id": "c" * 48, "user_id": "u", "created_at": "2026-11-25T20:57:08.123456+00:00",
        "last_message_at": "2026-11-25T20:57:26+00:00", "message_count": 1, "last_used_model": "m",
@@ -42,3 +43,11 @@ def test_delete_and_update_bodies():
                                             "response": "Conversation not found", "success": True}
     assert LCORE_V2.updated("x") == {"conversation_id": "x", "success": True,
                                      "message": "Topic summary updated successfully"}
+
+
+def test_a_model_is_shown_without_its_providers_prefix():
+    assert bare_model("scripted/scripted-chat", "scripted") == "scripted-chat"
+    assert bare_model("scripted-chat", "scripted") == "scripted-chat"
+    assert bare_model("vllm/meta-llama/Llama-3.1-8B", "vllm") == "meta-llama/Llama-3.1-8B"
+    assert bare_model("other/model", "scripted") == "other/model"   # not its provider's prefix: as stored
+    assert bare_model("scripted-chat", None) == "scripted-chat" and bare_model(None, "scripted") is None

@@ -1,14 +1,12 @@
-"""`legacy/infer.py` and `legacy/infer_prompt.py`: LCORE's input joining, the response
-body with and without metadata, the empty-answer fallback, the sandboxed template."""
+"""`legacy/infer.py`: LCORE's input joining, the response body with and without metadata,
+the empty-answer fallback (the sandboxed template: test_infer_prompt.py)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
 import pytest
 
 from gateway.legacy.infer import UNABLE_TO_PROCESS, infer_response, input_source, parse_infer_request
-from gateway.legacy.infer_prompt import InferPrompt
 from gateway.schema.errors import ApiError
 
 RESPONSE = {"status": "completed", "usage": {"input_tokens": 7, "output_tokens": 3},
@@ -47,21 +45,3 @@ def test_an_empty_answer_is_lcores_fallback():
     empty = {"status": "completed", "output": []}
     assert infer_response("rid", empty, verbose=False)["data"]["text"] == UNABLE_TO_PROCESS == \
         "Unable to process this request"
-
-
-def test_template_renders_date_and_system_info():
-    prompt = InferPrompt("On {{ date }}: {{ os }} {{ version }} {{ arch }}")
-    when = datetime(2026, 11, 26, tzinfo=timezone.utc)
-    assert prompt.render("RHEL", "9.4", "x86_64", when) == "On November 26, 2026: RHEL 9.4 x86_64"
-    assert InferPrompt("No markers here.").render("", "", "") == "No markers here."
-
-
-@pytest.mark.parametrize("source", [
-    "{{ ''.__class__.__mro__ }}",            # the sandbox refuses Python internals
-    "{% if %}",                              # not a template at all
-])
-def test_a_bad_or_unsafe_template_is_a_generic_500(source):
-    with pytest.raises(ApiError) as refused:
-        InferPrompt(source).render("RHEL", "9", "x86_64")
-    assert refused.value.status == 500 and refused.value.cause == \
-        "An unexpected error occurred while processing the request."

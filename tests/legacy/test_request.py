@@ -6,6 +6,7 @@ import base64
 
 import pytest
 
+from gateway.legacy import request as request_module
 from gateway.legacy.request import overrides_model, parse_query_request, responses_request
 from gateway.schema.errors import ApiError
 
@@ -71,16 +72,55 @@ def test_fastapi_422s(body, message):
 @pytest.mark.parametrize("attachment, fragment", [
     ({"attachment_type": "x", "content_type": "text/plain", "content": "c"}, "Invalid attachment type x"),
     ({"attachment_type": "log", "content_type": "text/x", "content": "c"}, "Invalid attachment content type text/x"),
-    ({"attachment_type": "image", "content_type": "text/plain", "content": "c"}, "does not match content type"),
-    ({"attachment_type": "image", "content_type": "image/png", "content": "%%%"}, "not valid base64"),
-    ({"attachment_type": "image", "content_type": "image/png", "content": base64.b64encode(b"GIF89a").decode()},
-     "not a valid image/png image"),
 ])
-def test_attachment_422s(attachment, fragment):
+def test_attachment_metadata_422s(attachment, fragment):
     with pytest.raises(ApiError) as refused:
         parse_query_request({"query": "q", "attachments": [attachment]})
     assert refused.value.status == 422 and refused.value.response == "Invalid attribute value"
     assert fragment in refused.value.cause
+
+
+@pytest.mark.parametrize("attachment, message", [
+    ({"attachment_type": "image", "content_type": "text/plain", "content": "c"},
+     "attachment_type and content_type are inconsistent: attachment_type='image', content_type='text/plain'"),
+    ({"attachment_type": "x", "content_type": "image/png", "content": PNG},
+     "attachment_type and content_type are inconsistent: attachment_type='x', content_type='image/png'"),
+    ({"attachment_type": "image", "content_type": "image/png", "content": "%%%"},
+     "Invalid base64 content for image attachment: Only base64 data is allowed"),
+    ({"attachment_type": "image", "content_type": "image/png", "content": base64.b64encode(b"GIF89a").decode()},
+     "Image content does not match declared content_type 'image/png': invalid image data"),
+    # LCORE's signatures: four bytes of PNG's, three of JPEG's.
+    ({"attachment_type": "image", "content_type": "image/png", "content": base64.b64encode(b"\x89PNG").decode()},
+     None),
+    ({"attachment_type": "image", "content_type": "image/jpeg", "content": base64.b64encode(b"\xff\xd8\xff").decode()},
+     None),
+])
+def test_image_attachments_are_the_models_value_errors(attachment, message):
+    if message is None:
+        assert parse_query_request({"query": "q", "attachments": [attachment]}).attachments
+        return
+    with pytest.raises(ApiError) as refused:
+        parse_query_request({"query": "q", "attachments": [attachment]})
+    assert refused.value.detail == [{"type": "value_error", "loc": ["body", "attachments", 0],
+                                     "msg": f"Value error, {message}", "input": attachment, "ctx": {"error": {}}}]
+
+
+def test_an_image_over_lcores_limit(monkeypatch):
+    monkeypatch.setattr(request_module, "MAX_IMAGE_BYTES", 4)
+    attachment = {"attachment_type": "image", "content_type": "image/png",
+                  "content": base64.b64encode(b"\x89PNG\r").decode()}
+    with pytest.raises(ApiError) as refused:
+        parse_query_request({"query": "q", "attachments": [attachment]})
+    assert refused.value.detail[0]["msg"] == ("Value error, Image attachment (5 bytes) exceeds maximum allowed size "
+                                              "(4 bytes)")
+
+
+def test_an_attachment_refuses_other_keys():
+    attachment = {"attachment_type": "log", "content_type": "text/plain", "content": "c", "name": "x"}
+    with pytest.raises(ApiError) as refused:
+        parse_query_request({"query": "q", "attachments": [attachment]})
+    assert refused.value.detail[0]["type"] == "extra_forbidden"
+    assert refused.value.detail[0]["loc"] == ["body", "attachments", 0, "name"]
 
 
 @pytest.mark.parametrize("body, overrides", [

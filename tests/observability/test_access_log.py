@@ -1,10 +1,8 @@
-"""The access line's two formats, the keyed hash of user ids, and when the OTEL_*
-variables turn tracing on."""
+"""The access line's two formats (the keyed hash of user ids: tests/test_user_ids.py;
+when the OTEL_* variables turn tracing on: test_otel_env.py)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import io
 import json
 import logging
@@ -14,7 +12,6 @@ from types import SimpleNamespace
 import pytest
 
 from gateway.observability.access_log import AccessLog
-from gateway.observability.otel_env import UserHasher, tracing_requested
 from gateway.observability.requests import RequestRecord
 
 
@@ -94,24 +91,3 @@ def test_no_line_below_the_level():
     logging.getLogger("gateway.access").setLevel(logging.WARNING)   # GATEWAY_LOG_LEVEL=WARNING
     AccessLog("text", False, stream).write(record(), REQUEST, "/", 200, 0.001, None)
     assert stream.getvalue() == ""
-
-
-def test_user_ids_are_a_keyed_hmac_sha256():
-    hasher = UserHasher({"OTEL_ANONYMIZATION_SECRET": "k"})
-    assert hasher.keyed and hasher("alice") == hmac.new(b"k", b"alice", hashlib.sha256).hexdigest()
-    assert hasher("alice") == hasher("alice") != hasher("bob")
-    unkeyed = UserHasher({})
-    assert not unkeyed.keyed and unkeyed("alice") != UserHasher({})("alice")   # a random key per process
-    assert "alice" not in unkeyed("alice")
-
-
-@pytest.mark.parametrize("environ, on", [
-    ({}, False),
-    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, False),   # OTEL_SDK_DISABLED must say false
-    ({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, False),
-    ({"OTEL_SDK_DISABLED": "false"}, False),                        # and an endpoint be set
-    ({"OTEL_SDK_DISABLED": "False", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, True),
-    ({"OTEL_SDK_DISABLED": "false", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, True),
-])
-def test_tracing_is_on_as_in_lcore(environ, on):
-    assert tracing_requested(environ) is on

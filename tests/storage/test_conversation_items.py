@@ -44,3 +44,27 @@ async def test_metadata_items_and_pending(database_config):
     await ConversationHistory(db, repo).delete("a")
     assert await items.all("a") == []
     await db.close()
+
+
+async def test_held_items_of_an_upstreams_conversation(database_config):
+    """An upstream's conversation: only the pending items are the gateway's to list, read,
+    count and delete; a recorded turn's items go (`discard`), those given back stay."""
+    db = await open_database(database_config)
+    repo = ConversationRepository(db)
+    items = ConversationItems(db)
+    await items.load()
+    await repo.save(conversation("u"), None)
+    await items.add("u", [item("h1"), item("h2")], pending=True)
+    assert [i["id"] for i in await items.take_pending("u")] == ["h1", "h2"]
+    await items.add("u", [item("h3")], pending=True)
+    assert [i["id"] for i in await items.all("u", pending_only=True)] == ["h3"]
+    assert await items.count("u", pending_only=True) == 1 and await items.count("u") == 3
+    assert await items.get("u", "h1", pending_only=True) is None and await items.get("u", "h1") is not None
+    assert not await items.delete("u", "h1", pending_only=True)
+
+    await items.restore("u", ("h2",))   # given back by a turn that failed
+    await items.discard("u", ("h1", "h2", "h3"))   # a recorded turn took h1 (h2, h3 are pending)
+    assert [i["id"] for i in await items.all("u")] == ["h2", "h3"]
+    assert await items.delete("u", "h3", pending_only=True)
+    assert [i["id"] for i in await items.take_pending("u")] == ["h2"]
+    await db.close()

@@ -1,11 +1,9 @@
-"""The SSE decoder, type sniffing without parsing, sequence patching and framing."""
+"""The SSE decoder, type sniffing without parsing, and framing (sequence patching: test_events.py)."""
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
-from gateway.streaming.events import Event, _patch_sequence
 from gateway.streaming.sse import SSEDecoder, event_type, frame
 
 
@@ -59,27 +57,6 @@ def test_close_keeps_a_complete_unterminated_event_and_drops_a_cut_one():
     decoder = SSEDecoder()
     decoder.feed(b'data: {"type":"response.completed","resp')
     assert decoder.close() == []
-
-
-@pytest.mark.parametrize("raw, number, expected", [
-    (b'{"delta":"a","sequence_number":7,"type":"t"}', 0, b'{"delta":"a","sequence_number":0,"type":"t"}'),
-    (b'{"sequence_number":9}', 1234, b'{"sequence_number":1234}'),
-    # A delta that contains the key as text carries it escaped: only the real key matches.
-    (b'{"delta":"\\"sequence_number\\":5","sequence_number":2,"type":"t"}', 3,
-     b'{"delta":"\\"sequence_number\\":5","sequence_number":3,"type":"t"}'),
-    (b'{"type":"t"}', 1, None),
-])
-def test_patch_sequence_in_bytes(raw, number, expected):
-    assert _patch_sequence(raw, number) == expected
-
-
-def test_unparsed_event_payload_is_patched_bytes_and_parsed_event_is_reserialised():
-    raw = b'{"delta":"x","sequence_number":5,"type":"response.output_text.delta"}'
-    assert Event("response.output_text.delta", raw).payload(0) == raw.replace(b":5,", b":0,")
-    event = Event("response.created", b'{"type":"response.created","response":{"id":"r"},"sequence_number":4}')
-    event.data["response"]["conversation"] = "conv_x"
-    assert orjson.loads(event.payload(1)) == {"type": "response.created", "sequence_number": 1,
-                                              "response": {"id": "r", "conversation": "conv_x"}}
 
 
 def test_frame():

@@ -231,8 +231,13 @@ def gateway_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[s
         "name": "gateway under test",
         # The access line on, as JSON: every e2e gateway's log is scanned for secrets at
         # the session's end (tests/conftest.py), its access lines included.
-        "service": {"host": "127.0.0.1", "port": 8080, "access_log": True, "access_log_format": "json"},
-        "llama_stack": {"url": upstream_url, "max_retries": 0, "timeout": 30},
+        # A short drain: a test that stops a gateway with a stream still running waits
+        # at most this (tests/e2e/test_drain.py sets its own).
+        "service": {"host": "127.0.0.1", "port": 8080, "access_log": True, "access_log_format": "json",
+                    "shutdown_grace_seconds": 2},
+        # The circuit breaker off: a test of upstream failures would open it for the
+        # tests after it (tests/e2e/test_circuit_breaker.py turns it on).
+        "llama_stack": {"url": upstream_url, "max_retries": 0, "timeout": 30, "circuit_breaker_failures": 0},
         "authentication": {"module": "noop"},
         "database": {"sqlite": {"db_path": str(db_path)}},
         # Off unless a test turns them on (tests/e2e/test_topic_summaries.py): a new

@@ -58,6 +58,7 @@ class MetricsStack:
         self.forward = start_gateway(
             upstream.url, authentication=_authentication(),
             database={"postgres": postgres.new_database(namespace="metrics-forward")},
+            llama_stack={"circuit_breaker_failures": 5},   # its state is a panel (off in the tests' default)
             quota_handlers={"postgres": postgres.new_database(namespace="metrics-quota"), "limiters": LIMITERS})
         self.engine = start_gateway(
             chat_upstream.url, authentication=_authentication(),

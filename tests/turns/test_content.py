@@ -31,8 +31,9 @@ def test_odd_output_and_old_rows_read_as_empty():
     assert read_content('["a list"]') == ("", "", [])
 
 
-def test_the_object_form_is_kept_only_when_used():
-    from gateway.turns.content import object_form, turn_content
-    assert object_form(turn_content("q", {"output": []}, True))
-    assert '"f"' not in turn_content("q", {"output": []}) and not object_form(turn_content("q", {"output": []}))
-    assert not object_form(None) and not object_form("not json") and not object_form("[1]")
+def test_the_form_is_kept_only_when_not_the_default():
+    from gateway.turns.content import stored_form, turn_content
+    assert stored_form(turn_content("q", {"output": []}, "object")) == "object"
+    assert stored_form(turn_content("q", {"output": []}, "bare")) == "bare"
+    assert '"f"' not in turn_content("q", {"output": []}) and stored_form(turn_content("q", {"output": []})) == "string"
+    assert stored_form(None) is None and stored_form("not json") is None and stored_form("[1]") is None

@@ -86,6 +86,10 @@ def test_items_taken_from_the_conversation_go_first_redacted():
                            added[1],   # tool output: not the user's words (as any input)
                            {"type": "message", "role": "user", "content": "now"}]
     assert given.question == "now"
+    # For an upstream's conversation, which keeps them under the ids the client was given.
+    kept = normalize("now", None, REDACT).with_added(added, REDACT, keep_ids=True)
+    assert [item.get("id") for item in kept.items] == ["msg_1", "fc_1", None]
+    assert "status" not in kept.items[0]
 
 
 @pytest.mark.parametrize("items, index", [

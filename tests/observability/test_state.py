@@ -1,0 +1,59 @@
+"""Metrics read from the gateway's state when scraped: the upstream capability mode (the
+configured API, or what the probe found) and the database pool's use; and the database's
+statements timed by wrapping the instance's methods. (Scraped through `gateway serve`:
+tests/e2e/test_metrics.py.)"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from gateway.observability.metrics import Metrics
+from gateway.observability.state import StateCollector, time_database
+
+
+def scraped(api: str, has_responses: bool | None, conversations_upstream: bool | None,
+            pool: tuple[int, int, int] | None) -> dict[str, list[tuple[dict, float]]]:
+    capabilities = SimpleNamespace(has_responses=has_responses, conversations_upstream=conversations_upstream)
+    db = SimpleNamespace(pool_use=lambda: pool)
+    return {family.name: [(sample.labels, sample.value) for sample in family.samples]
+            for family in StateCollector(capabilities, api, db).collect()}   # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("api, has_responses, conversations, labels", [
+    ("auto", None, None, {"api": "unknown", "conversations": "unknown"}),   # not probed yet
+    ("auto", True, True, {"api": "responses", "conversations": "upstream"}),
+    ("auto", False, False, {"api": "chat_completions", "conversations": "gateway"}),
+    ("responses", False, True, {"api": "responses", "conversations": "upstream"}),   # the configured API wins
+])
+def test_the_capability_mode_is_one_series(api, has_responses, conversations, labels):
+    assert scraped(api, has_responses, conversations, None)["gateway_upstream_capability_mode"] == [(labels, 1)]
+
+
+def test_the_pool_only_where_there_is_one():
+    assert scraped("auto", True, True, None)["gateway_db_pool_connections"] == []   # SQLite
+    assert scraped("auto", True, True, (2, 3, 10))["gateway_db_pool_connections"] == [
+        ({"state": "in_use"}, 2), ({"state": "idle"}, 3), ({"state": "max"}, 10)]
+
+
+async def test_the_databases_statements_are_timed_by_operation():
+    class Db:
+        async def write(self, statements):
+            return len(statements)
+
+        async def execute(self, sql, params=None):
+            return 1
+
+        async def fetchall(self, sql, params=None):
+            return [{"n": 1}]
+
+    metrics, db = Metrics(), Db()
+    time_database(db, metrics)   # type: ignore[arg-type]
+    assert await db.write([("a", {}), ("b", {})]) == 2 and await db.fetchall("SELECT 1") == [{"n": 1}]
+    await db.execute("UPDATE")
+    histogram = metrics.metric("gateway_db_operation_duration_seconds")
+    pending = {operation: len(histogram.labels(operation).pending) for operation in ("write", "execute", "read")}
+    assert pending == {"write": 1, "execute": 1, "read": 1}
+    # Wrapped on this instance only: neither backend's class knows.
+    assert hasattr(db.write, "__wrapped__") and not hasattr(Db().write, "__wrapped__")
