@@ -58,6 +58,7 @@ from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
 from gateway.turns.forward import ForwardBackend
 from gateway.turns.local import EngineBackend
+from gateway.turns.owned import OwnedTurns
 from gateway.turns.prepare import BackendSelector, Preparer
 from gateway.turns.run import Runner
 from gateway.turns.service import TurnService
@@ -109,7 +110,7 @@ async def build_services(config: Configuration, metrics: Metrics | None = None,
     if observers is not None:
         engine.hooks = observers.engine(engine.hooks)
     turns = _turns(config, conversations, writer, catalog, quota, tools,
-                   settler=Settler(conversations, writer, quota, items), forward=UpstreamResponses(upstream, capabilities),
+                   settler=Settler(writer, quota, items), forward=UpstreamResponses(upstream, capabilities),
                    engine=engine, capabilities=capabilities, items=items, metrics=metrics)
     for hooks in observers.turn_hooks() if observers is not None else ():
         turns.runner.hooks.add(hooks)
@@ -154,10 +155,11 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
            engine: LocalEngine, capabilities: Capabilities, items: ConversationItems,
            metrics: Metrics | None = None) -> TurnService:
     """A turn's life, with both backends: the selector picks one on first use."""
-    forwarding = ForwardBackend(forward, tools, config.inference, conversations, settler)
-    local = EngineBackend(engine, tools, config.inference, conversations, settler)
+    owned = OwnedTurns(conversations, settler)   # the recorded turns, read after any being recorded here
+    forwarding = ForwardBackend(forward, tools, config.inference, conversations, owned)
+    local = EngineBackend(engine, tools, config.inference, conversations, owned)
     selector = BackendSelector(forwarding, local, capabilities)
-    preparer = Preparer(config, conversations, writer, catalog, quota, tools, settler, selector, items)
+    preparer = Preparer(config, owned, writer, catalog, quota, tools, selector, items)
     runner = Runner(settler, tools.labels, tools.redactor)
     runner.deadline = config.llama_stack.turn_deadline_seconds
     if metrics is not None:
@@ -169,7 +171,7 @@ def _turns(config: Configuration, conversations: ConversationRepository, writer:
     service = config.service
     limits = RequestLimits(input_items=service.max_input_items, tools=service.max_tools,
                            include=service.max_include_entries, attachments=service.max_attachments)
-    return TurnService(preparer, runner, settler, selector, limits)
+    return TurnService(preparer, runner, settler, owned, selector, limits)
 
 
 async def _reach_upstream(services: Services, metrics: Metrics | None) -> None:

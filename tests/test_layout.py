@@ -132,7 +132,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "turns/forward.py": "the forward backend: tests/e2e/test_endpoints.py and the e2e suite",
     "turns/local.py": "the local-engine backend: tests/e2e/test_engine*.py",
     "turns/service.py": _GLUE,
-    "turns/turn.py": "a turn's plan and the Backend protocol: turns/test_life.py",
 }
 
 

@@ -120,7 +120,7 @@ class Run:
         if self.id is None:
             self.response = first_response(frames)
             self.id = self.response["id"]
-            await self._store.create(self.response, self.turn.identity.user_id, self._runner, frames, count)
+            await self._store.create(self.response, self.turn.plan.identity.user_id, self._runner, frames, count)
             self._publish(frames, count)
             self._flusher = asyncio.ensure_future(self._flush_loop())
             self.opened.set_result(self.response)
@@ -223,11 +223,9 @@ class _EventLog(FrameSink):
         batches = [frames for _, frames in run.batches]
         event = interrupted_event(run.response, batches, run.stopping) if run.stopping \
             else cancelled_event(run.response, batches, run.turn.usage)
-        run.turn.result = event.data["response"]
-        # Cancelled by its client: charged like an abandoned stream (not a fault of ours).
-        run.turn.abandoned = not run.stopping
         try:
-            quotas = await self._runner.settle(run.turn)
+            # Cancelled by its client: charged like an abandoned stream (not a fault of ours).
+            quotas = await self._runner.settle(run.turn, event.data["response"], abandoned=not run.stopping)
         except ApiError:
             quotas = {}
         await self.end(self.rewriter.terminal(event, quotas))

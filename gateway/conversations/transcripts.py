@@ -40,18 +40,19 @@ def user_directory(storage: Path, user_id: str) -> Path:
 
 def transcript(turn: Turn) -> dict[str, Any] | None:
     """LCORE's transcript of a settled, stored turn (None: not one that is kept)."""
-    result = turn.result
-    if not turn.store or result is None or turn.conversation_id is None or result.get("status") not in _RECORDED:
+    plan, outcome = turn.plan, turn.outcome
+    result = outcome.result
+    if not outcome.recorded or result is None or plan.conversation_id is None or result.get("status") not in _RECORDED:
         return None
     answer, items = answer_and_tools(result)
     calls, results, chunks = summaries(items)
-    query_provider, query_model = named_model(turn.requested_model)
-    return {"metadata": {"provider": turn.model.provider_id, "model": turn.model.id,
+    query_provider, query_model = named_model(plan.requested_model)
+    return {"metadata": {"provider": plan.model.provider_id, "model": plan.model.id,
                          "query_provider": query_provider, "query_model": query_model,
-                         "user_id": turn.identity.user_id, "conversation_id": turn.conversation_id,
+                         "user_id": plan.identity.user_id, "conversation_id": plan.conversation_id,
                          "timestamp": datetime.now(timezone.utc).isoformat()},
-            "redacted_query": turn.question, "query_is_valid": True, "llm_response": answer, "rag_chunks": chunks,
-            "truncated": False, "attachments": list(turn.attachments), "tool_calls": calls, "tool_results": results}
+            "redacted_query": plan.question, "query_is_valid": True, "llm_response": answer, "rag_chunks": chunks,
+            "truncated": False, "attachments": list(plan.attachments), "tool_calls": calls, "tool_results": results}
 
 
 def named_model(requested: str | None) -> tuple[str | None, str | None]:
@@ -79,7 +80,7 @@ class Transcripts(TurnHooks):
         record = transcript(turn)
         if record is None:
             return
-        directory = user_directory(self._storage, turn.identity.user_id) / str(turn.conversation_id)
+        directory = user_directory(self._storage, turn.plan.identity.user_id) / str(turn.plan.conversation_id)
         self._queue.append((directory / f"{uuid.uuid4()}.json", record))
         self._wakeup.set()
 

@@ -101,14 +101,14 @@ class LocalEngine:
 
     async def events(self, turn: EngineTurn) -> AsyncGenerator[list[Event], None]:
         """The response's events, a list per upstream read, the terminal event last."""
-        body = turn.body
-        history = await self._history(turn, body.get("previous_response_id"))
+        body, prepared = turn.body, turn.plan
+        history = await self._history(prepared.identity.user_id, body.get("previous_response_id"))
         inputs = [_with_id(item) for item in translate.input_items(body.get("input"))]
         references = {item["id"]: item for item in history + inputs
                       if isinstance(item.get("id"), str) and item.get("type") != "item_reference"}
         tools = body.get("tools") or []
         choice, allowed = translate.tool_choice(body.get("tool_choice")) if tools else (None, None)
-        chat: dict[str, Any] = {"model": turn.model.id, "stream": True, "stream_options": {"include_usage": True},
+        chat: dict[str, Any] = {"model": prepared.model.id, "stream": True, "stream_options": {"include_usage": True},
                                 **translate.chat_options(body, bool(tools))}
         functions = translate.chat_tools(tools)  # the client's own; the server-side tools offer theirs below
         if functions:
@@ -118,29 +118,29 @@ class LocalEngine:
                     tool_choice=choice, allowed=allowed,
                     max_infer_iters=int(body.get("max_infer_iters") or self._inference.max_infer_iters),
                     max_tool_calls=body.get("max_tool_calls"),
-                    client_tool_status=self._inference.client_tool_status, start_at_once=turn.background,
+                    client_tool_status=self._inference.client_tool_status, start_at_once=prepared.background,
                     round_ended=turn.round_ended, admit_round=turn.admit_round)
-        response = new_response(new_item_id("resp"), turn.model.id, body, turn.previous_response_id,
-                                [self._echo(tool) for tool in tools], turn.background)
+        response = new_response(new_item_id("resp"), prepared.model.id, body, prepared.previous_response_id,
+                                [self._echo(tool) for tool in tools], prepared.background)
         emitter = Emitter(response)
         setup = Setup(body, tools, history, inputs, plan, emitter)
         for kind in self._tool_kinds:  # may refuse (422): nothing has run yet
             kind.offer(setup)
 
         def snapshot() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-            stored = {**emitter.response, "output": list(emitter.output), "model": turn.display_model,
-                      "conversation": turn.shown_conversation}
+            stored = {**emitter.response, "output": list(emitter.output), "model": prepared.display_model,
+                      "conversation": prepared.shown_conversation}
             return stored, inputs, history + inputs + emitter.output
 
         async def save(emitter: Emitter, finished: bool) -> None:
             """Queued at creation and after each round; awaited at the end, before the
             client can see the terminal event."""
-            if turn.store:
-                done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=finished)
+            if prepared.store:
+                done = self.store.save(response["id"], prepared.identity.user_id, snapshot, wait=finished)
                 if done is not None:
                     await asyncio.shield(done)  # a client that leaves must not undo the commit
 
-        model: Model = lambda request: self._chat(request, turn.model.id)  # noqa: E731
+        model: Model = lambda request: self._chat(request, prepared.model.id)  # noqa: E731
         if self._moderation is not None:  # the input checked now, before anything is streamed
             model = await with_guardrails(model, self._moderation, guardrail_ids(body.get("guardrails")), inputs,
                                           plan)
@@ -153,9 +153,9 @@ class LocalEngine:
         except (asyncio.CancelledError, GeneratorExit) as exc:
             # Stopped before its end: cancelled inside this generator, or closed while
             # its consumer was elsewhere (writing to the client) when it was cancelled.
-            stopped = turn.stopped_reason
+            stopped = turn.outcome.stopped_reason
             kept = stopped is not None and emitter.started
-            if turn.store and not ended and (kept or (turn.background and isinstance(exc, asyncio.CancelledError))):
+            if prepared.store and not ended and (kept or (prepared.background and isinstance(exc, asyncio.CancelledError))):
                 if stopped is not None and kept:
                     # Its client stopped it and keeps what it got (the turn records it
                     # with this response's id): saved `incomplete`, so the conversation
@@ -165,7 +165,7 @@ class LocalEngine:
                     # Cancelled (`POST /v1/responses/{id}/cancel`): the stored row says
                     # so, with the output so far, before the cancel is answered.
                     emitter.response.update(status="cancelled", usage=turn.usage)   # what it used so far
-                done = self.store.save(response["id"], turn.identity.user_id, snapshot, wait=True)
+                done = self.store.save(response["id"], prepared.identity.user_id, snapshot, wait=True)
                 assert done is not None   # wait=True: its commit
                 try:
                     await asyncio.shield(done)
@@ -186,10 +186,10 @@ class LocalEngine:
         shown = (kind.echo(tool) for kind in self._tool_kinds)
         return next((echo for echo in shown if echo is not None), dict(tool))
 
-    async def _history(self, turn: EngineTurn, previous_id: str | None) -> list[dict[str, Any]]:
+    async def _history(self, user_id: str, previous_id: str | None) -> list[dict[str, Any]]:
         if not previous_id:
             return []
-        previous = await self.store.get(previous_id, turn.identity.user_id)
+        previous = await self.store.get(previous_id, user_id)
         if previous is None:
             raise not_found("Response", previous_id, code="response_not_found", param="previous_response_id")
         return previous.context

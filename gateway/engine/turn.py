@@ -17,8 +17,8 @@ class EngineIdentity(Protocol):
     def user_id(self) -> str: ...
 
 
-class EngineTurn(Protocol):
-    body: dict[str, Any]                 # the Responses body; the engine drops it once translated
+class EnginePlan(Protocol):
+    """What the turn's plan says (`turns/turn.py` Plan)."""
 
     @property
     def model(self) -> EngineModel: ...
@@ -33,9 +33,6 @@ class EngineTurn(Protocol):
     def previous_response_id(self) -> str | None: ...
 
     @property
-    def conversation(self) -> str | None: ...
-
-    @property
     def shown_conversation(self) -> str | dict[str, str] | None: ...
 
     @property
@@ -43,6 +40,24 @@ class EngineTurn(Protocol):
 
     @property
     def background(self) -> bool: ...
+
+
+class EngineOutcome(Protocol):
+    @property
+    def stopped_reason(self) -> str | None:
+        """Set (before its stream is cancelled) when the client stops the turn and wants
+        what was streamed so far kept: the engine saves the partial response as
+        `incomplete` with this reason. None: a stopped stream is abandoned."""
+
+
+class EngineTurn(Protocol):
+    body: dict[str, Any]                 # the Responses body; the engine drops it once translated
+
+    @property
+    def plan(self) -> EnginePlan: ...
+
+    @property
+    def outcome(self) -> EngineOutcome: ...
 
     @property
     def usage(self) -> dict[str, Any] | None: ...
@@ -55,9 +70,3 @@ class EngineTurn(Protocol):
         """Before each round after the first, with what the round sends: may it run (the
         turn reserves it)? False: the response ends `incomplete` with what it has."""
         ...
-
-    @property
-    def stopped_reason(self) -> str | None:
-        """Set (before its stream is cancelled) when the client stops the turn and wants
-        what was streamed so far kept: the engine saves the partial response as
-        `incomplete` with this reason. None: a stopped stream is abandoned."""

@@ -46,7 +46,7 @@ async def create(request: web.Request, turn: Turn) -> web.StreamResponse:
     live events (`stream: true`; the turn goes on if this client leaves)."""
     run = await _runs(request).start(turn)
     assert run.id is not None and run.response is not None
-    if turn.stream:
+    if turn.plan.stream:
         return await _follow_run(request, run, -1)
     return json_response(_shown(run.response))
 

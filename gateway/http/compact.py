@@ -24,7 +24,6 @@ from gateway.schema.errors import ApiError, body_too_large
 from gateway.schema.json_body import parse_json_body
 from gateway.storage.conversations import ConversationRepository
 from gateway.turns.content import read_content
-from gateway.turns.blocked import is_blocked
 from gateway.turns.run import BodySink
 
 SEAL: web.AppKey[CompactionSeal] = web.AppKey("compaction_seal", CompactionSeal)
@@ -83,10 +82,10 @@ async def compact_response(request: web.Request) -> web.Response:
     turn = await services.turns.prepare(caller, summary_turn(compact, settings.prompt), request.headers,
                                         server_prompt="")
     await services.turns.run(turn, sink)
-    if is_blocked(turn):   # a question-validity shield's answer is no summary to seal
+    if turn.plan.blocked is not None:   # a question-validity shield's answer is no summary to seal
         raise ApiError(400, "Compaction refused", "A shield refused the conversation to compact.",
                        code="question_blocked", param="input")
-    error = failure(str(sink.response.get("status")), sink.response, turn.model.id)
+    error = failure(str(sink.response.get("status")), sink.response, turn.plan.model.id)
     if error is not None:
         raise error
     summary = answer_text(sink.response).strip()

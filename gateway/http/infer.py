@@ -20,7 +20,6 @@ from gateway.legacy.infer import InferRequest, infer_response, input_source, par
 from gateway.legacy.infer_prompt import InferPrompt
 from gateway.legacy.stream import failure
 from gateway.schema.errors import ApiError
-from gateway.turns.blocked import is_blocked
 from gateway.turns.run import BodySink
 
 PROMPT: web.AppKey[InferPrompt] = web.AppKey("infer_prompt", InferPrompt)
@@ -78,11 +77,11 @@ async def infer(request: web.Request) -> web.Response:
         if exc.status == 503 and exc.code == "upstream_unavailable":
             raise _unreachable(exc) from None
         raise
-    error = failure(str(sink.response.get("status")), sink.response, turn.model.id)
+    error = failure(str(sink.response.get("status")), sink.response, turn.plan.model.id)
     if error is not None:
         raise error
     # A blocked question is LCORE's minimal answer, whatever was asked.
-    verbose = config.rlsapi_v1.allow_verbose_infer and infer_request.include_metadata and not is_blocked(turn)
+    verbose = config.rlsapi_v1.allow_verbose_infer and infer_request.include_metadata and turn.plan.blocked is None
     return json_response(infer_response(str(uuid.uuid4()), sink.response, verbose))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from functools import partial
 from typing import Any, AsyncIterator
 
 from aiohttp import web
@@ -29,7 +30,6 @@ from gateway.schema.errors import ApiError, conversation_forbidden, model_overri
 from gateway.schema.error_list import request_validation_error
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.turns.run import BodySink, FrameSink, client_left
-from gateway.turns.blocked import is_blocked
 from gateway.turns.service import TurnService
 from gateway.turns.turn import Turn
 
@@ -49,15 +49,16 @@ async def _prepare(request: web.Request, stream: bool) -> tuple[QueryRequest, Tu
     if overrides_model(query) and Action.MODEL_OVERRIDE not in caller.actions:
         raise model_override_forbidden()
     raw = responses_request(query, stream, {server.name: server.url for server in services.config.mcp_servers})
+    # A stored query's transcript keeps its question and attachments apart.
+    recorded = partial(recorded_parts, request=query) if query.attachments else None
     try:
-        turn = await services.turns.prepare(caller, raw, request.headers, prompt_field="system_prompt")
+        turn = await services.turns.prepare(caller, raw, request.headers, prompt_field="system_prompt",
+                                            recorded=recorded)
     except ApiError as exc:
         if exc.code == "conversation_forbidden" and query.conversation_id:
             # LCORE names the conversation as the request did, not in its `conv_` form.
             raise conversation_forbidden(caller.user_id, query.conversation_id) from None
         raise
-    if turn.store and query.attachments:
-        turn.question, turn.attachments = recorded_parts(turn.question, query)
     return query, turn
 
 
@@ -78,10 +79,10 @@ async def query(request: web.Request) -> web.Response:
     query, turn = await _prepare(request, stream=False)
     sink = _QueryBody()
     await request.app[SERVICES].turns.run(turn, sink)
-    error = failure(str(sink.response.get("status")), sink.response, turn.model.id)
+    error = failure(str(sink.response.get("status")), sink.response, turn.plan.model.id)
     if error is not None:
         raise error
-    return json_response(query_response(turn.conversation_id, sink.response))
+    return json_response(query_response(turn.plan.conversation_id, sink.response))
 
 
 _CONTENT_TYPES = {False: "text/event-stream; charset=utf-8", True: "text/plain; charset=utf-8"}
@@ -108,13 +109,13 @@ class _LegacySocket(FrameSink):
 
     @property
     def interrupted(self) -> bool:
-        return self._turn.stopped_reason is not None
+        return self._turn.outcome.stopped_reason is not None
 
     @interrupted.setter
     def interrupted(self, value: bool) -> None:
         """Set by the stream registry before it cancels the stream: the turn keeps its
-        partial answer (the local engine saves it; see `stopped()`)."""
-        self._turn.stopped_reason = INTERRUPTED_REASON if value else None
+        partial answer (`Settler.stopping`: the local engine saves it; see `stopped()`)."""
+        self._turns.stopping(self._turn, INTERRUPTED_REASON if value else None)
 
     async def start(self) -> None:
         if not self.response.prepared:
@@ -127,7 +128,7 @@ class _LegacySocket(FrameSink):
         """An interrupted turn ends as the settler ends one (`Settler.interrupted`: its
         partial answer recorded, charged as abandoned); this sink only says what its
         partial answer is, in LCORE's form, and what the question was."""
-        if not (self.interrupted and isinstance(exc, asyncio.CancelledError)) or turn.result is not None:
+        if not (self.interrupted and isinstance(exc, asyncio.CancelledError)) or turn.outcome.result is not None:
             return
         failed = self.rewriter.repairer.fail(INTERRUPTED_REASON)
         partial = interrupted_response(failed[0].data["response"], self.legacy.partial_text()) if failed else None
@@ -141,14 +142,14 @@ async def streaming_query(request: web.Request) -> web.StreamResponse:
     query, turn = await _prepare(request, stream=True)
     turns = request.app[SERVICES].turns
     request_id = str(uuid.uuid4())
-    legacy = LegacyStream(turn.conversation_id, request_id, turn.model.id, text=query.media_type == "text/plain")
-    message = is_blocked(turn)
-    if message is not None:
-        return await _blocked(request, turn, legacy, message)
+    plan = turn.plan
+    legacy = LegacyStream(plan.conversation_id, request_id, plan.model.id, text=query.media_type == "text/plain")
+    if plan.blocked is not None:
+        return await _blocked(request, turn, legacy, plan.blocked)
     sink = _LegacySocket(turns, turn, request, legacy, query)
     streams = request.app[STREAMS]
     running = asyncio.ensure_future(turns.run(turn, sink))
-    streams.add(request_id, turn.identity.user_id, running, sink)
+    streams.add(request_id, plan.identity.user_id, running, sink)
     try:
         await running
     except asyncio.CancelledError:
@@ -161,7 +162,7 @@ async def streaming_query(request: web.Request) -> web.StreamResponse:
     except Exception as exc:
         if not client_left(exc):
             raise
-        log.info("client went away during the streaming query of %s", turn.conversation_id)
+        log.info("client went away during the streaming query of %s", plan.conversation_id)
     finally:
         streams.finished(request_id)
     return sink.response

@@ -29,9 +29,9 @@ class _JsonBody(BodySink):
 async def create_response(request: web.Request) -> web.StreamResponse:
     turns = request.app[SERVICES].turns
     turn = await turns.prepare(identity(request), await read_json(request), request.headers)
-    if turn.background:
+    if turn.plan.background:
         return await background.create(request, turn)
-    if turn.stream:
+    if turn.plan.stream:
         return await relay(request, turns, turn)
     sink = _JsonBody()
     await turns.run(turn, sink)

@@ -50,5 +50,5 @@ async def relay(request: web.Request, turns: TurnService, turn: Turn) -> web.Str
             raise
         # The client went away before the handler was cancelled (the runner marked the
         # turn abandoned); leaving the backend's `async with` closed the upstream.
-        log.info("client went away during the stream of %s", turn.conversation)
+        log.info("client went away during the stream of %s", turn.plan.conversation)
     return sink.response

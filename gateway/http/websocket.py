@@ -310,11 +310,11 @@ class _Connection:
         try:
             caller = await self._authenticate()
             body, held = self._continuation.body(create)
+            # `held`: the id the client named, echoed in responses (the body chains another).
             # The arrival's check, where it was kept for this very body (no continuation
             # context added) and this user: `prepare()` checks the rest.
-            turn = await self._turns.prepare(caller, body, self._headers, checked=waiting.checked)
-            if held is not None:
-                turn.previous_response_id = held   # echoed, as the client named it
+            turn = await self._turns.prepare(caller, body, self._headers, shown_previous=held,
+                                             checked=waiting.checked)
             await self._run(turn, create.stream_id)
         except asyncio.CancelledError:
             raise
@@ -331,7 +331,7 @@ class _Connection:
             log.exception("unhandled error in a WebSocket turn (request %s)", self._request["request_id"])
             await self._failed(previous, internal_error(), create.stream_id)
         else:
-            result = turn.result
+            result = turn.outcome.result
             if result is not None and result.get("status") == "failed":
                 self._continuation.evict(previous if isinstance(previous, str) else None)
             self._continuation.record(body, result)

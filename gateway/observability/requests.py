@@ -104,8 +104,9 @@ class RequestTurns(TurnHooks):
         if record is None:
             return
         try:
-            record.model = turn.display_model
-            result = turn.result if turn.result.__class__ is dict else None
+            record.model = turn.plan.display_model
+            result = turn.outcome.result
+            result = result if result.__class__ is dict else None
             usage = result.get("usage") if result is not None else turn.usage
             if usage.__class__ is dict:
                 record.input_tokens = usage.get("input_tokens")

@@ -28,7 +28,6 @@ from gateway.request_scope import REQUEST
 from gateway.observability.metrics import CLIENT_MCP, TURN_OUTCOMES, Metrics
 from gateway.schema.errors import ApiError, QuotaExceeded
 from gateway.turns.hooks import TurnHooks
-from gateway.turns.blocked import BlockedBackend
 from gateway.turns.turn import Turn
 
 log = logging.getLogger("gateway.metrics")
@@ -91,7 +90,7 @@ class _Bound:
 
 
 def llm_labels(turn: Turn, endpoint: str) -> tuple[str, str, str]:
-    model = turn.model
+    model = turn.plan.model
     provider = model.provider_id or "unknown"
     name = model.id.removeprefix(f"{model.provider_id}/") if model.provider_id else model.id
     return provider, name, endpoint
@@ -100,7 +99,8 @@ def llm_labels(turn: Turn, endpoint: str) -> tuple[str, str, str]:
 def _key(turn: Turn) -> tuple[str, str, Any, int]:
     """A turn's children are bound by (endpoint, model id, backend, mode: JSON 0, stream 1,
     background 2)."""
-    return REQUEST.get()[1], turn.model.id, turn.backend, 2 if turn.background else turn.stream
+    plan = turn.plan
+    return REQUEST.get()[1], plan.model.id, plan.backend, 2 if plan.background else plan.stream
 
 
 class TurnMetrics(TurnHooks):
@@ -138,14 +138,15 @@ class TurnMetrics(TurnHooks):
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: refused failed")
 
-    # No `prepared`: a turn is timed from `turn.clock` (when prepare() made it) and its
+    # No `prepared`: a turn is timed from `turn.plan.clock` (when prepare() made it) and its
     # children are looked up at its first event, so the moment costs nothing here (the
     # runner calls every moment on every turn: bench/README.md, "Metrics").
 
     def first_event(self, turn: Turn) -> None:
         try:
             now = turn.observed_at = perf_counter()   # a JSON turn's answer: its inference time ends here
-            model = turn.model
+            plan = turn.plan
+            model = plan.model
             # One lookup (subscripts, not `.get` calls: this runs on every turn).
             key = _key(turn)
             bound: _Bound | None
@@ -159,7 +160,7 @@ class TurnMetrics(TurnHooks):
                     return
             turn.observed = bound   # what `finished` reads (`observed_at`: a stream's moves to its end)
             kind = bound.kind
-            kind.first.pending.append(now - turn.clock)   # Buckets.observe, inline (folded every second)
+            kind.first.pending.append(now - plan.clock)   # Buckets.observe, inline (folded every second)
             if kind.streaming:
                 self._hot.streams_open[kind.backend] += 1   # `finished` closes it
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
@@ -170,7 +171,7 @@ class TurnMetrics(TurnHooks):
         question a shield blocked, or one already counted as such)."""
         key = _key(turn)
         bound = self._bound.get(key)
-        if bound is None or bound.provider != turn.model.provider_id:
+        if bound is None or bound.provider != turn.plan.model.provider_id:
             bound = self._bind(turn, key)
         if bound is not None:
             turn.observed, turn.observed_at = bound, perf_counter()
@@ -183,7 +184,7 @@ class TurnMetrics(TurnHooks):
         once as LCORE's validation error, not a model call (the check's own call is the
         gateway's, counted with upstream requests)."""
         endpoint, _, backend, mode = key
-        if backend.__class__ is BlockedBackend:
+        if turn.plan.blocked is not None:
             if turn.observed is None:
                 turn.observed = ()   # counted: no other hook records it
                 self._validation.labels(endpoint).value += 1
@@ -201,7 +202,7 @@ class TurnMetrics(TurnHooks):
         labels = llm_labels(turn, endpoint)
         llm = self._llm.get(labels)
         if llm is None:
-            llm = self._llm[labels] = _Llm(self._m, turn.model.provider_id, labels)
+            llm = self._llm[labels] = _Llm(self._m, turn.plan.model.provider_id, labels)
         return llm
 
     def _bind_kinds(self, backend: Any) -> tuple[_Kind, _Kind, _Kind]:
@@ -225,17 +226,18 @@ class TurnMetrics(TurnHooks):
                     return
                 opened = False
             kind = bound.kind
+            plan, settled = turn.plan, turn.outcome
             if kind.streaming:   # a stream's answer ended now
                 ended = turn.observed_at = perf_counter()
                 backend = kind.backend
                 if opened:
                     self._hot.streams_open[backend] -= 1
                 self._hot.stream_events[backend] += turn.events
-                kind.stream_time.pending.append(ended - turn.clock)   # Buckets.observe, inline
-            result = turn.result
+                kind.stream_time.pending.append(ended - plan.clock)   # Buckets.observe, inline
+            result = settled.result
             if result.__class__ is not dict:
                 result = None
-            if turn.abandoned:
+            if settled.abandoned:
                 outcome = "abandoned"
             elif error is not None or result is None:
                 outcome = "error"
@@ -250,8 +252,8 @@ class TurnMetrics(TurnHooks):
             # it was seen to end.
             counted, inference = bound.outcomes[outcome]
             counted.value += 1
-            inference.pending.append(turn.observed_at - turn.clock)
-            if turn.background:
+            inference.pending.append(turn.observed_at - plan.clock)
+            if plan.background:
                 self._background.labels(_OUTCOMES.get(outcome, "failed")).value += 1
             charged = 0
             if result is not None:
@@ -274,9 +276,9 @@ class TurnMetrics(TurnHooks):
                     llm.sent.value += sent
                     llm.received.value += received
                     charged = sent + received
-            reservation = turn.reservation
+            reservation = plan.reservation
             if reservation is not None:
-                self._admitted(reservation, charged if charged or not (turn.abandoned or turn.unreported)
+                self._admitted(reservation, charged if charged or not (settled.abandoned or settled.unreported)
                                else reservation.tokens)
         except Exception:   # shielded (TurnHooks.shielded): a metric never fails a turn
             log.exception("turn metrics: finished failed")
@@ -337,7 +339,7 @@ class ClusterBalances(TurnHooks):
 
     def settled(self, turn: Turn) -> None:
         try:
-            quotas = turn.quotas
+            quotas = turn.outcome.quotas
             if quotas:
                 for name, balance in quotas.items():
                     if name in self._cluster:

@@ -8,17 +8,17 @@ from typing import Any
 
 from gateway.config import InferenceConfig
 from gateway.schema.responses_request import LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars
-from gateway.turns.turn import Turn
+from gateway.turns.turn import Plan
 
 
-def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: Turn, tools: list[dict[str, Any]] | None,
+def backend_body(raw: dict[str, Any], request: ResponsesRequest, plan: Plan, tools: list[dict[str, Any]] | None,
                  inference: InferenceConfig) -> dict[str, Any]:
     """The Responses body a backend gets: the client's JSON as sent (LCORE's
     extensions dropped, lax scalars converted), with the gateway's model, tools and
     conversation or chain, and the loop limits applied (`loop_limit`)."""
     body = {key: value for key, value in raw.items() if key not in LCORE_EXTENSIONS}
     body.update(forwarded_scalars(raw, request))
-    body["model"] = turn.model.id
+    body["model"] = plan.model.id
     # The system prompt `prepare()` resolved (`turns/prompts.py`): the request's, or the operator's.
     if request.instructions is None:
         body.pop("instructions", None)
@@ -29,15 +29,15 @@ def backend_body(raw: dict[str, Any], request: ResponsesRequest, turn: Turn, too
     body.pop("background", None)
     body.pop("conversation", None)
     body.pop("previous_response_id", None)
-    last_response = turn.existing.last_response_id if turn.existing is not None else None
-    if turn.forked_from is not None:
-        body["previous_response_id"] = turn.forked_from
-    elif turn.append_to_upstream or (not turn.store and last_response):
+    last_response = plan.existing.last_response_id if plan.existing is not None else None
+    if plan.forked_from is not None:
+        body["previous_response_id"] = plan.forked_from
+    elif plan.append_to_upstream or (not plan.store and last_response):
         # Chained, not sent with `conversation`: a `store: false` turn reads the
         # conversation's history without adding to it.
         body["previous_response_id"] = last_response
-    elif turn.upstream_conversation_id is not None and turn.store:
-        body["conversation"] = turn.upstream_conversation_id
+    elif plan.upstream_conversation_id is not None and plan.store:
+        body["conversation"] = plan.upstream_conversation_id
     elif last_response:
         body["previous_response_id"] = last_response
     # `null` asks for the default: sent as absent, so the backend applies (and its

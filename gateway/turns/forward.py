@@ -19,20 +19,20 @@ from gateway.streaming.repair import repair_input_items, repair_response
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.turns.tools import ConfiguredTools
 from gateway.turns.body import backend_body
-from gateway.turns.settle import Settler
-from gateway.turns.turn import Feed, Turn
+from gateway.turns.owned import OwnedTurns
+from gateway.turns.turn import Feed, Plan, Turn
 from gateway.upstream.llama_stack_input import for_llama_stack
 from gateway.upstream.responses_api import UpstreamResponses, UpstreamStream
 
 
 class ForwardBackend:
     def __init__(self, upstream: UpstreamResponses, tools: ConfiguredTools, inference: InferenceConfig,
-                 conversations: ConversationRepository, settler: Settler):
+                 conversations: ConversationRepository, owned: OwnedTurns):
         self._upstream = upstream
         self._tools = tools
         self._inference = inference
         self._conversations = conversations
-        self._settler = settler
+        self._turns = owned   # which recorded turns the caller owns
 
     async def accept(self, raw: Any, refusal: ApiError) -> ResponsesRequest:
         raise refusal  # LCORE's request model is the upstream's
@@ -40,10 +40,10 @@ class ForwardBackend:
     async def check(self, raw: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
         await self._tools.check_client_servers(tools)  # the upstream will connect: judge the names now
 
-    def body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
+    def body(self, raw: dict[str, Any], request: ResponsesRequest, plan: Plan,
              tools: list[dict[str, Any]] | None) -> dict[str, Any]:
-        body = backend_body(raw, request, turn, tools, self._inference)
-        if turn.background:
+        body = backend_body(raw, request, plan, tools, self._inference)
+        if plan.background:
             body["stream"] = True  # the gateway runs it, and records its events
         if not self._upstream.capabilities.is_llama_stack:
             body.pop("max_infer_iters", None)  # a Llama Stack extension other servers refuse
@@ -67,10 +67,12 @@ class ForwardBackend:
         await self._upstream.delete_conversation(upstream_id, response_ids)
 
     async def respond(self, turn: Turn) -> dict[str, Any]:
-        return await self._upstream.create(turn.body, turn.headers, turn.model.id)
+        plan = turn.plan
+        return await self._upstream.create(turn.body, plan.headers, plan.model.id)
 
     def open(self, turn: Turn) -> UpstreamStream:
-        stream = self._upstream.stream(turn.body, turn.headers, turn.model.id)
+        plan = turn.plan
+        stream = self._upstream.stream(turn.body, plan.headers, plan.model.id)
         turn.body = {}  # held by the request until it is sent; nothing else needs it while the stream is open
         return stream
 
@@ -84,7 +86,7 @@ class ForwardBackend:
         return output_text(response)
 
     async def _owned(self, identity: Identity, response_id: str) -> TurnRecord | None:
-        return await self._settler.owned_turn(identity, response_id)
+        return await self._turns.owned(identity, response_id)
 
     async def owns(self, identity: Identity, response_id: str) -> bool:
         return await self._owned(identity, response_id) is not None

@@ -2,7 +2,7 @@
 instead of being called from the business code: `refused` (prepare() refused the
 request: nothing was created), `prepared` (the turn is valid and its backend chosen),
 `first_event` (the backend's first read, or its JSON answer), `settled` (charged and
-recorded: `turn.result` holds the usage and status), `streamed` (a stream's end, with
+recorded: `turn.outcome.result` holds the usage and status), `streamed` (a stream's end, with
 how many events its client was sent: counted once per stream, never per event),
 `finished` (after the response, with the exception that ended it, if any).
 
@@ -40,14 +40,14 @@ class TurnHooks:
         """The backend answered: its stream's first read, or its JSON response."""
 
     def settled(self, turn: Turn) -> None:
-        """Charged and recorded, before the client is told (`turn.result`, `turn.quotas`)."""
+        """Charged and recorded, before the client is told (`turn.outcome`: its result, quotas)."""
 
     def streamed(self, turn: Turn, events: int) -> None:
         """A streamed turn ended (whichever way): `events` frames went to its sink (also
         `turn.events`, for an observer that records the stream at `finished`)."""
 
     def finished(self, turn: Turn, error: BaseException | None) -> None:
-        """After the response (`turn.abandoned`: its client left)."""
+        """After the response (`turn.outcome.abandoned`: its client left)."""
 
 
 class Hooks(TurnHooks):

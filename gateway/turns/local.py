@@ -23,19 +23,19 @@ from gateway.streaming.events import Event
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.turns.tools import ConfiguredTools
 from gateway.turns.body import backend_body
-from gateway.turns.settle import Settler
-from gateway.turns.turn import Feed, Turn
+from gateway.turns.owned import OwnedTurns
+from gateway.turns.turn import Feed, Plan, Turn
 
 
 class EngineBackend:
     def __init__(self, engine: LocalEngine, tools: ConfiguredTools, inference: InferenceConfig,
-                 conversations: ConversationRepository, settler: Settler):
+                 conversations: ConversationRepository, owned: OwnedTurns):
         self._engine = engine
         self._store = engine.store
         self._tools = tools
         self._inference = inference
         self._conversations = conversations
-        self._settler = settler
+        self._owned = owned
 
     async def accept(self, raw: Any, refusal: ApiError) -> ResponsesRequest:
         """The engine resolves `item_reference` input items itself."""
@@ -54,9 +54,9 @@ class EngineBackend:
     async def forget_conversation(self, upstream_id: str | None, response_ids: tuple[str, ...]) -> None:
         pass  # its stored responses are the gateway's rows, deleted with the conversation
 
-    def body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
+    def body(self, raw: dict[str, Any], request: ResponsesRequest, plan: Plan,
              tools: list[dict[str, Any]] | None) -> dict[str, Any]:
-        return backend_body(raw, request, turn, tools, self._inference)  # the engine reads it itself
+        return backend_body(raw, request, plan, tools, self._inference)  # the engine reads it itself
 
     async def create_conversation(self) -> str | None:
         return None  # the gateway keeps the conversation
@@ -88,7 +88,7 @@ class EngineBackend:
         if found is None:
             return None
         # The turn's record too, so its conversation continues from the turn before it.
-        await self._settler.owned_turn(identity, found.id)  # waits for a pending record
+        await self._owned.owned(identity, found.id)  # waits for a pending record
         await self._store.delete(found.id, found.user_id)
         await self._conversations.delete_turn(found.id)
         return {"id": found.id, "object": "response", "deleted": True}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from gateway.compaction.items import has_compaction, is_compaction, open_compactions, opened
 from gateway.compaction.seal import CompactionSeal
@@ -32,7 +32,7 @@ from gateway.schema.ids import (
 from gateway.turns.content import stored_form
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
-from gateway.storage.conversations import ConversationRecord, ConversationRepository
+from gateway.storage.conversations import ConversationRecord
 from gateway.storage.history import expired
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
@@ -41,11 +41,11 @@ from gateway.turns.in_progress import InProgress
 from gateway.turns.model import ModelSelector
 from gateway.turns.normalized import TurnInput, Rewrite, normalize
 from gateway.turns.prompts import SystemPrompts
-from gateway.turns.settle import Settler
+from gateway.turns.owned import OwnedTurns
 from gateway.turns.shields import Shields
 from gateway.turns.blocked import BLOCKED_PREFIX, BlockedBackend
 from gateway.turns.summary import TopicSummaries
-from gateway.turns.turn import Backend, Turn
+from gateway.turns.turn import Backend, Outcome, PlanDraft, Turn, frozen
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.catalog import ModelCatalog
 
@@ -81,6 +81,10 @@ class _Caller:
 
 CALLER: Any = _Caller()
 
+# How an adapter records its question (`Plan.question`, `Plan.attachments`), from the
+# input's user text after the redaction shields (a legacy query: its attachments apart).
+Recorded = Callable[[str], tuple[str, tuple[dict[str, Any], ...]]]
+
 
 @dataclass(frozen=True, slots=True)
 class Checked:
@@ -97,16 +101,15 @@ class Checked:
 
 
 class Preparer:
-    def __init__(self, config: Configuration, conversations: ConversationRepository, writer: TurnWriter,
-                 catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools, settler: Settler,
+    def __init__(self, config: Configuration, turns: OwnedTurns, writer: TurnWriter,
+                 catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools,
                  backend: BackendSelector, items: ConversationItems | None = None):
-        self._conversations = conversations
+        self._turns = turns   # the recorded turns a request continues or forks from
         self._items = items   # what clients added to conversations the gateway keeps (issue 23)
         self._writer = writer
         self._models = ModelSelector(catalog, config.inference)
         self._quota = quota
         self._tools = tools
-        self._settler = settler
         self._prompts = SystemPrompts(config.customization)
         self._summaries = TopicSummaries(config.customization)
         self._shields = Shields(config)
@@ -124,13 +127,18 @@ class Preparer:
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions", *, quota_subject: Any = CALLER,
-                      server_prompt: str | None = None, checked: Checked | None = None) -> Turn:
+                      server_prompt: str | None = None, shown_previous: str | None = None,
+                      recorded: Recorded | None = None, checked: Checked | None = None) -> Turn:
         """`prompt_field`: what the client's request called its system prompt (the
         legacy endpoints' `system_prompt` arrives as `instructions`), named by LCORE's
         422 where the operator disabled them. `quota_subject`: whose balance admits and
         pays for the turn (the caller by default; None: no quota check, `/v1/infer`
         without `rlsapi_v1.quota_subject`). `server_prompt`: the system prompt the
         adapter made from the operator's (`/v1/infer`'s template), not the client's.
+        `shown_previous`: the `previous_response_id` responses echo when the adapter
+        sent another (the WebSocket's continuation: as the client named it).
+        `recorded`: how the adapter records its question (a legacy query's
+        attachments), for a stored turn.
         `checked`: what `check()` found of this `raw` for this caller (else it is checked
         here)."""
         # A `compaction` item becomes the user message of its summary before LCORE's
@@ -159,7 +167,7 @@ class Preparer:
                 identity if quota_subject is CALLER else replace(identity, user_id=quota_subject), raw)
             try:
                 turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field, server_prompt,
-                                           shields, given_input, redact)
+                                           shields, given_input, redact, shown_previous, recorded)
             except BaseException:
                 if reservation is not None:
                     await asyncio.shield(self._quota.release(reservation))
@@ -167,7 +175,7 @@ class Preparer:
         except BaseException:
             self.in_progress.leave(identity.user_id)
             raise
-        turn.in_progress = self.in_progress
+        turn.in_progress = self.in_progress   # left by the runner
         return turn
 
     async def check(self, identity: Identity, raw: Any, prompt_field: str = "instructions") -> Checked:
@@ -201,7 +209,8 @@ class Preparer:
 
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
                        reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,
-                       shields: list[str], given: TurnInput, redact: Rewrite) -> Turn:
+                       shields: list[str], given: TurnInput, redact: Rewrite, shown_previous: str | None,
+                       recorded: Recorded | None) -> Turn:
         if operator_prompt is None:
             server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
         else:
@@ -213,8 +222,8 @@ class Preparer:
         await backend.check(raw, tools)
         # LCORE's question-validity shields, on the gateway's account (never charged). A
         # turn with no user text (tool outputs, approval answers) asks no question.
-        question = given.question if shields else ""
-        blocked = await self._shields.judge(shields, question, model.id, backend.summarize) if question else None
+        asked = given.question if shields else ""
+        blocked = await self._shields.judge(shields, asked, model.id, backend.summarize) if asked else None
         if reservation is not None:
             # The context the turn sends beyond its input, once known: reserved (or 429)
             # before anything is created.
@@ -224,50 +233,75 @@ class Preparer:
 
         # Everything is valid: now create what the turn needs.
         conversation_id, upstream_id = await self._conversation_for(backend, request, existing, forked_from)
-        # The turn keeps what it needs from the request, not the validated model: it lives
-        # as long as the stream, and memory per open stream is a budget.
-        turn = Turn(identity=identity, backend=backend if blocked is None else BlockedBackend(backend, blocked),
-                    stream=request.stream,
-                    previous_response_id=request.previous_id, generate_topic_summary=request.generate_topic_summary,
-                    body={}, headers={}, model=model, display_model=request.model or model.display_id,
-                    conversation_id=conversation_id, upstream_conversation_id=upstream_id,
-                    existing=existing if forked_from is None else None, forked_from=forked_from, store=request.store,
-                    reservation=reservation, background=bool(request.background), server_prompt=server_prompt,
-                    requested_model=request.model)
-        if reservation is not None:
-            turn.extend = partial(self._quota.extend, reservation)   # the engine's later rounds
-        turn.conversation_form = await self._form(raw.get("conversation"), request.previous_id)
-        if request.store:
-            turn.question = given.question   # the turn store's (`turns/content.py`)
-        if request.store and upstream_id is not None and turn.existing is not None \
-                and turn.existing.last_response_id and given.answers_approval:
+        existing_kept = existing if forked_from is None else None
+        append_to_upstream, appended_input, added_items = False, None, ()
+        if request.store and upstream_id is not None and existing_kept is not None \
+                and existing_kept.last_response_id and given.answers_approval:
             # Llama Stack finds the approval request only in the previous response, and
             # refuses previous_response_id together with conversation: chain this turn,
             # then append it to the conversation.
-            turn.append_to_upstream = True
-            turn.appended_input = given.items
-        if request.store and turn.existing is not None and self._items is not None:
+            append_to_upstream, appended_input = True, given.items
+        added_input: tuple[dict[str, Any], ...] = ()
+        if request.store and existing_kept is not None and self._items is not None:
             # Items added through the Conversations API since the last turn: this turn's
             # input, before the client's, in the order they were added. An upstream's
             # conversation keeps them under the ids the client was given (issue 41).
-            added = await self._items.take_pending(turn.existing.id)
+            added = await self._items.take_pending(existing_kept.id)
             if added:
-                added = await self._opened_added(turn.existing, added)
+                added = await self._opened_added(existing_kept, added)
                 # They reach the model: redacted too.
                 given = given.with_added(added, redact, keep_ids=upstream_id is not None)
                 raw = given.request(raw)
-                turn.added_items = tuple(item["id"] for item in added)
-                turn.added_input = tuple(given.items[:len(added)])
-                if turn.append_to_upstream:
-                    turn.appended_input = given.items   # a chained turn appends them with its own
-        turn.body = backend.body(raw, request, turn, tools)
-        if request.solr is not None:
-            turn.headers["X-LlamaStack-Provider-Data"] = provider_data_header(raw["solr"])
-        if blocked is not None:
-            self._blocked(turn, given.items)
-            return turn
-        self._summaries.start(turn, given.question)   # beside the turn, once its conversation exists
-        return turn
+                added_items = tuple(item["id"] for item in added)
+                added_input = tuple(given.items[:len(added)])
+                if append_to_upstream:
+                    appended_input = given.items   # a chained turn appends them with its own
+        if blocked is not None and request.store and upstream_id is not None:
+            # A blocked turn is recorded like any (LCORE 0.6): where the upstream keeps
+            # the conversation, the question and the shield's answer are appended to it.
+            append_to_upstream, appended_input = True, given.items
+        question: str = given.question if request.store else ""
+        attachments: tuple[dict[str, Any], ...] = ()
+        if recorded is not None and request.store:
+            question, attachments = recorded(question)
+        headers = {} if request.solr is None else {"X-LlamaStack-Provider-Data": provider_data_header(raw["solr"])}
+        conversation_form = await self._form(raw.get("conversation"), request.previous_id)
+        # The plan keeps what it needs from the request, not the validated model: it lives
+        # as long as the stream, and memory per open stream is a budget. Its fields in
+        # their order, positionally (a fenced speed trick: `turns/turn.py`, `PlanDraft`).
+        plan = frozen(PlanDraft(
+            identity,
+            backend if blocked is None else BlockedBackend(backend, blocked),   # backend
+            request.stream,
+            request.previous_id if shown_previous is None else shown_previous,   # previous_response_id
+            request.generate_topic_summary,
+            headers,
+            model,
+            request.model or model.display_id,   # display_model
+            conversation_id,
+            upstream_id,   # upstream_conversation_id
+            existing_kept,   # existing
+            forked_from,
+            request.store,
+            bool(request.background),
+            blocked,
+            append_to_upstream,
+            appended_input,
+            reservation,
+            None if reservation is None else partial(self._quota.extend, reservation),   # extend: the engine's rounds
+            server_prompt,
+            conversation_form,
+            added_items,
+            added_input,
+            question,
+            request.model,   # requested_model
+            attachments))
+        # What the backend is sent: the request's own `previous_response_id`, not the shown one.
+        body = backend.body(raw, request, plan, tools)
+        # A topic summary beside the turn, once its conversation exists (none for a blocked one).
+        summary = None if blocked is not None else self._summaries.start(plan, given.question)
+        # Its outcome starts as the plan says (positional: see `turns/turn.py`'s `plan()`).
+        return Turn(plan, Outcome(plan.store, plan.append_to_upstream, plan.appended_input), body, summary)
 
     async def _form(self, sent: Any, previous_id: str | None) -> str:
         """The form responses show `conversation` in: the one the client named it in;
@@ -277,7 +311,7 @@ class Preparer:
         if sent is not None:
             return sent_form(sent)
         if previous_id is not None:
-            form = stored_form(await self._conversations.content(previous_id))
+            form = stored_form(await self._turns.content(previous_id))
             if form is not None:
                 return form
         return self._conversation_form
@@ -301,14 +335,6 @@ class Preparer:
                 await self._items.restore(conversation.id, tuple(item["id"] for item in added))
             raise
 
-    @staticmethod
-    def _blocked(turn: Turn, input_: Any) -> None:
-        """A blocked turn is recorded like any (LCORE 0.6): where the upstream keeps the
-        conversation, the question and the shield's answer are appended to it."""
-        if turn.store and turn.upstream_conversation_id is not None:
-            turn.append_to_upstream = True
-            turn.appended_input = input_
-
     async def _past_blocked(self, existing: ConversationRecord | None) -> ConversationRecord | None:
         """A blocked turn's `modr-` response exists in no backend: a turn that would chain
         from one (`previous_response_id`: the engine, `store: false`) chains from the
@@ -319,7 +345,7 @@ class Preparer:
         if existing is None or not response_id or not response_id.startswith(BLOCKED_PREFIX):
             return existing
         for _ in range(_MAX_BLOCKED_WALK):
-            found = await self._conversations.find_turn(response_id)
+            found = await self._turns.turn(response_id)
             response_id = found[0].prior_response_id if found is not None else None
             if response_id is None or not response_id.startswith(BLOCKED_PREFIX):
                 break
@@ -333,8 +359,7 @@ class Preparer:
         previous = forked_from or (existing.last_response_id if existing is not None else None)
         if not previous:
             return 0
-        found = await self._conversations.find_turn(previous)
-        return found[0].tokens if found is not None else 0
+        return await self._turns.tokens(previous)
 
     async def _parse(self, raw: Any) -> ResponsesRequest:
         """LCORE's request model; what a backend accepts beyond it (the engine:
@@ -367,8 +392,7 @@ class Preparer:
                                     ) -> tuple[ConversationRecord | None, str | None]:
         """The conversation this turn continues (None: a new one), and the response it forks from."""
         if request.conversation_id is not None:
-            await self._settler.wait_pending(request.conversation_id)
-            existing = await self._conversations.get(request.conversation_id)
+            existing = await self._turns.conversation(request.conversation_id)
             if existing is None or (self._idle_ttl and expired(existing.last_message_at, self._idle_ttl)):
                 raise not_found("Conversation", request.conversation_id, code="conversation_not_found",
                                 param="conversation")
@@ -381,15 +405,11 @@ class Preparer:
         previous = request.previous_id
         if previous is None:
             return None, None
-        await self._settler.wait_pending(previous)
-        found = await self._conversations.find_turn(previous)
+        found = await self._turns.turn(previous)
         if found is None or found[1].user_id != identity.user_id or (
                 self._idle_ttl and expired(found[1].last_message_at, self._idle_ttl)):
             raise not_found("Response", previous, code="response_not_found", param="previous_response_id")
-        conversation = found[1]
-        if self._settler.pending(conversation.id):
-            # A later turn of this conversation is still being recorded: whether this one
-            # is the latest (continue) or not (fork) depends on it.
-            await self._settler.wait_pending(conversation.id)
-            conversation = await self._conversations.get(conversation.id) or conversation
+        # A later turn of this conversation may still be being recorded: whether this one
+        # is the latest (continue) or not (fork) depends on it.
+        conversation = await self._turns.latest(found[1])
         return conversation, None if conversation.last_response_id == previous else previous

@@ -110,8 +110,9 @@ class Runner:
 
     def enricher(self, turn: Turn) -> Enricher:
         """What every response object of this turn gets (JSON body or stream events)."""
-        return Enricher(turn.shown_conversation, turn.previous_response_id, turn.display_model, self._labels,
-                        turn.background, self._redactor, turn.server_prompt)
+        plan = turn.plan
+        return Enricher(plan.shown_conversation, plan.previous_response_id, plan.display_model, self._labels,
+                        plan.background, self._redactor, plan.server_prompt)
 
     def rewriter(self, turn: Turn) -> StreamRewriter:
         return StreamRewriter(self.enricher(turn))
@@ -129,14 +130,14 @@ class Runner:
         except BaseException as exc:
             error = exc
             if client_left(exc):
-                turn.abandoned = True  # the client left before the answer
+                self._settler.abandon(turn)  # the client left before the answer
             elif getattr(exc, "upstream_received", False):
-                turn.unreported = True  # the upstream had it, then it was lost: charged as stopped
+                self._settler.unreported(turn)  # the upstream had it, then it was lost: charged as stopped
             await sink.stopped(turn, exc)
             raise
         finally:
             if turn.in_progress is not None:
-                turn.in_progress.leave(turn.identity.user_id)
+                turn.in_progress.leave(turn.plan.identity.user_id)
                 turn.in_progress = None
             self._settler.finish(turn)
             self.hooks.finished(turn, error)
@@ -144,12 +145,9 @@ class Runner:
                 TURN_DEADLINE.reset(deadline)
 
     async def _respond(self, turn: Turn, sink: BodySink) -> None:
-        result = repair_response(await turn.backend.respond(turn))
+        result = repair_response(await turn.plan.backend.respond(turn))
         self.hooks.first_event(turn)
-        turn.result = result
-        if not sink.keep(result):
-            turn.store = False
-        quotas = await self.settle(turn)
+        quotas = await self.settle(turn, result, sink.keep(result))
         self.enricher(turn).finish(result, quotas)
         await sink.body(result)
 
@@ -159,13 +157,12 @@ class Runner:
         async def ending(frames: bytes, terminal: Event | None) -> bytes:
             if terminal is None:
                 return frames
-            turn.result = terminal.data["response"]
             try:
-                quotas = await self.settle(turn)
+                quotas = await self.settle(turn, terminal.data["response"])
             except ApiError as exc:
                 # Not recorded, so not done: the stream fails instead (decision 6).
                 terminal, quotas = Event.build({"type": "response.failed", "sequence_number": 0,
-                                               "response": failed_response(turn.result, exc.cause)}), {}
+                                               "response": failed_response(turn.outcome.result, exc.cause)}), {}
             return frames + rewriter.terminal(terminal, quotas)
 
         # speed: the relay loop is written here, not in a method of its own: a held stream
@@ -173,10 +170,11 @@ class Runner:
         # bench/README.md "The hot path's tricks"). Plain version: this `try` as a method
         # `_relay(turn, sink, rewriter, ending)`, awaited here.
         started = False
+        backend = turn.plan.backend
         try:
-            async with turn.backend.open(turn) as chunks:
+            async with backend.open(turn) as chunks:
                 # Once, not per read of a paced stream.
-                feed = turn.backend.feed(rewriter)
+                feed = backend.feed(rewriter)
                 try:
                     async for chunk in chunks:
                         frames, terminal = feed(chunk)
@@ -194,10 +192,11 @@ class Runner:
                     frames, terminal = rewriter.close()
                     # Ended without its terminal event (cut): the `response.failed` made for
                     # it is charged like a broken stream's, unless the upstream reported usage.
-                    turn.unreported = terminal is not None and terminal.data.get("type") == "response.failed"
+                    if terminal is not None and terminal.data.get("type") == "response.failed":
+                        self._settler.unreported(turn)
                 except StreamBroken as exc:
-                    log.warning("upstream stream for %s broke: %s", turn.conversation, exc)
-                    turn.unreported = True
+                    log.warning("upstream stream for %s broke: %s", turn.plan.conversation, exc)
+                    self._settler.unreported(turn)
                     frames, terminal = b"", rewriter.fail(str(exc))
                 if not started:
                     await sink.start()
@@ -206,13 +205,15 @@ class Runner:
             turn.events = rewriter.numbered
             self.hooks.streamed(turn, turn.events)
 
-    async def settle(self, turn: Turn) -> dict[str, int]:
-        """Charge and record the turn (once), before its terminal event or body; also
-        for a turn whose sink ends it itself (a cancelled background run)."""
-        quotas = await self._settler.settle(turn)
+    async def settle(self, turn: Turn, result: dict[str, Any] | None = None, recorded: bool = True,
+                     abandoned: bool | None = None) -> dict[str, int]:
+        """Charge and record the turn (once) as it ended (`Settler.settle`), before its
+        terminal event or body; also for a turn whose sink ends it itself (a cancelled
+        background run)."""
+        quotas = await self._settler.settle(turn, result, recorded, abandoned)
         if not turn.observed_settled:
             turn.observed_settled = True
-            if turn.added_items:
+            if turn.plan.added_items:
                 self._settler.give_back(turn)   # before its client is told it failed
             self.hooks.settled(turn)
         return quotas
@@ -221,4 +222,4 @@ class Runner:
 def _refuse_before_the_first_byte(rewriter: StreamRewriter, turn: Turn) -> None:
     refusal = rewriter.repairer.refusal
     if refusal is not None:
-        raise upstream_error(refusal[0], rewriter.enricher.redactor.text(refusal[1]), turn.model.id)
+        raise upstream_error(refusal[0], rewriter.enricher.redactor.text(refusal[1]), turn.plan.model.id)

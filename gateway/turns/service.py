@@ -7,32 +7,37 @@ from typing import Any, Coroutine, Mapping
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
 from gateway.schema.limits import RequestLimits, check_counts
-from gateway.turns.prepare import CALLER, BackendSelector, Checked, Preparer
+from gateway.turns.owned import OwnedTurns
+from gateway.turns.prepare import CALLER, BackendSelector, Checked, Preparer, Recorded
 from gateway.turns.run import BodySink, FrameSink, Runner
 from gateway.turns.settle import Settler
 from gateway.turns.turn import Backend, Turn
 
 
 class TurnService:
-    def __init__(self, preparer: Preparer, runner: Runner, settler: Settler, backend: BackendSelector,
-                 limits: RequestLimits = RequestLimits()):
+    def __init__(self, preparer: Preparer, runner: Runner, settler: Settler, owned: OwnedTurns,
+                 backend: BackendSelector, limits: RequestLimits = RequestLimits()):
         self._preparer = preparer
         # The operator's caps on a request's lists, checked before anything reads them
         # (`parse_responses_request(raw, ..., limits=turns.limits)` checks them too).
         self.limits = limits
         self.runner = runner
-        self._settler = settler
+        self._settler = settler   # how turns end
+        self._owned = owned       # what they recorded
         self._backend = backend
 
     async def prepare(self, identity: Identity, raw: Any, headers: Mapping[str, str],
                       prompt_field: str = "instructions", *, quota_subject: Any = CALLER,
-                      server_prompt: str | None = None, checked: Checked | None = None) -> Turn:
+                      server_prompt: str | None = None, shown_previous: str | None = None,
+                      recorded: Recorded | None = None, checked: Checked | None = None) -> Turn:
         """A turn ready to run, or the 4xx that refuses it with nothing created
-        (`prompt_field`, `quota_subject`, `server_prompt`, `checked`: see `Preparer.prepare`)."""
+        (`prompt_field`, `quota_subject`, `server_prompt`, `shown_previous`, `recorded`,
+        `checked`: see `Preparer.prepare`)."""
         try:
             check_counts(raw, self.limits.responses())
             turn = await self._preparer.prepare(identity, raw, headers, prompt_field, quota_subject=quota_subject,
-                                                server_prompt=server_prompt, checked=checked)
+                                                server_prompt=server_prompt, shown_previous=shown_previous,
+                                                recorded=recorded, checked=checked)
         except ApiError as exc:
             self.runner.hooks.refused(exc)
             raise
@@ -54,6 +59,11 @@ class TurnService:
             self.runner.hooks.refused(exc)
             raise
 
+    def stopping(self, turn: Turn, reason: str | None) -> None:
+        """Before a stream is cancelled: its client stops it and keeps what it got
+        (`Settler.stopping`)."""
+        self._settler.stopping(turn, reason)
+
     def interrupted(self, turn: Turn, partial: dict[str, Any] | None, appended_input: Any) -> None:
         """A stream its user interrupted: recorded with its partial answer and charged as
         abandoned (`Settler.interrupted`)."""
@@ -73,7 +83,7 @@ class TurnService:
     async def wait_recorded(self, key: str) -> None:
         """Wait until a turn of this conversation (or response) being recorded in this
         process is recorded (another replica's are committed before their client hears)."""
-        await self._settler.wait_pending(key)
+        await self._owned.wait(key)
 
     async def drain(self) -> None:
         """Wait until every finished turn is recorded (at shutdown)."""

@@ -1,7 +1,8 @@
 """The end of a turn's life: `settle()` before the terminal event or JSON body,
 `finish()` after the response, and the registry of turns still being recorded.
 
-`settle()` charges the turn's tokens and commits its record (group-committed with
+`settle()` records how the turn ended (its `Outcome`: the Settler is the only writer of
+it) and charges the turn's tokens and commits its record (group-committed with
 concurrent turns by `TurnWriter`), so whatever replica the client continues on finds
 it (docs/architecture.md, "A turn's life": `Settler.settle`); it still completes
 when the client has gone away, and a
@@ -9,6 +10,9 @@ request in this process about the same conversation or response that arrives
 meanwhile waits for it (`wait_pending()`). `finish()` settles a turn its caller did
 not (it ended without a terminal event, or the client left), charging an abandoned
 turn what it used (`Turn.stopped_charge`): aborting is no way around a quota.
+`abandon()`, `stopping()` and `interrupted()` are the other endings the outcome records
+(the client left; the client stops a stream and keeps what it got). Reading what was
+recorded is `OwnedTurns`' (`turns/owned.py`).
 """
 
 from __future__ import annotations
@@ -20,12 +24,11 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from gateway.identity import Identity
 from gateway.quota.reservation import Charge, Reservation
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, database_error
 from gateway.storage.conversation_items import ConversationItems
-from gateway.storage.conversations import ConversationRecord, ConversationRepository, TurnRecord
+from gateway.storage.conversations import ConversationRecord, TurnRecord
 from gateway.storage.writer import TurnWriter
 from gateway.turns.body import input_items
 from gateway.turns.content import turn_content
@@ -87,102 +90,115 @@ def _iso(seconds: float) -> str:
 
 
 class Settler:
-    def __init__(self, conversations: ConversationRepository, writer: TurnWriter, quota: QuotaService,
-                 items: ConversationItems | None = None):
-        self._conversations = conversations
+    def __init__(self, writer: TurnWriter, quota: QuotaService, items: ConversationItems | None = None):
         self._writer = writer
         self._quota = quota
         self._items = items   # where a turn that is not recorded gives back the items it took
         self._pending: dict[str, asyncio.Future[Any]] = {}   # conversation / response id -> its recording
         self._background: set[asyncio.Future[Any]] = set()
 
-    async def settle(self, turn: Turn) -> dict[str, int]:
-        """Before the terminal event or body: charge the turn's tokens and commit its
-        record (group-committed with concurrent turns; after appending it to the upstream
+    async def settle(self, turn: Turn, result: dict[str, Any] | None = None, recorded: bool = True,
+                     abandoned: bool | None = None) -> dict[str, int]:
+        """Before the terminal event or body: record how the turn ended (`result`, its
+        terminal response object; `recorded=False`: its caller
+        answers it as an error, charged but not recorded; `abandoned`: whether its
+        client stopped it), charge the turn's tokens and commit its record
+        (group-committed with concurrent turns; after appending it to the upstream
         conversation when it was chained), once. Returns the balance after it
         (`available_quotas`). A client that is then told the turn is done can continue it
         at once on any replica. Raises `database_error()` when the record cannot be
         committed: the client is not told the turn is done."""
-        if turn.quotas is not None:
-            return turn.quotas
-        if not turn.store and turn.reservation is None:
+        outcome = turn.outcome
+        if result is not None:
+            outcome.result = result
+        if not recorded:
+            outcome.recorded = False
+        if abandoned is not None:
+            outcome.abandoned = abandoned
+        if outcome.quotas is not None:
+            return outcome.quotas
+        if not outcome.recorded and turn.plan.reservation is None:
             # Nothing to record, nothing to charge (no quotas, or an adapter that checks
             # none: `/v1/infer` without `rlsapi_v1.quota_subject`).
-            turn.quotas = {}
-            return turn.quotas
-        if turn._settling is None:
+            outcome.quotas = {}
+            return outcome.quotas
+        if outcome.settling is None:
             # Shielded below: a client that leaves mid-settle must not undo the charge or
             # lose the record.
-            turn._settling = self._submitted(turn) or asyncio.ensure_future(self._settle(turn))
-            self._track(turn, turn._settling)
+            outcome.settling = self._submitted(turn) or asyncio.ensure_future(self._settle(turn))
+            self._track(turn, outcome.settling)
         try:
-            quotas = await asyncio.shield(turn._settling)
+            quotas = await asyncio.shield(outcome.settling)
         except ApiError:
             raise
         except Exception:  # the writer logged it
             raise database_error() from None
-        if quotas is None and turn.reservation is not None:   # the writer's future: the charge is committed
-            quotas = await self._balances_after_charge(turn)
-        turn.quotas = quotas or {}
-        return turn.quotas
+        reservation = turn.plan.reservation
+        if quotas is None and reservation is not None:   # the writer's future: the charge is committed
+            quotas = await self._balances_after_charge(reservation)
+        outcome.quotas = quotas or {}
+        return outcome.quotas
 
     def _submitted(self, turn: Turn) -> asyncio.Future[Any] | None:
         """The common turn's settling without a task of its own (a few µs a turn): its
         record, with its charge when the quota storage is the turn database, handed to
         the writer at once; the writer's future. None: `_settle()` it is."""
-        if turn.append_to_upstream or turn.result is None or (turn.summary is not None and not turn.summary.done()):
+        outcome = turn.outcome
+        if outcome.append_to_upstream or outcome.result is None or (turn.summary is not None
+                                                                     and not turn.summary.done()):
             return None
-        if turn.reservation is None:
+        if turn.plan.reservation is None:
             return self._writer.submit(*self._records(turn))
-        if not (turn.store and self._quota.shares_turn_database):
+        if not (outcome.recorded and self._quota.shares_turn_database):
             return None
         return self._writer.submit(*self._records(turn), charge=self._charge(turn))   # failed: `_finished`
 
-    async def _balances_after_charge(self, turn: Turn) -> dict[str, int]:
+    async def _balances_after_charge(self, reservation: Reservation) -> dict[str, int]:
         """`available_quotas` once the turn's charge is committed: without I/O nearly
         always (`QuotaService.settled`), else read."""
-        assert turn.reservation is not None
-        quotas = self._quota.settled(turn.reservation)
+        quotas = self._quota.settled(reservation)
         # The reservation's subject: the caller, or whom the adapter charges (`/v1/infer`).
-        return quotas if quotas is not None else await self._quota.available(turn.reservation.user_id)
+        return quotas if quotas is not None else await self._quota.available(reservation.user_id)
 
     def _charge(self, turn: Turn) -> Charge:
         """The charge of a turn with a result: the upstream's input + output tokens; a
         turn its client stopped (a cancelled background one) as an abandoned one is
         (`Turn.stopped_charge`), whatever usage its result shows so far, and so is one
         whose stream broke before the upstream reported usage (it received the turn)."""
-        assert turn.reservation is not None and turn.result is not None
-        if turn.abandoned or (turn.unreported and not turn.result.get("usage")):
+        plan, outcome = turn.plan, turn.outcome
+        assert plan.reservation is not None and outcome.result is not None
+        if outcome.abandoned or (outcome.unreported and not outcome.result.get("usage")):
             usage = turn.usage or {}
             output = int(usage.get("output_tokens") or 0)
             spent = (turn.stopped_charge() - output, output)
         else:
-            usage = turn.result.get("usage") or {}
+            usage = outcome.result.get("usage") or {}
             spent = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
-        return self._quota.charge(turn.reservation, *spent, turn.model.id, turn.model.provider_id)
+        return self._quota.charge(plan.reservation, *spent, plan.model.id, plan.model.provider_id)
 
     async def _settle(self, turn: Turn) -> dict[str, int]:
         """The charge (the upstream's input + output tokens to every limiter, releasing
         the reservation) and the record: one transaction when the quota storage is the
         turn database, else the charge first, then the record."""
-        charge = self._charge(turn) if turn.reservation is not None and turn.result is not None else None
+        outcome, reservation = turn.outcome, turn.plan.reservation
+        charge = self._charge(turn) if reservation is not None and outcome.result is not None else None
         try:
-            if turn.store and turn.result is not None:
+            if outcome.recorded and outcome.result is not None:
                 await summary_of(turn)   # committed with the record (started with the turn, so rarely awaited)
-                if turn.append_to_upstream and turn.result.get("status") in _RECORDED_STATUSES:
+                if outcome.append_to_upstream and outcome.result.get("status") in _RECORDED_STATUSES:
                     await self._append_turn(turn)
                 if charge is not None and not self._quota.shares_turn_database:
                     await self._quota.write(charge)
                     charge = None
                 await self._writer.submit(*self._records(turn), charge=charge)
-                if charge is not None:
-                    return await self._balances_after_charge(turn)
+                if charge is not None and reservation is not None:
+                    return await self._balances_after_charge(reservation)
             elif charge is not None:
                 await self._quota.write(charge)
         except BaseException:
-            self._quota.forget(turn.reservation)   # what the ledger assumed was not written
+            self._quota.forget(reservation)   # what the ledger assumed was not written
             raise
-        return await self._quota.available(turn.reservation.user_id) if turn.reservation is not None else {}
+        return await self._quota.available(reservation.user_id) if reservation is not None else {}
 
     def finish(self, turn: Turn) -> None:
         """After the response: a turn that reached its terminal event is settled even if
@@ -191,24 +207,45 @@ class Settler:
         when the client abandoned it (aborting is no way around a quota: the rounds it
         used, the one in flight, at least its reservation), else what the engine's
         finished rounds reported."""
-        if turn.added_items:
+        plan, outcome = turn.plan, turn.outcome
+        if plan.added_items:
             self.give_back(turn)   # it ended without settling (refused by the backend, cancelled)
-        if turn._settling is not None:
+        if outcome.settling is not None:
             return
-        if turn.result is None:
+        if outcome.result is None:
             if turn.summary is not None:
                 turn.summary.cancel()   # no record to put it in
-            if turn.reservation is not None:
+            if plan.reservation is not None:
                 done = asyncio.ensure_future(self._quota.release(
-                    turn.reservation, turn.stopped_charge() if turn.abandoned or turn.unreported else turn.used))
-                turn._settling = done
+                    plan.reservation, turn.stopped_charge() if outcome.abandoned or outcome.unreported else turn.used))
+                outcome.settling = done
                 self._background.add(done)
                 done.add_done_callback(lambda future: self._finished(future, (None, "")))
             return
-        if not turn.store and turn.reservation is None:
+        if not outcome.recorded and plan.reservation is None:
             return
-        turn._settling = asyncio.ensure_future(self._settle(turn))
-        self._track(turn, turn._settling)
+        outcome.settling = asyncio.ensure_future(self._settle(turn))
+        self._track(turn, outcome.settling)
+
+    @staticmethod
+    def abandon(turn: Turn) -> None:
+        """Its client left before the answer (`run.client_left`): `finish()` charges it as
+        a stopped turn."""
+        turn.outcome.abandoned = True
+
+    @staticmethod
+    def unreported(turn: Turn) -> None:
+        """The upstream received it, then its stream broke (reset, idle gap, cut, the
+        shutdown's grace over) before it reported usage: charged as a stopped turn."""
+        turn.outcome.unreported = True
+
+    @staticmethod
+    def stopping(turn: Turn, reason: str | None) -> None:
+        """Before its stream is cancelled: its client stops it and keeps what it got
+        (`reason`, the partial response's; None: it does not, after all). The engine
+        saves the partial response (`incomplete`, with this reason); `interrupted()`
+        records it."""
+        turn.outcome.stopped_reason = reason
 
     def interrupted(self, turn: Turn, partial: dict[str, Any] | None, appended_input: Any) -> None:
         """A stream its user interrupted (LCORE's `/v1/streaming_query/interrupt`), before
@@ -217,17 +254,19 @@ class Settler:
         result) and charged as an abandoned turn (`Turn.stopped_charge`). Where the
         upstream keeps the conversation, `appended_input` and the partial answer are
         added to it (as a chained turn's are, `_append_turn`); the local engine saved
-        the partial response itself (`turn.stopped_reason`), so the next turn's
+        the partial response itself (`stopping()`), so the next turn's
         `previous_response_id` continues from it. A turn that already has its result
         ended otherwise and is left as it is."""
-        if turn.result is not None or partial is None:
+        outcome = turn.outcome
+        if outcome.result is not None or partial is None:
             return
-        turn.result = partial
-        turn.abandoned = True
-        if turn.upstream_conversation_id is not None:
-            turn.append_to_upstream = True
+        outcome.result = partial
+        outcome.abandoned = True
+        plan = turn.plan
+        if plan.upstream_conversation_id is not None:
+            outcome.append_to_upstream = True
             # The items it took from the conversation go with it (`give_back` discards them).
-            turn.appended_input = [*turn.added_input, *input_items(appended_input)] if turn.added_input \
+            outcome.appended_input = [*plan.added_input, *input_items(appended_input)] if plan.added_input \
                 else appended_input
 
     def give_back(self, turn: Turn) -> None:
@@ -238,32 +277,33 @@ class Settler:
         upstream's conversation left them there: the gateway's copies go (issue 41).
         Called when the turn is settled (before its client is told it failed) and when it
         finishes; the usual turn took none and never gets here."""
-        if not turn.added_items or turn.conversation_id is None or self._items is None:
+        plan, outcome = turn.plan, turn.outcome
+        if not plan.added_items or outcome.gave_back or plan.conversation_id is None or self._items is None:
             return
         try:
-            result = turn.result
+            result = outcome.result
             if result is not None and result.get("status") in _RECORDED_STATUSES:
-                if turn.upstream_conversation_id is not None:
-                    item_ids, turn.added_items = turn.added_items, ()   # once
-                    done = asyncio.ensure_future(self._items.discard(turn.conversation_id, item_ids))
+                if plan.upstream_conversation_id is not None:
+                    outcome.gave_back = True   # once (discarded: the upstream's conversation has them)
+                    done = asyncio.ensure_future(self._items.discard(plan.conversation_id, plan.added_items))
                     self._background.add(done)   # `drain()` waits for it
                     done.add_done_callback(self._background.discard)
                     done.add_done_callback(_discarded)
                 return
-            item_ids, turn.added_items = turn.added_items, ()   # once
-            self._items.restore_soon(turn.conversation_id, item_ids).add_done_callback(_logged)
+            outcome.gave_back = True   # once
+            self._items.restore_soon(plan.conversation_id, plan.added_items).add_done_callback(_logged)
         except Exception:   # never fails the turn: they stay taken (still listed)
             log.exception("giving back the items of a failed turn failed")
 
     def _track(self, turn: Turn, done: asyncio.Future[Any]) -> None:
         """Requests about this conversation or response wait for its record (in-process:
         another replica only sees it committed, which happens before the client is told)."""
-        keys = (turn.conversation_id, str((turn.result or {}).get("id")))
+        keys = (turn.plan.conversation_id, str((turn.outcome.result or {}).get("id")))
         for key in keys:
             if key:
                 self._pending[key] = done
         self._background.add(done)
-        done.add_done_callback(lambda future: self._finished(future, keys, turn.reservation))
+        done.add_done_callback(lambda future: self._finished(future, keys, turn.plan.reservation))
 
     def _finished(self, future: asyncio.Future[Any], keys: tuple[str | None, str],
                   reservation: Reservation | None = None) -> None:
@@ -282,42 +322,36 @@ class Settler:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
     def _records(self, turn: Turn) -> tuple[ConversationRecord, TurnRecord | None]:
-        response = turn.result
-        assert response is not None and turn.conversation_id is not None
+        plan, response = turn.plan, turn.outcome.result
+        assert response is not None and plan.conversation_id is not None
         completed_at = _now()
-        started_at = _iso(turn.started)
+        started_at = _iso(plan.started)
+        model = plan.model
         conversation = ConversationRecord(
-            id=turn.conversation_id, user_id=turn.identity.user_id, upstream_id=turn.upstream_conversation_id,
-            created_at=started_at, last_message_at=completed_at, last_used_model=turn.model.id,
-            last_used_provider=turn.model.provider_id, last_response_id=None, message_count=0,
+            id=plan.conversation_id, user_id=plan.identity.user_id, upstream_id=plan.upstream_conversation_id,
+            created_at=started_at, last_message_at=completed_at, last_used_model=model.id,
+            last_used_provider=model.provider_id, last_response_id=None, message_count=0,
             topic_summary=_made_summary(turn),
-            generate_topic_summary=turn.generate_topic_summary is not False and turn.existing is None)
+            generate_topic_summary=plan.generate_topic_summary is not False and plan.existing is None)
         if response.get("status") not in _RECORDED_STATUSES or not isinstance(response.get("id"), str):
             return conversation, None  # a failed turn: the conversation exists, the turn does not count
         return conversation, TurnRecord(
-            conversation_id=turn.conversation_id, response_id=response["id"],
-            previous_response_id=turn.previous_response_id, model=turn.model.id,
-            provider=turn.model.provider_id, status=response["status"], started_at=started_at,
+            conversation_id=plan.conversation_id, response_id=response["id"],
+            previous_response_id=plan.previous_response_id, model=model.id,
+            provider=model.provider_id, status=response["status"], started_at=started_at,
             completed_at=completed_at, tokens=_reported(response),
-            content=turn_content(turn.question, response, turn.conversation_form))
+            content=turn_content(plan.question, response, plan.conversation_form))
 
     async def _append_turn(self, turn: Turn) -> None:
         """A turn sent with previous_response_id in a conversation the upstream keeps:
         add its input and output to that conversation, as `conversation` would have."""
-        assert turn.result is not None and turn.upstream_conversation_id is not None
-        items = input_items(turn.appended_input) + [
-            item for item in turn.result.get("output") or [] if isinstance(item, dict)]
+        plan, outcome = turn.plan, turn.outcome
+        assert outcome.result is not None and plan.upstream_conversation_id is not None
+        items = input_items(outcome.appended_input) + [
+            item for item in outcome.result.get("output") or [] if isinstance(item, dict)]
         items = [{key: value for key, value in item.items() if value is not None} for item in items]
         for start in range(0, len(items), _ITEMS_PER_CALL):
-            await turn.backend.append_items(turn.upstream_conversation_id, items[start:start + _ITEMS_PER_CALL])
-
-    async def owned_turn(self, identity: Identity, response_id: str) -> TurnRecord | None:
-        """The recorded turn behind a response id, if it belongs to the caller."""
-        await self.wait_pending(response_id)
-        found = await self._conversations.find_turn(response_id)
-        if found is None or found[1].user_id != identity.user_id:
-            return None
-        return found[0]
+            await plan.backend.append_items(plan.upstream_conversation_id, items[start:start + _ITEMS_PER_CALL])
 
     def pending(self, key: str) -> bool:
         """Whether a turn of this conversation or response is being recorded here."""

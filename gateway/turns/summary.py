@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from gateway.config import CustomizationConfig
-from gateway.turns.turn import Backend, Turn
+from gateway.turns.turn import Backend, Plan, Turn
 
 log = logging.getLogger("gateway.turns")
 
@@ -32,15 +32,14 @@ class TopicSummaries:
         self._enabled = customization.topic_summaries
         self._prompt = customization.topic_summary_prompt
 
-    def start(self, turn: Turn, question: str) -> None:
+    def start(self, plan: Plan, question: str) -> asyncio.Future[str] | None:
         """Begin the summary of a turn that starts a stored conversation and asks for
-        one: `question` is its user text, redacted (`TurnInput.question`)."""
-        if not (self._enabled and turn.store and turn.existing is None and turn.conversation_id is not None
-                and turn.generate_topic_summary is not False):
-            return
-        if question:
-            turn.summary = asyncio.ensure_future(self._summarize(turn.backend, turn.model.id, question,
-                                                                 turn.conversation_id))
+        one: `question` is its user text, redacted (`TurnInput.question`). None: it
+        makes none."""
+        if not (self._enabled and plan.store and plan.existing is None and plan.conversation_id is not None
+                and plan.generate_topic_summary is not False and question):
+            return None
+        return asyncio.ensure_future(self._summarize(plan.backend, plan.model.id, question, plan.conversation_id))
 
     async def _summarize(self, backend: Backend, model: str, question: str, conversation_id: str) -> str:
         try:

@@ -1,11 +1,12 @@
-"""One request's plan as `prepare()` made it (`Turn`), and where it runs (`Backend`):
-the unit every endpoint, transport and backend passes around."""
+"""A turn: what `prepare()` planned for one request (`Plan`, frozen), how it ended
+(`Outcome`, the settler's), the two together as it runs (`Turn`, the unit every
+endpoint, transport and backend passes around), and where it runs (`Backend`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, AsyncContextManager, AsyncIterator, Awaitable, Callable, Mapping, Protocol
 
 from gateway.identity import Identity
@@ -26,16 +27,17 @@ Feed = Callable[[Any], tuple[bytes, Event | None]]
 Json = dict[str, Any] | bytes
 
 
-@dataclass(slots=True)
-class Turn:
-    """One request's plan and, once the backend finished, its result."""
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What `prepare()` decided for one request: where it runs, what it sends, what it
+    continues, whom it charges. Frozen: nothing changes it after prepare (a turn that
+    ends otherwise than planned says so in its `Outcome`)."""
 
     identity: Identity
     backend: "Backend"                   # where it runs: chosen once, by prepare()
     stream: bool
-    previous_response_id: str | None     # as the client sent it (echoed in responses)
+    previous_response_id: str | None     # as the client named it (echoed in responses)
     generate_topic_summary: bool | None
-    body: dict[str, Any]                 # what is sent to the backend
     headers: dict[str, str]              # extra upstream headers (provider data)
     model: ModelInfo
     display_model: str                   # the response's `model`: as sent, or LCORE's short form
@@ -45,42 +47,24 @@ class Turn:
     forked_from: str | None              # the response this turn forks from (a new conversation)
     store: bool = True                   # False: nothing is created or recorded for this turn
     background: bool = False             # run detached from the client (`background: true`)
+    # A question-validity shield's answer (`turns/blocked.py`): the question never reaches
+    # the model. What adapters and observers ask instead of the backend's class.
+    blocked: str | None = None
     append_to_upstream: bool = False    # sent with previous_response_id; add it to the conversation after
     appended_input: Any = None           # the input to add then (kept only in that case)
-    started: float = field(default_factory=time.time)  # formatted only when recorded
-    clock: float = field(default_factory=time.perf_counter)  # the same moment, for durations (observers)
-    result: dict[str, Any] | None = None  # the terminal response object
-    quotas: dict[str, int] | None = None  # available_quotas once settled
     reservation: Reservation | None = None  # the tokens admission reserved (quota_handlers)
-    abandoned: bool = False              # the client left before the backend finished
-    # The upstream received it, then its stream broke (reset, idle gap, cut, the
-    # shutdown's grace over) before it reported usage: charged as a stopped turn.
-    unreported: bool = False
-    # What the engine reported so far (`round_ended`): the usage of its finished rounds,
-    # and the estimate of the round in flight (0: admission's reservation covers it).
-    usage: dict[str, Any] | None = None
-    round_estimate: int = 0
     extend: Callable[[int], Awaitable[None]] | None = None  # more tokens on the reservation, or 429
-    in_progress: "InProgress | None" = None  # counts it among its user's running turns until it ends
-    # Set before its stream is cancelled when the client stops it and keeps what it got
-    # (an interrupted streaming query): the backend keeps the partial response
-    # (`incomplete`, with this reason) where it stores responses.
-    stopped_reason: str | None = None
-    observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
     server_prompt: bool = False          # the instructions are the operator's: shown as LCORE's placeholder
     # How responses show `conversation` (`schema/ids.py` `sent_form`): `string` (`conv_…`),
     # `object` (`{"id": ...}`, issue 23) or `bare` (LCORE's 48 hex), as the client named it.
     conversation_form: str = "string"
     added_items: tuple[str, ...] = ()    # items clients added that this turn sends (pending again if it fails)
     added_input: tuple[dict[str, Any], ...] = ()   # and those items as its input (first in it)
-    summary: asyncio.Future[str] | None = None  # the topic summary being made (`turns/summary.py`), its text
     question: str = ""                   # a stored turn's user text (`body.question_text`), for its content
     requested_model: str | None = None   # the model as the request named it (`provider/model`), for transcripts
     attachments: tuple[dict[str, Any], ...] = ()  # a legacy query's attachments (redacted), for transcripts
-    observed: Any = None                 # what observers of its hooks keep about it (metrics)
-    observed_at: float = 0.0             # and when they last saw it (its first event, its stream's end)
-    events: int = 0                      # a stream's: the frames its sink was sent (set at its end)
-    _settling: asyncio.Future[Any] | None = None
+    started: float = field(default_factory=time.time)  # formatted only when recorded
+    clock: float = field(default_factory=time.perf_counter)  # the same moment, for durations (observers)
 
     @property
     def conversation(self) -> str | None:
@@ -97,6 +81,71 @@ class Turn:
             return None
         return shown_conversation_id(self.conversation_id, self.conversation_form)
 
+
+# Speed trick, fenced: how a `Plan` is made on every turn. The plain version,
+# `Plan(identity=..., ...)`, costs ~20k instructions (callgrind): each keyword argument
+# costs ~500 (~14k for 25 of them, a function's as much as a class's), and a frozen
+# dataclass's `__init__` sets each field through `object.__setattr__`. `prepare()` calls
+# `PlanDraft` positionally instead (a plain slots dataclass of the same fields, typed as
+# `Plan`, so mypy checks each argument against its field) and `frozen()` makes the draft
+# the `Plan` it is (same slots, so the same layout): ~8k. `tests/turns/test_turn.py`
+# checks that the two make equal plans.
+PlanDraft: type[Plan] = make_dataclass(
+    "PlanDraft", [(spec.name, spec.type, field(default=spec.default, default_factory=spec.default_factory))
+                  for spec in fields(Plan)], slots=True)
+
+
+def frozen(draft: Plan) -> Plan:
+    """A `PlanDraft(...)` as the frozen `Plan` it stands for."""
+    draft.__class__ = Plan
+    return draft
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How the turn ended, as `turns/settle.py` records it: written there only (the
+    `Settler`), read by the runner, the adapters and the observers. It starts as the
+    plan says (recorded if stored, appended to the upstream conversation if chained);
+    the settler changes that when the turn ends otherwise (a `/v1/query` turn stopped
+    for length is not recorded; an interrupted stream is appended with its partial
+    answer)."""
+
+    recorded: bool                       # its record is committed (False: charged only)
+    append_to_upstream: bool = False     # its input and output go to the upstream conversation
+    appended_input: Any = None           # that input
+    result: dict[str, Any] | None = None  # the terminal response object
+    quotas: dict[str, int] | None = None  # available_quotas once settled
+    abandoned: bool = False              # the client left before the backend finished
+    # The upstream received it, then its stream broke (reset, idle gap, cut, the
+    # shutdown's grace over) before it reported usage: charged as a stopped turn.
+    unreported: bool = False
+    # Set before its stream is cancelled when the client stops it and keeps what it got
+    # (an interrupted streaming query): the backend keeps the partial response
+    # (`incomplete`, with this reason) where it stores responses.
+    stopped_reason: str | None = None
+    gave_back: bool = False              # the items it took are pending again (`Settler.give_back`)
+    settling: asyncio.Future[Any] | None = None  # its charge and record being committed
+
+
+@dataclass(slots=True)
+class Turn:
+    """A prepared turn as it runs: its `plan` (prepare's, frozen), its `outcome` (the
+    settler's), and what the runner, its backend and its observers keep while it runs."""
+
+    plan: Plan
+    outcome: Outcome
+    body: dict[str, Any]                 # what is sent to the backend (dropped once sent)
+    summary: asyncio.Future[str] | None = None  # the topic summary being made (`turns/summary.py`), its text
+    in_progress: "InProgress | None" = None  # counts it among its user's running turns until it ends
+    # What the engine reported so far (`round_ended`): the usage of its finished rounds,
+    # and the estimate of the round in flight (0: admission's reservation covers it).
+    usage: dict[str, Any] | None = None
+    round_estimate: int = 0
+    observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
+    observed: Any = None                 # what observers of its hooks keep about it (metrics)
+    observed_at: float = 0.0             # and when they last saw it (its first event, its stream's end)
+    events: int = 0                      # a stream's: the frames its sink was sent (set at its end)
+
     # What the engine calls as its rounds go (`engine/turn.py` EngineTurn): it knows
     # nothing of quotas, the turn does.
 
@@ -109,15 +158,16 @@ class Turn:
         """Before each round after the first: reserve what this round may use (the
         context it sends and its answer) beyond what the turn already reserved and used.
         False: the balance cannot cover it (the turn ends with what it has)."""
-        reservation = self.reservation
+        plan = self.plan
+        reservation = plan.reservation
         if reservation is None:
             return True
         self.round_estimate = estimate = context_tokens + reservation.output
         need = self.used + estimate - reservation.tokens
-        if need <= 0 or self.extend is None:
+        if need <= 0 or plan.extend is None:
             return True
         try:
-            await self.extend(need)
+            await plan.extend(need)
         except ApiError:
             return False
         return True
@@ -132,7 +182,8 @@ class Turn:
         """What a turn stopped before its end (abandoned, cancelled) is charged: its
         finished rounds' usage plus the estimate of the round in flight, and never less
         than it reserved (aborting is no way around a quota)."""
-        reserved = self.reservation.tokens if self.reservation is not None else 0
+        reservation = self.plan.reservation
+        reserved = reservation.tokens if reservation is not None else 0
         return max(self.used + self.round_estimate, reserved)
 
 
@@ -152,7 +203,7 @@ class Backend(Protocol):
     async def check(self, raw: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
         """Refuse (4xx) what this backend cannot run, with the tools the turn will send."""
 
-    def body(self, raw: dict[str, Any], request: ResponsesRequest, turn: Turn,
+    def body(self, raw: dict[str, Any], request: ResponsesRequest, plan: Plan,
              tools: list[dict[str, Any]] | None) -> dict[str, Any]:
         """The Responses body the turn sends this backend."""
 

@@ -15,10 +15,11 @@ SEARCH = {"type": "file_search_call", "id": "fs_1", "queries": ["q"], "status": 
 
 def turn(status: str = "completed", store: bool = True, conversation: str | None = "c1"):
     answer = {"type": "message", "content": [{"type": "output_text", "text": "the answer"}]}
-    return SimpleNamespace(store=store, conversation_id=conversation, question="the question", requested_model=None,
-                           attachments=(),
-                           result={"status": status, "output": [SEARCH, answer]},
-                           model=SimpleNamespace(id="m", provider_id="p"), identity=SimpleNamespace(user_id="u"))
+    plan = SimpleNamespace(store=store, conversation_id=conversation, question="the question", requested_model=None,
+                           attachments=(), model=SimpleNamespace(id="m", provider_id="p"),
+                           identity=SimpleNamespace(user_id="u"))
+    return SimpleNamespace(plan=plan, outcome=SimpleNamespace(recorded=store,
+                                                              result={"status": status, "output": [SEARCH, answer]}))
 
 
 def test_the_record_is_lcores():

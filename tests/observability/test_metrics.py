@@ -60,7 +60,7 @@ def test_two_apps_never_share_a_series():
 
 def test_the_model_label_drops_only_the_provider_prefix():
     def turn(model_id: str, provider: str | None):
-        return SimpleNamespace(model=SimpleNamespace(id=model_id, provider_id=provider))
+        return SimpleNamespace(plan=SimpleNamespace(model=SimpleNamespace(id=model_id, provider_id=provider)))
     assert llm_labels(turn("scripted/scripted-chat", "scripted"), "/v1/responses") == \
         ("scripted", "scripted-chat", "/v1/responses")
     assert llm_labels(turn("meta-llama/Llama-3.1-8B", "vllm"), "/v1/responses")[:2] == \
@@ -74,7 +74,8 @@ def test_turn_metrics_never_raise_into_the_turn(caplog):
     metrics = TurnMetrics(Metrics(), {})
     hooks = Hooks([metrics])
     assert hooks.finished == metrics.finished
-    broken = SimpleNamespace(observed=[None, None, "not a time"], clock=0.0, result=None, abandoned=False)
+    broken = SimpleNamespace(observed=[None, None, "not a time"], plan=SimpleNamespace(clock=0.0),
+                             outcome=SimpleNamespace(result=None, abandoned=False))
     hooks.first_event(broken)
     hooks.finished(broken, None)
     hooks.streamed(broken, 3)
@@ -84,9 +85,10 @@ def test_turn_metrics_never_raise_into_the_turn(caplog):
 def _turn(outcome: str | None, stream: bool = False) -> SimpleNamespace:
     model = SimpleNamespace(id="openai/gpt-4o-mini", provider_id="openai")
     result = {"status": outcome, "output": [], "usage": {"input_tokens": 3, "output_tokens": 4}} if outcome else None
-    return SimpleNamespace(backend="the forward backend", model=model, background=False, stream=stream,
-                           reservation=None, observed=None, result=result, abandoned=False, observed_settled=True,
-                           clock=time.perf_counter(), events=0)
+    plan = SimpleNamespace(backend="the forward backend", model=model, background=False, stream=stream,
+                           reservation=None, clock=time.perf_counter(), blocked=None)
+    return SimpleNamespace(plan=plan, outcome=SimpleNamespace(result=result, abandoned=False), observed=None,
+                           observed_settled=True, events=0)
 
 
 def test_llm_calls_and_failures_are_the_inference_observations():

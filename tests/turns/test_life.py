@@ -29,8 +29,9 @@ from gateway.turns.hooks import Hooks, TurnHooks
 from gateway.turns.in_progress import InProgress
 from gateway.turns.prepare import BackendSelector, Preparer
 from gateway.turns.run import BodySink, FrameSink, Runner
+from gateway.turns.owned import OwnedTurns
 from gateway.turns.settle import Settler
-from gateway.turns.turn import Turn
+from gateway.turns.turn import Plan, Turn
 from gateway.upstream.catalog import ModelInfo
 
 MODEL = ModelInfo(id="fake/model", model_type="llm", provider_id="fake", provider_resource_id="model", raw={},
@@ -77,8 +78,8 @@ class FakeBackend:
         if self.refuse is not None:
             raise self.refuse
 
-    def body(self, raw: dict[str, Any], request: Any, turn: Turn, tools: list[dict[str, Any]] | None) -> dict:
-        return backend_body(raw, request, turn, tools, parse_config(CONFIG).inference)
+    def body(self, raw: dict[str, Any], request: Any, plan: Plan, tools: list[dict[str, Any]] | None) -> dict:
+        return backend_body(raw, request, plan, tools, parse_config(CONFIG).inference)
 
     async def create_conversation(self) -> str | None:
         self.conversations_created += 1
@@ -180,11 +181,11 @@ class Life:
         self.backend = backend
         self.quota = FakeQuota()
         self.repository = repository
-        self.settler = Settler(repository, writer, self.quota)  # type: ignore[arg-type]
+        self.settler = Settler(writer, self.quota)  # type: ignore[arg-type]
         tools = ConfiguredTools(config)
         selector = BackendSelector(backend, backend, _Forward())  # type: ignore[arg-type]
-        self.preparer = Preparer(config, repository, writer, FakeCatalog(), self.quota, tools,  # type: ignore[arg-type]
-                                 self.settler, selector)
+        self.preparer = Preparer(config, OwnedTurns(repository, self.settler), writer, FakeCatalog(),  # type: ignore[arg-type]
+                                 self.quota, tools, selector)
         self.seen: list[str] = []
         self.runner = Runner(self.settler, tools.labels, tools.redactor, Hooks([_Broken(), _Seen(self.seen)]))
 
@@ -200,7 +201,8 @@ class _Seen(TurnHooks):
         self.seen.append("first_event")
 
     def settled(self, turn: Turn) -> None:
-        self.seen.append(f"settled {turn.result and turn.result['status']}")
+        result = turn.outcome.result
+        self.seen.append(f"settled {result and result['status']}")
 
     def finished(self, turn: Turn, error: BaseException | None) -> None:
         self.seen.append(f"finished {type(error).__name__ if error else ''}".strip())
@@ -298,7 +300,7 @@ async def test_a_json_turn_is_settled_once_before_its_body(store):
     await turns.runner.run(turn, sink)
     [body] = sink.responses
     assert body["available_quotas"] == {"daily": 1000 - 42}
-    assert body["conversation"] == turn.conversation
+    assert body["conversation"] == turn.plan.conversation
     assert turns.quota.written == [(MODEL.id, 42)]
     record = await turns.repository.find_turn("resp_1")
     assert record is not None and record[1].user_id == "alice"
@@ -336,7 +338,7 @@ async def test_a_stream_whose_client_leaves_is_abandoned_and_charged_in_full(sto
     with pytest.raises(asyncio.CancelledError):
         await running
     await turns.settler.drain()
-    assert turn.abandoned
+    assert turn.outcome.abandoned
     assert turns.seen == ["first_event", "finished CancelledError"]
     assert turns.quota.released == [RESERVED]   # no usage reported: its reservation, in full
     assert turns.quota.written == []
@@ -349,9 +351,8 @@ async def test_a_stopped_turn_that_its_sink_ends_is_charged_and_recorded(store):
 
     class EndsItself(Frames):
         async def stopped(self, turn: Turn, exc: BaseException) -> None:
-            turn.result = {**_response("cancelled", None)}
             self.calls.append("stopped")
-            await turns.runner.settle(turn)
+            await turns.runner.settle(turn, {**_response("cancelled", None)})
 
     sink = EndsItself(turns, turn)
     running = asyncio.ensure_future(turns.runner.run(turn, sink))
@@ -365,7 +366,7 @@ async def test_a_stopped_turn_that_its_sink_ends_is_charged_and_recorded(store):
     assert turns.seen == ["first_event", "settled cancelled", "finished CancelledError"]
     assert turns.quota.written == [(MODEL.id, RESERVED)]   # abandoned without usage: the reservation
     assert turns.quota.released == []                      # settled once: finish() left it alone
-    conversation = await turns.repository.get(turn.conversation_id or "")
+    conversation = await turns.repository.get(turn.plan.conversation_id or "")
     assert conversation is not None and conversation.user_id == "alice"
 
 
@@ -398,10 +399,11 @@ async def test_an_engine_turn_stopped_mid_loop_is_charged_what_it_used(store):
     finished rounds plus the round in flight, never less than it reserved."""
     turns = life(store, stall=True)
     turn = await turns.prepare(stream=True, max_output_tokens=10)
-    assert turn.reservation is not None and turn.reservation.output == 10
+    reservation = turn.plan.reservation
+    assert reservation is not None and reservation.output == 10
     turn.round_ended({"input_tokens": 300, "output_tokens": 40})
     assert await turn.admit_round(200)   # 340 used + 210 for the round, beyond the reservation
-    assert turns.quota.extended == [340 + 210 - RESERVED] and turn.reservation.tokens == 550
+    assert turns.quota.extended == [340 + 210 - RESERVED] and reservation.tokens == 550
     assert turn.stopped_charge() == 550
     sink = Frames(turns, turn)
     running = asyncio.ensure_future(turns.runner.run(turn, sink))

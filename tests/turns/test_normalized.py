@@ -135,7 +135,7 @@ async def test_prepare_hands_only_the_normalised_input_on(store):  # noqa: F811
     raw = {"input": [_item(f"SSN {SSN}"), {"role": "user", "content": f"and {SSN}?"}]}
     turn = await turns.preparer.prepare(USER, raw, {})
     assert SSN not in repr(turn.body) and REDACTED in turn.body["input"][0]["content"]
-    assert turn.question == f"and {REDACTED}?"
+    assert turn.plan.question == f"and {REDACTED}?"
     # The question-validity call, then the topic summary: the redacted question only.
     await turn.summary
     assert [text for _, _, text in turns.backend.summaries] == [f"Judge: and {REDACTED}?", f"and {REDACTED}?"]

@@ -32,7 +32,7 @@ async def test_an_item_becomes_the_summary_message_and_not_the_question(store): 
     turn = await turns.prepare(input=[_item(), {"type": "message", "role": "user", "content": "and now?"}])
     assert turn.body["input"][0] == {"type": "message", "role": "user", "content": SUMMARY_INTRO + "we agreed on teal"}
     assert "instructions" not in turn.body or "teal" not in str(turn.body["instructions"])
-    assert turn.question == "and now?"
+    assert turn.plan.question == "and now?"
 
 
 async def test_another_users_item_is_refused_before_anything_is_reserved(store):  # noqa: F811

@@ -49,12 +49,12 @@ def test_disabled_is_lcores_422_naming_the_field(field):
 async def test_the_body_carries_the_prompt_and_the_answer_hides_the_operators(store):  # noqa: F811
     turns = life(store, customization={"system_prompt": "Secret house rules."})
     turn = await turns.prepare()
-    assert turn.body["instructions"] == "Secret house rules." and turn.server_prompt
+    assert turn.body["instructions"] == "Secret house rules." and turn.plan.server_prompt
     sink = Body()
     await turns.runner.run(turn, sink)
     assert sink.responses[0]["instructions"] == "<server prompt applied>"
     own = await turns.prepare(instructions="Mine.")
-    assert own.body["instructions"] == "Mine." and not own.server_prompt
+    assert own.body["instructions"] == "Mine." and not own.plan.server_prompt
 
 
 async def test_a_disabled_prompt_is_refused_with_nothing_created(store):  # noqa: F811

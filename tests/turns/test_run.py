@@ -64,7 +64,7 @@ async def test_a_turn_whose_write_fails_as_its_client_leaves_is_charged_its_rese
     with pytest.raises(type(error)):
         await turns.runner.run(turn, _Gone(turns, turn, error))
     await turns.settler.drain()
-    assert turn.abandoned and turn.result is None
+    assert turn.outcome.abandoned and turn.outcome.result is None
     assert turns.quota.released == [RESERVED]   # no usage reported: its reservation, never 0
     assert turns.seen[-1] == f"finished {type(error).__name__}"
 
@@ -75,7 +75,7 @@ async def test_a_turn_that_fails_otherwise_is_not_abandoned(store):  # noqa: F81
     with pytest.raises(ValueError):
         await turns.runner.run(turn, _Gone(turns, turn, ValueError("a bug")))
     await turns.settler.drain()
-    assert not turn.abandoned
+    assert not turn.outcome.abandoned
     assert turns.quota.released == [0]   # what it used: nothing (not the client's doing)
 
 
@@ -103,18 +103,18 @@ async def test_an_interrupted_stream_is_recorded_with_its_partial_answer_and_cha
     partial = {"id": "resp_cut", "object": "response", "created_at": 1, "status": "incomplete", "model": "fake/model",
                "output": [], "usage": None, "error": None, "incomplete_details": {"reason": "interrupted"}}
     turns.settler.interrupted(turn, partial, "the question")
-    assert turn.result is partial and turn.abandoned
-    assert not turn.append_to_upstream   # the gateway keeps this conversation: nothing to append upstream
+    assert turn.outcome.result is partial and turn.outcome.abandoned
+    assert not turn.outcome.append_to_upstream   # the gateway keeps this conversation: nothing to append upstream
     turns.settler.finish(turn)
     await turns.settler.drain()
     assert turns.quota.written == [("fake/model", RESERVED)]   # no usage: its reservation
     assert await turns.repository.find_turn("resp_cut") is not None
     # A turn that already ended otherwise is left as it was.
     other = await turns.prepare(stream=True)
-    other.result = {"status": "completed"}
+    other.outcome.result = {"status": "completed"}   # as the settler recorded its end
     turns.settler.interrupted(other, partial, "q")
-    assert other.result == {"status": "completed"} and not other.abandoned
+    assert other.outcome.result == {"status": "completed"} and not other.outcome.abandoned
     # One with nothing to show ends as any abandoned turn without a result.
     empty = await turns.prepare(stream=True)
     turns.settler.interrupted(empty, None, "q")
-    assert empty.result is None
+    assert empty.outcome.result is None

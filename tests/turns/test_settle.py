@@ -26,13 +26,13 @@ class Items:
 
 
 def turn(status, items=("m1",), conversation_id="c"):
-    return SimpleNamespace(added_items=items, conversation_id=conversation_id,
-                           result={"status": status} if status else None)
+    return SimpleNamespace(plan=SimpleNamespace(added_items=items, conversation_id=conversation_id),
+                           outcome=SimpleNamespace(result={"status": status} if status else None, gave_back=False))
 
 
 async def test_turns_not_recorded_give_their_items_back_once():
     items = Items()
-    settler = Settler(None, None, None, items)  # type: ignore[arg-type]
+    settler = Settler(None, None, items)  # type: ignore[arg-type]
     failed = turn("failed")
     settler.give_back(failed)   # settled
     settler.give_back(failed)   # finished
@@ -44,7 +44,7 @@ async def test_turns_not_recorded_give_their_items_back_once():
 
 
 async def test_a_settler_without_items_gives_nothing_back():
-    Settler(None, None, None).give_back(turn("failed"))  # type: ignore[arg-type]
+    Settler(None, None).give_back(turn("failed"))  # type: ignore[arg-type]
 
 
 # -- the records' timestamps ---------------------------------------------------------------

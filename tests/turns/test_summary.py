@@ -28,7 +28,7 @@ async def test_a_new_conversation_gets_its_summary_with_its_record_uncharged(sto
                                           {"role": "user", "content": [{"type": "input_text", "text": "How do"},
                                                                        {"type": "input_text", "text": "pods scale?"}]}])
     assert turns.backend.summaries == [(MODEL.id, DEFAULT_TOPIC_SUMMARY_PROMPT, "How do pods scale?")]
-    conversation = await turns.repository.get(turn.conversation_id)
+    conversation = await turns.repository.get(turn.plan.conversation_id)
     assert conversation is not None and conversation.topic_summary == "Fake Topic Title"
     assert turns.quota.written == [(MODEL.id, 42)]        # the turn's usage only
     # The next turn continues the conversation: no summary, and the first one stays.
@@ -39,7 +39,7 @@ async def test_a_new_conversation_gets_its_summary_with_its_record_uncharged(sto
     turns.backend.respond = second
     await _run(turns, conversation=body["conversation"])
     assert len(turns.backend.summaries) == 1
-    assert (await turns.repository.get(turn.conversation_id)).topic_summary == "Fake Topic Title"
+    assert (await turns.repository.get(turn.plan.conversation_id)).topic_summary == "Fake Topic Title"
 
 
 @pytest.mark.parametrize("raw, customization", [
@@ -66,7 +66,7 @@ async def test_a_failed_summary_loses_nothing(store, failure, caplog):  # noqa: 
     turns.backend.summary = failure
     turn, body = await _run(turns)
     assert body["status"] == "completed"
-    conversation = await turns.repository.get(turn.conversation_id)
+    conversation = await turns.repository.get(turn.plan.conversation_id)
     assert conversation is not None and conversation.topic_summary == "" and conversation.message_count == 1
     assert await turns.repository.find_turn("resp_1") is not None
     assert "recorded without one" in caplog.text
@@ -83,7 +83,7 @@ async def test_the_record_waits_for_a_summary_still_being_made(store):  # noqa: 
     assert not running.done() and sink.responses == []   # settling waits for it
     turns.backend.summary_gate.set()
     await running
-    assert (await turns.repository.get(turn.conversation_id)).topic_summary == "Fake Topic Title"
+    assert (await turns.repository.get(turn.plan.conversation_id)).topic_summary == "Fake Topic Title"
 
 
 async def test_an_abandoned_turn_cancels_its_summary(store):  # noqa: F811
