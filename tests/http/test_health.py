@@ -15,6 +15,7 @@ from aiohttp.test_utils import make_mocked_request
 from gateway.http.health import liveness, readiness
 from gateway.http.services import SERVICES
 from gateway.schema.errors import upstream_unavailable
+from gateway.upstream.breaker import CircuitBreaker
 from gateway.upstream.client import Reply
 
 
@@ -28,8 +29,9 @@ class Db:
 
 
 class Upstream:
-    def __init__(self, status: int | None):
+    def __init__(self, status: int | None, breaker: CircuitBreaker | None = None):
         self.status = status
+        self.breaker = breaker   # the upstream's circuit (None: turned off)
 
     async def request(self, method: str, path: str, **_: object) -> Reply:
         assert (method, path) == ("GET", "/v1/models")
@@ -38,9 +40,10 @@ class Upstream:
         return Reply(self.status, b"{}")
 
 
-async def probe(db_up: bool = True, upstream: int | None = 200, degraded: bool = False) -> tuple[int, dict]:
+async def probe(db_up: bool = True, upstream: int | None = 200, degraded: bool = False,
+                breaker: CircuitBreaker | None = None) -> tuple[int, dict]:
     app = web.Application()
-    app[SERVICES] = SimpleNamespace(db=Db(db_up), upstream=Upstream(upstream), degraded=degraded)   # type: ignore[misc]
+    app[SERVICES] = SimpleNamespace(db=Db(db_up), upstream=Upstream(upstream, breaker), degraded=degraded)   # type: ignore[misc]
     response = await readiness(make_mocked_request("GET", "/readiness", app=app))
     assert response.body is not None
     return response.status, json.loads(response.body)
@@ -75,3 +78,15 @@ async def test_degraded_mode_is_ready_without_the_upstream_but_not_without_the_d
     assert status == 200 and body["ready"] is True and body["overall_status"] == "degraded"
     assert (await probe(db_up=False, upstream=None, degraded=True))[0] == 503
     assert (await probe(upstream=500, degraded=True))[0] == 503   # an answering upstream that fails is not degraded
+
+
+async def test_an_open_circuit_is_named_with_its_failures_and_next_probe():
+    now = [100.0]
+    breaker = CircuitBreaker("http://upstream", threshold=2, cooldown=30, clock=lambda: now[0])
+    breaker.failed("refused")
+    breaker.failed("refused")
+    now[0] += 10
+    status, body = await probe(upstream=None, breaker=breaker)
+    assert status == 503
+    assert body["reason"] == ("Cannot connect to backend service (circuit breaker open after 2 failures; "
+                              "next probe in 20 s)")

@@ -91,11 +91,11 @@ async def test_a_checked_body_is_validated_once_and_only_for_itself(store, monke
     checked = await turns.preparer.check(USER, raw)
     assert parsed == [raw]
     turn = await turns.preparer.prepare(USER, raw, {}, checked=checked)
-    assert parsed == [raw] and turn.question == "hello"
+    assert parsed == [raw] and turn.plan.question == "hello"
     # Another body (a WebSocket continuation's, with the held context) or another user:
     # checked again.
     other = {**raw, "input": "again"}
-    assert (await turns.preparer.prepare(USER, other, {}, checked=checked)).question == "again"
+    assert (await turns.preparer.prepare(USER, other, {}, checked=checked)).plan.question == "again"
     assert parsed == [raw, other]
     again = await turns.preparer.check(USER, raw)
     await turns.preparer.prepare(replace(USER, user_id="bob"), raw, {}, checked=again)
