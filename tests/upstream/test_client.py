@@ -100,7 +100,8 @@ async def test_a_connection_that_cannot_be_made_is_retried_then_503(unused_tcp_p
             await client.request("GET", "/v1/models")
     finally:
         await client.close()
-    assert delays == [0.5, 1.0]   # backoff doubles
+    # The backoff doubles, jittered: half of it fixed, half random (`upstream/retry.py`).
+    assert len(delays) == 2 and 0.25 <= delays[0] <= 0.5 and 0.5 <= delays[1] <= 1.0
     assert hooks.seen == [("retried", "/v1/models", "connect_error")] * 2 + [("failed", "/v1/models", "connect_error")]
     error = refused.value
     assert (error.status, error.response, error.cause) == (503, "Unable to connect to Upstream X", "Connection error.")
