@@ -29,6 +29,7 @@ from typing import Any, Awaitable, Callable
 from gateway.redaction import Redactor
 from gateway.request_scope import TURN_DEADLINE
 from gateway.schema.errors import ApiError
+from gateway.schema.json_types import JsonObject
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event
 from gateway.streaming.repair import failed_response, repair_response
@@ -45,11 +46,11 @@ log = logging.getLogger("gateway.turns")
 class BodySink:
     """Where a JSON turn's answer goes."""
 
-    async def body(self, response: dict[str, Any]) -> None:
+    async def body(self, response: JsonObject) -> None:
         """The finished, settled and enriched response object."""
         raise NotImplementedError
 
-    def keep(self, response: dict[str, Any]) -> bool:
+    def keep(self, response: JsonObject) -> bool:
         """Whether the finished turn is recorded (False: the caller answers it as an
         error, as `/v1/query` does a stopped turn; it is still charged)."""
         return True

@@ -27,6 +27,7 @@ from typing import Any
 from gateway.quota.reservation import Charge, Reservation
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, database_error
+from gateway.schema.json_types import JsonObject
 from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRecord, TurnRecord
 from gateway.storage.writer import TurnWriter
@@ -247,7 +248,7 @@ class Settler:
         records it."""
         turn.outcome.stopped_reason = reason
 
-    def interrupted(self, turn: Turn, partial: dict[str, Any] | None, appended_input: Any) -> None:
+    def interrupted(self, turn: Turn, partial: JsonObject | None, appended_input: Any) -> None:
         """A stream its user interrupted (LCORE's `/v1/streaming_query/interrupt`), before
         `finish()`: recorded with its partial answer (`partial`, the response object so
         far, under its id; None: there is none, it ends as any abandoned turn without a

@@ -13,6 +13,7 @@ from gateway.identity import Identity
 from gateway.quota.reservation import Reservation
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import openai_conversation_id, shown_conversation_id
+from gateway.schema.json_types import JsonObject
 from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRecord
 from gateway.streaming.events import Event
@@ -200,11 +201,11 @@ class Backend(Protocol):
         """A request LCORE's model refused, as this backend may still accept it (the
         engine: `item_reference` input items); else the refusal."""
 
-    async def check(self, raw: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
+    async def check(self, raw: JsonObject, tools: list[JsonObject] | None) -> None:
         """Refuse (4xx) what this backend cannot run, with the tools the turn will send."""
 
-    def body(self, raw: dict[str, Any], request: ResponsesRequest, plan: Plan,
-             tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def body(self, raw: JsonObject, request: ResponsesRequest, plan: Plan,
+             tools: list[JsonObject] | None) -> JsonObject:
         """The Responses body the turn sends this backend."""
 
     # The conversation the turn belongs to, where the backend keeps one.
@@ -212,7 +213,7 @@ class Backend(Protocol):
     async def create_conversation(self) -> str | None:
         """A new conversation id of the backend's own (`conv_…`), or None: the gateway's."""
 
-    async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+    async def append_items(self, conversation_id: str, items: list[JsonObject]) -> None:
         """Add a chained turn's input and output to the backend's conversation."""
 
     # A stored conversation's state there (the conversations endpoints).
@@ -249,7 +250,7 @@ class Backend(Protocol):
     async def owns(self, identity: Identity, response_id: str) -> bool:
         """Whether the caller has a stored response of this id."""
 
-    async def stored(self, identity: Identity, response_id: str) -> dict[str, Any] | None:
+    async def stored(self, identity: Identity, response_id: str) -> JsonObject | None:
         """The stored response object, as the client reads it back."""
 
     async def delete(self, identity: Identity, response_id: str) -> Json | None:
@@ -258,7 +259,7 @@ class Backend(Protocol):
     async def input_items(self, identity: Identity, response_id: str, query: Mapping[str, str]) -> Json | None:
         """The page of its input items the query asks for (OpenAI's list object)."""
 
-    async def list(self, identity: Identity, query: Mapping[str, str]) -> dict[str, Any]:
+    async def list(self, identity: Identity, query: Mapping[str, str]) -> JsonObject:
         """The caller's responses, newest first unless asked otherwise."""
 
     async def close(self) -> None:
