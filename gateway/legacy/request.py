@@ -138,7 +138,7 @@ def check_attachment(attachment: Attachment) -> None:
                                 f"{_one_of(ATTACHMENT_CONTENT_TYPES)}", param="attachments")
 
 
-def query_input(request: QueryRequest) -> str | list[dict[str, Any]]:
+def query_input(request: QueryRequest) -> str | list[JsonObject]:
     """The Responses `input`: the query with its text attachments appended, as LCORE
     sends it; with images, one user message whose image parts are data URLs."""
     text = request.query

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from gateway.redaction import Redactor
 from gateway.request_scope import TURN_DEADLINE
@@ -206,7 +206,7 @@ class Runner:
             turn.events = rewriter.numbered
             self.hooks.streamed(turn, turn.events)
 
-    async def settle(self, turn: Turn, result: dict[str, Any] | None = None, recorded: bool = True,
+    async def settle(self, turn: Turn, result: JsonObject | None = None, recorded: bool = True,
                      abandoned: bool | None = None) -> dict[str, int]:
         """Charge and record the turn (once) as it ended (`Settler.settle`), before its
         terminal event or body; also for a turn whose sink ends it itself (a cancelled

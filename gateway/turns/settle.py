@@ -98,7 +98,7 @@ class Settler:
         self._pending: dict[str, asyncio.Future[Any]] = {}   # conversation / response id -> its recording
         self._background: set[asyncio.Future[Any]] = set()
 
-    async def settle(self, turn: Turn, result: dict[str, Any] | None = None, recorded: bool = True,
+    async def settle(self, turn: Turn, result: JsonObject | None = None, recorded: bool = True,
                      abandoned: bool | None = None) -> dict[str, int]:
         """Before the terminal event or body: record how the turn ended (`result`, its
         terminal response object; `recorded=False`: its caller
