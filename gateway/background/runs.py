@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from gateway.schema.errors import ApiError, internal_error
-from gateway.schema.json_types import JsonObject
+from gateway.schema.json_types import JsonObject, ResponseUsage
 from gateway.storage.background_responses import BackgroundStore
 from gateway.streaming.events import Event
 from gateway.streaming.progress import progress
@@ -53,7 +53,7 @@ def last_response(frames: bytes) -> JsonObject:
     return response
 
 
-def cancelled_event(response: dict[str, Any], batches: list[bytes], usage: dict[str, Any] | None = None) -> Event:
+def cancelled_event(response: dict[str, Any], batches: list[bytes], usage: ResponseUsage | None = None) -> Event:
     """How a cancelled response ends its stream, within the `openai` types (which have no
     `response.cancelled` event): `response.incomplete`, the event of a response that
     stopped before it was done, whose `response` has `status: cancelled` (as GET and the

@@ -169,8 +169,7 @@ class Settler:
         plan, outcome = turn.plan, turn.outcome
         assert plan.reservation is not None and outcome.result is not None
         if outcome.abandoned or (outcome.unreported and not outcome.result.get("usage")):
-            usage = turn.usage or {}
-            output = int(usage.get("output_tokens") or 0)
+            output = int(turn.usage.get("output_tokens") or 0) if turn.usage else 0
             spent = (turn.stopped_charge() - output, output)
         else:
             usage = outcome.result.get("usage") or {}

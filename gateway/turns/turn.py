@@ -13,7 +13,7 @@ from gateway.identity import Identity
 from gateway.quota.reservation import Reservation
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import openai_conversation_id, shown_conversation_id
-from gateway.schema.json_types import JsonObject
+from gateway.schema.json_types import JsonObject, ResponseUsage
 from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRecord
 from gateway.streaming.events import Event
@@ -140,7 +140,7 @@ class Turn:
     in_progress: "InProgress | None" = None  # counts it among its user's running turns until it ends
     # What the engine reported so far (`round_ended`): the usage of its finished rounds,
     # and the estimate of the round in flight (0: admission's reservation covers it).
-    usage: dict[str, Any] | None = None
+    usage: ResponseUsage | None = None
     round_estimate: int = 0
     observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
     observed: Any = None                 # what observers of its hooks keep about it (metrics)
@@ -150,7 +150,7 @@ class Turn:
     # What the engine calls as its rounds go (`engine/turn.py` EngineTurn): it knows
     # nothing of quotas, the turn does.
 
-    def round_ended(self, usage: dict[str, Any]) -> None:
+    def round_ended(self, usage: ResponseUsage) -> None:
         """A round ended: the usage of every finished round so far."""
         self.usage = usage
         self.round_estimate = 0
