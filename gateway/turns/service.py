@@ -45,7 +45,7 @@ class TurnService:
         self.runner.hooks.prepared(turn)
         return turn
 
-    def redacted(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def redacted(self, items: list[JsonObject]) -> list[JsonObject]:
         """Items a client adds to a conversation, as the redaction shields rewrite them."""
         return self._preparer.redacted(items)
 
