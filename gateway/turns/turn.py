@@ -25,7 +25,7 @@ from gateway.upstream.catalog import ModelInfo
 # SSE bytes (forward: the rewriter's fast path) or a list of events (the engine).
 Feed = Callable[[Any], tuple[bytes, Event | None]]
 # A JSON answer: an object, or bytes relayed as the upstream sent them.
-Json = dict[str, Any] | bytes
+Json = JsonObject | bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ class Plan:
     # `object` (`{"id": ...}`, issue 23) or `bare` (LCORE's 48 hex), as the client named it.
     conversation_form: str = "string"
     added_items: tuple[str, ...] = ()    # items clients added that this turn sends (pending again if it fails)
-    added_input: tuple[dict[str, Any], ...] = ()   # and those items as its input (first in it)
+    added_input: tuple[JsonObject, ...] = ()   # and those items as its input (first in it)
     question: str = ""                   # a stored turn's user text (`body.question_text`), for its content
     requested_model: str | None = None   # the model as the request named it (`provider/model`), for transcripts
     attachments: tuple[dict[str, Any], ...] = ()  # a legacy query's attachments (redacted), for transcripts
@@ -114,7 +114,7 @@ class Outcome:
     recorded: bool                       # its record is committed (False: charged only)
     append_to_upstream: bool = False     # its input and output go to the upstream conversation
     appended_input: Any = None           # that input
-    result: dict[str, Any] | None = None  # the terminal response object
+    result: JsonObject | None = None  # the terminal response object
     quotas: dict[str, int] | None = None  # available_quotas once settled
     abandoned: bool = False              # the client left before the backend finished
     # The upstream received it, then its stream broke (reset, idle gap, cut, the
@@ -135,7 +135,7 @@ class Turn:
 
     plan: Plan
     outcome: Outcome
-    body: dict[str, Any]                 # what is sent to the backend (dropped once sent)
+    body: JsonObject                 # what is sent to the backend (dropped once sent)
     summary: asyncio.Future[str] | None = None  # the topic summary being made (`turns/summary.py`), its text
     in_progress: "InProgress | None" = None  # counts it among its user's running turns until it ends
     # What the engine reported so far (`round_ended`): the usage of its finished rounds,
@@ -230,7 +230,7 @@ class Backend(Protocol):
 
     # Running it.
 
-    async def respond(self, turn: Turn) -> dict[str, Any]:
+    async def respond(self, turn: Turn) -> JsonObject:
         """The finished response object (a JSON request)."""
 
     def open(self, turn: Turn) -> AsyncContextManager[AsyncIterator[Any]]:
