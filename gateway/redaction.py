@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from gateway.config import Configuration
+from gateway.schema.json_types import JsonObject
 
 # Shorter values would match ordinary text; no real credential is this short.
 MIN_SECRET_CHARS = 4
@@ -67,7 +68,7 @@ class Redactor:
             return text
         return self._pattern.sub(lambda match: self._replacements[match.group()], text)
 
-    def response(self, response: dict[str, Any]) -> None:
+    def response(self, response: JsonObject) -> None:
         """A response object's `error` and its output items' errors, in place."""
         if self._pattern is None:
             return

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from gateway.schema.errors import ApiError, internal_error
+from gateway.schema.json_types import JsonObject, ResponseUsage
 from gateway.storage.background_responses import BackgroundStore
 from gateway.streaming.events import Event
 from gateway.streaming.progress import progress
@@ -45,14 +46,14 @@ def first_response(frames: bytes) -> dict[str, Any]:
     return response
 
 
-def last_response(frames: bytes) -> dict[str, Any]:
+def last_response(frames: bytes) -> JsonObject:
     """The response object of the last frame (the terminal event)."""
     frame = frames.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
     response: dict[str, Any] = orjson.loads(frame[frame.index(b"data: ") + 6:])["response"]
     return response
 
 
-def cancelled_event(response: dict[str, Any], batches: list[bytes], usage: dict[str, Any] | None = None) -> Event:
+def cancelled_event(response: dict[str, Any], batches: list[bytes], usage: ResponseUsage | None = None) -> Event:
     """How a cancelled response ends its stream, within the `openai` types (which have no
     `response.cancelled` event): `response.incomplete`, the event of a response that
     stopped before it was done, whose `response` has `status: cancelled` (as GET and the

@@ -18,6 +18,7 @@ from typing import Any, TypeGuard
 
 from gateway.compaction.seal import CompactionSeal, SealError
 from gateway.schema.errors import ApiError
+from gateway.schema.json_types import JsonObject
 
 COMPACTION = "compaction"
 # What the model reads before a summary: where it comes from.
@@ -41,8 +42,8 @@ def summary_message(summary: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": SUMMARY_INTRO + summary}
 
 
-def opened(seal: CompactionSeal, user_id: str, item: dict[str, Any], where: str,
-           param: str | None = None) -> dict[str, Any]:
+def opened(seal: CompactionSeal, user_id: str, item: JsonObject, where: str,
+           param: str | None = None) -> JsonObject:
     """The user message of the summary `item` seals for `user_id` (422 naming `where`
     when it cannot be opened for them)."""
     if not seal.enabled:

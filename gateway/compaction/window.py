@@ -21,6 +21,7 @@ from gateway.compaction.items import COMPACTION
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import new_item_id
 from gateway.schema.fail_fast import validate
+from gateway.schema.json_types import JsonObject
 
 
 class CompactRequest(BaseModel):
@@ -52,7 +53,7 @@ def parse_compact_request(raw: Any) -> CompactRequest:
     return request
 
 
-def summary_turn(request: CompactRequest, prompt: str) -> dict[str, Any]:
+def summary_turn(request: CompactRequest, prompt: str) -> JsonObject:
     """The Responses request of the summary turn: the window, then the prompt."""
     window: list[Any] = ([{"type": "message", "role": "user", "content": request.input}]
                          if isinstance(request.input, str) else list(request.input or ()))

@@ -12,10 +12,19 @@ import json
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from gateway.config import UserDataCollectionConfig
+from gateway.schema.json_types import JsonObject
 from gateway.storage.feedback import FeedbackStore
+
+
+class FeedbackStatusUpdate(TypedDict):
+    """LCORE's `FeedbackStatusUpdateResponse` status: the switch before and after, who, when."""
+    previous_status: bool
+    updated_status: bool
+    updated_by: str
+    timestamp: str
 
 
 class FeedbackWriter:
@@ -26,13 +35,13 @@ class FeedbackWriter:
     async def enabled(self) -> bool:
         return await self.store.enabled(self._config.feedback_enabled)
 
-    async def set_enabled(self, enabled: bool, by: str) -> dict[str, Any]:
+    async def set_enabled(self, enabled: bool, by: str) -> FeedbackStatusUpdate:
         """LCORE's update body: previous and new status, who, when."""
         at = datetime.now(timezone.utc).isoformat()
         previous = await self.store.set_enabled(enabled, self._config.feedback_enabled, by, at)
         return {"previous_status": previous, "updated_status": enabled, "updated_by": by, "timestamp": at}
 
-    async def store_feedback(self, user_id: str, conversation_id: str, feedback: dict[str, Any]) -> None:
+    async def store_feedback(self, user_id: str, conversation_id: str, feedback: JsonObject) -> None:
         """The file, then the row (OSError: the file could not be written; nothing stored)."""
         feedback_id = str(uuid.uuid4())
         now = datetime.now(timezone.utc)
@@ -47,7 +56,7 @@ class FeedbackWriter:
         return str(Path(self._config.feedback_storage or "."))
 
 
-def _write(path: Path, record: dict[str, Any]) -> None:
+def _write(path: Path, record: JsonObject) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
     partial.write_text(json.dumps(record), encoding="utf-8")

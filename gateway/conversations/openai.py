@@ -17,6 +17,7 @@ from gateway.legacy.conversations import epoch
 from gateway.schema.ids import new_item_id, openai_conversation_id
 from gateway.schema.error_list import request_validation_error
 from gateway.schema.errors import ErrorEntry
+from gateway.schema.json_types import JsonObject
 from gateway.streaming.repair import repair_item
 
 MAX_PAGE = 100
@@ -66,7 +67,7 @@ def deleted(conversation_id: str, was_deleted: bool) -> ConversationDeleted:
     return {"id": openai_conversation_id(conversation_id), "object": "conversation.deleted", "deleted": was_deleted}
 
 
-def union(openai: Conversation | ConversationDeleted, lcore: Mapping[str, Any]) -> dict[str, Any]:
+def union(openai: Conversation | ConversationDeleted, lcore: Mapping[str, Any]) -> JsonObject:
     """Both audiences' keys in one body; where both have a key (`deleted`) they agree."""
     return {**openai, **lcore}
 
@@ -128,7 +129,7 @@ def normalized(raw: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def new_item(raw: dict[str, Any]) -> dict[str, Any]:
+def new_item(raw: JsonObject) -> JsonObject:
     """An item as the gateway keeps and lists it: normalized, with a new id (and the
     `status` its class requires)."""
     item = normalized(raw)
@@ -141,7 +142,7 @@ def new_item(raw: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def item_list(data: list[dict[str, Any]], has_more: bool = False) -> ItemList:
+def item_list(data: list[JsonObject], has_more: bool = False) -> ItemList:
     return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None, "has_more": has_more}
 
@@ -176,7 +177,7 @@ def page_query(query: Mapping[str, str]) -> tuple[str | None, int, str]:
     return query.get("after"), limit, order
 
 
-def page(items: list[dict[str, Any]], after: str | None, limit: int, order: str) -> ItemList:
+def page(items: list[JsonObject], after: str | None, limit: int, order: str) -> ItemList:
     """One page of a conversation's items (oldest first as given)."""
     ordered = items if order == "asc" else items[::-1]
     if after is not None:

@@ -31,6 +31,7 @@ from gateway.engine.plan import Plan
 from gateway.engine.turn import EngineTurn
 from gateway.schema.errors import not_found
 from gateway.schema.ids import new_item_id
+from gateway.schema.json_types import JsonObject
 from gateway.storage.engine_responses import ResponseStore
 from gateway.streaming.events import TERMINAL_EVENTS, Event
 from gateway.upstream.client import UpstreamClient
@@ -58,7 +59,7 @@ class LocalEngine:
         """Raise LCORE's 503 when the upstream cannot be reached (any answer will do)."""
         await self._client.request("GET", "/v1/models")
 
-    def check(self, body: dict[str, Any]) -> None:
+    def check(self, body: JsonObject) -> None:
         """Refuse (422) what the engine cannot run, before the turn creates anything."""
         translate.check_request(body)
         for kind in self._tool_kinds:
@@ -66,7 +67,7 @@ class LocalEngine:
         if guardrail_ids(body.get("guardrails")) and self._moderation is None:
             raise translate.unsupported("guardrails need a moderation endpoint", param="guardrails")
 
-    async def check_destinations(self, body: dict[str, Any]) -> None:
+    async def check_destinations(self, body: JsonObject) -> None:
         """Refuse (400) an `input_image` URL the upstream must not fetch (images.py),
         before the turn creates anything."""
         await check_images(body.get("input"), self._images)
@@ -90,7 +91,7 @@ class LocalEngine:
         leaving the block closes the loop (and the upstream stream) at once."""
         return aclosing(self.events(turn))
 
-    async def respond(self, turn: EngineTurn) -> dict[str, Any]:
+    async def respond(self, turn: EngineTurn) -> JsonObject:
         """The finished response object (non-streaming: what the stream ends with)."""
         terminal: Event | None = None
         async for events in self.events(turn):

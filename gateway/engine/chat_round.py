@@ -15,6 +15,7 @@ from gateway.engine.chat_stream import Chunk
 from gateway.engine.emitter import Emitter
 from gateway.engine.translate import usage_of
 from gateway.schema.ids import new_item_id
+from gateway.schema.json_types import ResponseUsage
 
 
 class UpstreamChatError(Exception):
@@ -28,7 +29,7 @@ class ChatRound:
         self._emitter = emitter
         self._seen = seen_call_ids        # call ids used so far in this response
         self.finish_reason: str | None = None
-        self.usage: dict[str, Any] | None = None
+        self.usage: ResponseUsage | None = None
 
     def feed(self, chunk: Chunk) -> None:
         if chunk.__class__ is list:  # text pieces' JSON strings (chat_stream.py)

@@ -19,6 +19,7 @@ import orjson
 from gateway.engine.citations import CitationFilter, Citations
 from gateway.engine.items import CallItem, Lifecycle
 from gateway.schema.ids import new_item_id
+from gateway.schema.json_types import ResponseUsage
 from gateway.streaming.events import Event, Framed
 
 TERMINAL_TYPES = {"completed": "response.completed", "incomplete": "response.incomplete",
@@ -347,7 +348,7 @@ class Emitter:
 
     # The end.
 
-    def finish(self, status: str, usage: dict[str, Any] | None, incomplete_reason: str | None = None) -> Event:
+    def finish(self, status: str, usage: ResponseUsage | None, incomplete_reason: str | None = None) -> Event:
         """The terminal event (returned, not queued: it waits for settlement)."""
         for opened in list(self._opened):
             self._close(opened)
@@ -360,7 +361,7 @@ class Emitter:
             response["incomplete_details"] = {"reason": incomplete_reason}
         return self._terminal(status)
 
-    def fail(self, message: str, usage: dict[str, Any] | None = None, code: str = "server_error") -> Event:
+    def fail(self, message: str, usage: ResponseUsage | None = None, code: str = "server_error") -> Event:
         for opened in list(self._opened):
             self._close(opened)
         for call_id in list(self._running):  # calls cut short: done, failed

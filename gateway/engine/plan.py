@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
 
+from gateway.schema.json_types import ResponseUsage
 from gateway.streaming.events import Event
 
 
@@ -32,5 +33,5 @@ class Plan:
     start_at_once: bool = False
     # The turn's accounting (`engine/turn.py`): told each round's running usage, and
     # asked before each round after the first whether it may run.
-    round_ended: Callable[[dict[str, Any]], None] | None = None
+    round_ended: Callable[[ResponseUsage], None] | None = None
     admit_round: Callable[[int], Awaitable[bool]] | None = None

@@ -21,6 +21,7 @@ import orjson
 
 from gateway.engine import file_search
 from gateway.schema.errors import ApiError, invalid_attribute
+from gateway.schema.json_types import ResponseUsage
 from gateway.schema.responses_tools import WEB_SEARCH_TYPES
 
 # Item types that carry nothing a chat model reads (tool listings, approvals are
@@ -305,7 +306,7 @@ def check_request(body: Mapping[str, Any]) -> None:
     to_messages(input_items(body.get("input")), body.get("instructions"))
 
 
-def usage_of(chat_usage: Mapping[str, Any] | None) -> dict[str, Any]:
+def usage_of(chat_usage: Mapping[str, Any] | None) -> ResponseUsage:
     """Chat Completions usage as a Responses `usage` object (details always present:
     the `openai` types require them)."""
     usage = chat_usage or {}
@@ -319,7 +320,7 @@ def usage_of(chat_usage: Mapping[str, Any] | None) -> dict[str, Any]:
             "output_tokens_details": {"reasoning_tokens": reasoning}}
 
 
-def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+def add_usage(total: ResponseUsage, more: ResponseUsage) -> ResponseUsage:
     """Usage summed across the loop's rounds (spec 002)."""
     return {"input_tokens": total["input_tokens"] + more["input_tokens"],
             "output_tokens": total["output_tokens"] + more["output_tokens"],

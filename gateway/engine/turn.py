@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from gateway.schema.json_types import ResponseUsage
+
 
 class EngineModel(Protocol):
     @property
@@ -60,9 +62,9 @@ class EngineTurn(Protocol):
     def outcome(self) -> EngineOutcome: ...
 
     @property
-    def usage(self) -> dict[str, Any] | None: ...
+    def usage(self) -> ResponseUsage | None: ...
 
-    def round_ended(self, usage: dict[str, Any]) -> None:
+    def round_ended(self, usage: ResponseUsage) -> None:
         """A round ended: the usage of every finished round so far (the turn is charged
         it, however it ends)."""
 

@@ -21,6 +21,7 @@ from gateway.http.responses_io import identity, json_response
 from gateway.http.services import SERVICES
 from gateway.http.sse import SSE_HEADERS
 from gateway.schema.errors import ApiError, invalid_attribute, not_found
+from gateway.schema.json_types import JsonObject
 from gateway.storage.background_responses import BackgroundRow
 from gateway.streaming.enrich import output_text
 from gateway.streaming.progress import frames_after, progress
@@ -35,7 +36,7 @@ def _runs(request: web.Request) -> BackgroundRuns:
     return request.app[SERVICES].background
 
 
-def _shown(response: dict[str, Any]) -> dict[str, Any]:
+def _shown(response: JsonObject) -> JsonObject:
     shown = {**response, "output_text": output_text(response)}
     shown.setdefault("available_quotas", {})
     return shown

@@ -22,6 +22,7 @@ from gateway.http.services import SERVICES
 from gateway.legacy.stream import answer_text, failure
 from gateway.schema.errors import ApiError, body_too_large
 from gateway.schema.json_body import parse_json_body
+from gateway.schema.json_types import JsonObject
 from gateway.storage.conversations import ConversationRepository
 from gateway.turns.content import read_content
 from gateway.turns.run import BodySink
@@ -35,7 +36,7 @@ class _Body(BodySink):
     def __init__(self) -> None:
         self.response: dict[str, Any] = {}
 
-    async def body(self, response: dict[str, Any]) -> None:
+    async def body(self, response: JsonObject) -> None:
         self.response = response
 
 

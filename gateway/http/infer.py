@@ -20,6 +20,7 @@ from gateway.legacy.infer import InferRequest, infer_response, input_source, par
 from gateway.legacy.infer_prompt import InferPrompt
 from gateway.legacy.stream import failure
 from gateway.schema.errors import ApiError
+from gateway.schema.json_types import JsonObject
 from gateway.turns.run import BodySink
 
 PROMPT: web.AppKey[InferPrompt] = web.AppKey("infer_prompt", InferPrompt)
@@ -51,7 +52,7 @@ class _Body(BodySink):
     def __init__(self) -> None:
         self.response: dict[str, Any] = {}
 
-    async def body(self, response: dict[str, Any]) -> None:
+    async def body(self, response: JsonObject) -> None:
         self.response = response
 
 

@@ -28,6 +28,7 @@ from gateway.legacy.response import query_response
 from gateway.legacy.stream import INTERRUPTED_REASON, LegacyStream, failure, interrupted_response
 from gateway.schema.errors import ApiError, conversation_forbidden, model_override_forbidden
 from gateway.schema.error_list import request_validation_error
+from gateway.schema.json_types import JsonObject
 from gateway.streaming.rewriter import StreamRewriter
 from gateway.turns.run import BodySink, FrameSink, client_left
 from gateway.turns.service import TurnService
@@ -66,12 +67,12 @@ class _QueryBody(BodySink):
     def __init__(self) -> None:
         self.response: dict[str, Any] = {}
 
-    def keep(self, response: dict[str, Any]) -> bool:
+    def keep(self, response: JsonObject) -> bool:
         # A turn stopped for length or a content filter is this endpoint's 413 / 500:
         # charged what the upstream reported, not recorded.
         return response.get("status") in _FINISHED
 
-    async def body(self, response: dict[str, Any]) -> None:
+    async def body(self, response: JsonObject) -> None:
         self.response = response
 
 

@@ -14,6 +14,7 @@ from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
 from gateway.http.sse import relay
 from gateway.schema.errors import ApiError, not_found
+from gateway.schema.json_types import JsonObject
 from gateway.turns.run import BodySink
 from gateway.turns.turn import Backend
 
@@ -22,7 +23,7 @@ class _JsonBody(BodySink):
     def __init__(self) -> None:
         self.response: dict[str, Any] = {}
 
-    async def body(self, response: dict[str, Any]) -> None:
+    async def body(self, response: JsonObject) -> None:
         self.response = response
 
 

@@ -23,6 +23,7 @@ import orjson
 
 from gateway.schema.errors import ApiError
 from gateway.schema.json_body import MAX_JSON_ITEMS, too_many_items
+from gateway.schema.json_types import JsonObject
 from gateway.turns.prepare import Checked
 
 CREATE = "response.create"
@@ -211,7 +212,7 @@ class Continuation:
         self._chain: dict[str, Any] = {}
         self._over = False
 
-    def body(self, create: Create) -> tuple[dict[str, Any], str | None]:
+    def body(self, create: Create) -> tuple[JsonObject, str | None]:
         """The body to prepare, and the id it continues from the connection's memory
         (None: as on HTTP). A `store: false` request naming the latest held response
         gets its context as input instead of the id."""
@@ -229,7 +230,7 @@ class Continuation:
         _check_call_outputs(expanded["input"])
         return expanded, previous
 
-    def record(self, body: dict[str, Any], response: dict[str, Any] | None) -> None:
+    def record(self, body: JsonObject, response: JsonObject | None) -> None:
         """A turn ended with `response` (its terminal object): it is the latest."""
         if not response or not isinstance(response.get("id"), str):
             return

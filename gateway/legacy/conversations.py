@@ -86,6 +86,29 @@ class ConversationDetails(TypedDict):
     chat_history: list[ChatTurn]
 
 
+class ConversationListItemV1(TypedDict):
+    """One conversation of LCORE's `/v1/conversations` list (`ConversationDetails`)."""
+    conversation_id: str
+    created_at: str
+    last_message_at: str
+    message_count: int
+    last_used_model: str | None
+    last_used_provider: str | None
+    topic_summary: str | None
+
+
+class ConversationListItemV2(TypedDict):
+    """One conversation of LCORE's `/v2/conversations` list (the conversation cache's)."""
+    conversation_id: str
+    topic_summary: str | None
+    last_message_timestamp: float
+
+
+class ConversationList(TypedDict):
+    """LCORE's `ConversationsListResponse`, its items in the audience's version."""
+    conversations: list[ConversationListItemV1 | ConversationListItemV2]
+
+
 class ConversationDeleted(TypedDict):
     """LCORE's `ConversationDeleteResponse`."""
     conversation_id: str
@@ -118,14 +141,14 @@ class LcoreV1:
 
     version = "v1"
 
-    def list_item(self, row: Mapping[str, Any]) -> dict[str, Any]:
+    def list_item(self, row: Mapping[str, Any]) -> ConversationListItemV1 | ConversationListItemV2:
         return {"conversation_id": row["id"], "created_at": naive_seconds(row["created_at"]),
                 "last_message_at": naive_seconds(row["last_message_at"]), "message_count": row["message_count"],
                 "last_used_model": bare_model(row["last_used_model"], row["last_used_provider"]),
                 "last_used_provider": row["last_used_provider"],
                 "topic_summary": row["topic_summary"]}
 
-    def listing(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    def listing(self, rows: Iterable[Mapping[str, Any]]) -> ConversationList:
         return {"conversations": [self.list_item(row) for row in rows]}
 
     def conversation(self, conversation_id: str, turns: Iterable[TurnView]) -> ConversationDetails:
@@ -145,7 +168,7 @@ class LcoreV2(LcoreV1):
 
     version = "v2"
 
-    def list_item(self, row: Mapping[str, Any]) -> dict[str, Any]:
+    def list_item(self, row: Mapping[str, Any]) -> ConversationListItemV1 | ConversationListItemV2:
         return {"conversation_id": row["id"], "topic_summary": row["topic_summary"],
                 "last_message_timestamp": epoch(row["last_message_at"])}
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from gateway.legacy.items import referenced_documents, summaries
 from gateway.legacy.stream import answer_text
 from gateway.schema.fail_fast import validate
+from gateway.schema.json_types import JsonObject
 
 # LCORE's `constants.UNABLE_TO_PROCESS_RESPONSE`: the answer when the model said nothing.
 UNABLE_TO_PROCESS = "Unable to process this request"
@@ -92,8 +93,8 @@ def input_source(request: InferRequest) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
-def infer_response(request_id: str, response: dict[str, Any] | None, verbose: bool,
-                   text: str | None = None) -> dict[str, Any]:
+def infer_response(request_id: str, response: JsonObject | None, verbose: bool,
+                   text: str | None = None) -> JsonObject:
     """LCORE's `{"data": {...}}` with null fields left out: `text` and `request_id`,
     and with `verbose` what the turn did (tools, RAG, tokens). `text` overrides the
     response's answer (a shield's message); an empty answer is LCORE's fallback."""

@@ -9,6 +9,8 @@ from typing import Any, TypedDict
 
 import orjson
 
+from gateway.schema.json_types import JsonObject
+
 
 class ToolCallSummary(TypedDict):
     """LCORE's `ToolCallSummary`."""
@@ -142,7 +144,7 @@ def referenced_documents(items: list[dict[str, Any]]) -> list[ReferencedDocument
     return documents
 
 
-def summaries(items: list[dict[str, Any]]) -> tuple[list[ToolCallSummary], list[ToolResultSummary], list[RagChunk]]:
+def summaries(items: list[JsonObject]) -> tuple[list[ToolCallSummary], list[ToolResultSummary], list[RagChunk]]:
     """A turn's `tool_calls`, `tool_results` (numbered by round) and `rag_chunks`, from
     its output items in order (a `QueryResponse`, a conversation's `chat_history`)."""
     calls: list[ToolCallSummary] = []

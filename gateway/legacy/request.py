@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, field_validator, model_
 
 from gateway.schema.errors import invalid_attribute
 from gateway.schema.ids import normalize_conversation_id
+from gateway.schema.json_types import JsonObject
 from gateway.schema.limits import RequestLimits, check_counts
 from gateway.schema.responses_request import SolrVectorSearchRequest
 from gateway.schema.fail_fast import validate
@@ -137,7 +138,7 @@ def check_attachment(attachment: Attachment) -> None:
                                 f"{_one_of(ATTACHMENT_CONTENT_TYPES)}", param="attachments")
 
 
-def query_input(request: QueryRequest) -> str | list[dict[str, Any]]:
+def query_input(request: QueryRequest) -> str | list[JsonObject]:
     """The Responses `input`: the query with its text attachments appended, as LCORE
     sends it; with images, one user message whose image parts are data URLs."""
     text = request.query
@@ -170,7 +171,7 @@ def recorded_parts(question: str, request: QueryRequest) -> tuple[str, tuple[dic
     return question, tuple(attachments)
 
 
-def responses_request(request: QueryRequest, stream: bool, configured_mcp: Mapping[str, str]) -> dict[str, Any]:
+def responses_request(request: QueryRequest, stream: bool, configured_mcp: Mapping[str, str]) -> JsonObject:
     """The Responses request a legacy query is prepared as (see the module docstring).
     `configured_mcp`: the operator's MCP servers (label → URL), sent beside an explicit
     `file_search` as `tools` omitted would have sent them."""

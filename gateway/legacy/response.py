@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from gateway.legacy.items import referenced_documents, summaries
 from gateway.legacy.stream import answer_text
+from gateway.schema.json_types import JsonObject
 
 
-def query_response(conversation_id: str | None, response: dict[str, Any]) -> dict[str, Any]:
+def query_response(conversation_id: str | None, response: JsonObject) -> JsonObject:
     """`conversation_id` is the bare 48 hex LCORE returns."""
     items = [item for item in response.get("output") or [] if isinstance(item, dict)]
     calls, results, chunks = summaries(items)

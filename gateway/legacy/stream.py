@@ -28,6 +28,7 @@ import orjson
 
 from gateway.legacy.items import referenced_documents, tool_call, tool_result
 from gateway.schema.errors import ApiError, prompt_too_long
+from gateway.schema.json_types import JsonObject
 
 _DELTA = re.compile(rb'"delta":("(?:[^"\\]|\\.)*")')
 _TOKEN = b'data: {"event": "token", "data": {"id": %d, "token": %s}}\n\n'
@@ -42,7 +43,7 @@ def _frame(event: str, data: Any, **beside: Any) -> bytes:
     return b"data: %s\n\n" % json.dumps({"event": event, "data": data, **beside}).encode()
 
 
-def failure(status: str, response: dict[str, Any], model: str | None) -> ApiError | None:
+def failure(status: str, response: JsonObject, model: str | None) -> ApiError | None:
     """The error a turn that did not complete ends with (None: it completed). Shared
     with `/v1/query`, which answers it as the HTTP status."""
     if status in ("completed", "requires_action"):
@@ -61,7 +62,7 @@ def failure(status: str, response: dict[str, Any], model: str | None) -> ApiErro
     return ApiError(500, QUERY_FAILED, message or "The response failed.", code="query_failed")
 
 
-def answer_text(response: dict[str, Any]) -> str:
+def answer_text(response: JsonObject) -> str:
     """The assistant's text, or its refusal when it has no text (a content filter)."""
     texts, refusals = [], []
     for item in response.get("output") or []:
@@ -75,7 +76,7 @@ def answer_text(response: dict[str, Any]) -> str:
     return "".join(texts) or "".join(refusals)
 
 
-def interrupted_response(response: dict[str, Any], text: str) -> dict[str, Any]:
+def interrupted_response(response: JsonObject, text: str) -> JsonObject:
     """What a stream its user interrupted is recorded as: the response so far, with the
     partial answer and no usage (charged as an abandoned turn)."""
     message = {"type": "message", "role": "assistant", "status": "incomplete",
@@ -167,7 +168,7 @@ class LegacyStream:
     def partial_text(self) -> str:
         return "".join(orjson.loads(literal) for literal in self._literals)
 
-    def end(self, response: dict[str, Any], available_quotas: dict[str, int]) -> bytes:
+    def end(self, response: JsonObject, available_quotas: dict[str, int]) -> bytes:
         """The settled terminal response object: the frames that end the stream."""
         status = str(response.get("status") or "failed")
         error = failure(status, response, self.model)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import date, timedelta
-from typing import Any, Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from gateway.config.quota import QuotaLimiterConfig
 from gateway.quota.balances import BALANCE_MAX, CLUSTER, iso
@@ -20,6 +20,30 @@ from gateway.user_ids import logged_user
 audit = logging.getLogger("gateway.audit")
 
 Kind = Literal["user_limiter", "cluster_limiter"]
+
+
+class LimiterBalance(TypedDict):
+    """One limiter's entry of `QuotasResponse` (`limiters`)."""
+    name: str
+    type: str
+    subject: str
+    available: int
+    reserved: int
+    initial_quota: int
+    quota_increase: int
+    period: str
+    replenish: str
+    next_replenishment: str
+
+
+class Quotas(TypedDict):
+    """LCORE's `QuotasResponse`: a subject's balances under the limiters of one kind
+    (`applied`: whether a change was applied, on a change's answer)."""
+    enforced: bool
+    subject: str
+    available_quotas: dict[str, int]
+    limiters: list[LimiterBalance]
+    applied: NotRequired[bool]
 
 
 class UsageTotal(UsageSum):
@@ -41,17 +65,17 @@ class QuotaAdmin:
     def _limiters(self, kind: Kind) -> list[QuotaLimiterConfig]:
         return [limiter for limiter in self._quota.limiters if limiter.type == kind]
 
-    async def describe(self, kind: Kind, subject: str, applied: bool | None = None) -> dict[str, Any]:
+    async def describe(self, kind: Kind, subject: str, applied: bool | None = None) -> Quotas:
         """The subject's balances under every limiter of its kind (`QuotasResponse`)."""
         subject = subject if kind == "user_limiter" else CLUSTER
         pairs = [(limiter, subject) for limiter in self._limiters(kind)]
         held = await self._quota.held(pairs) if pairs else []
-        limiters = [{"name": h.limiter.name, "type": h.limiter.type, "subject": subject,
+        limiters: list[LimiterBalance] = [{"name": h.limiter.name, "type": h.limiter.type, "subject": subject,
                      "available": h.state.available, "reserved": h.reserved,
                      "initial_quota": h.limiter.initial_quota, "quota_increase": h.limiter.quota_increase,
                      "period": h.limiter.period, "replenish": h.limiter.replenish,
                      "next_replenishment": iso(h.state.next_refill)} for h in held]
-        body: dict[str, Any] = {"enforced": self._quota.enabled, "subject": subject,
+        body: Quotas = {"enforced": self._quota.enabled, "subject": subject,
                                 "available_quotas": {entry["name"]: entry["available"] for entry in limiters},
                                 "limiters": limiters}
         if applied is not None:

@@ -21,6 +21,7 @@ from gateway.quota.balances import Pair
 from gateway.quota.holds import Hold, Holds
 from gateway.quota.ledger import Balance
 from gateway.quota.store import Usage
+from gateway.schema.json_types import JsonObject
 
 
 @dataclass(slots=True, eq=False)   # not frozen: a frozen dataclass costs a turn ~1 µs more to make
@@ -77,7 +78,7 @@ RAG_RESULT_TOKENS = 256
 RAG_RESULTS = 10
 
 
-def context_estimate(previous_tokens: int, tools: list[dict[str, Any]] | None) -> int:
+def context_estimate(previous_tokens: int, tools: list[JsonObject] | None) -> int:
     """What the turn sends beyond its own input: the history (the previous turn's
     reported input + output tokens: what it sent and got back, which this turn sends
     again), the tools' definitions, and configured RAG's share (each file_search

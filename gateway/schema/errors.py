@@ -42,6 +42,21 @@ class ErrorEntry(TypedDict):
 
 
 Detail = dict[str, str] | list[ErrorEntry] | str
+
+
+class OpenAIError(TypedDict):
+    """OpenAI's `error` object, beside LCORE's `detail` on the endpoints OpenAI SDKs call."""
+    message: str
+    type: str
+    code: str | None
+    param: str | None
+
+
+class ErrorBody(TypedDict):
+    """The one error envelope's body: LCORE's `detail`, and OpenAI's `error` unless the
+    route serves LCORE's shape alone."""
+    detail: Detail
+    error: NotRequired[OpenAIError]
 # Where a cause names its user (`ApiError(user_id=...)`).
 USER = "{user}"
 
@@ -90,7 +105,7 @@ class ApiError(Exception):
     def detail(self) -> Detail:
         return self._detail if self._detail is not None else {"response": self.response, "cause": self.cause}
 
-    def body(self, openai: bool = True) -> dict[str, Any]:
+    def body(self, openai: bool = True) -> ErrorBody:
         """LCORE's body, with OpenAI's `error` object beside it when `openai`."""
         if not openai:
             return {"detail": self.detail}

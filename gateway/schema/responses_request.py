@@ -22,6 +22,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from gateway.schema.ids import normalize_conversation_id
+from gateway.schema.json_types import JsonObject
 from gateway.schema.limits import RequestLimits, check_counts
 from gateway.schema.responses_tools import CONFIGURED_MCP_SERVERS, InputTool, ToolChoice
 from gateway.schema.responses_types import (OpenAIResponsePrompt, OpenAIResponseReasoning, OpenAIResponseText,
@@ -184,7 +185,7 @@ def provider_data_header(solr: Any) -> str:
     return json.dumps({"solr": solr}, ensure_ascii=True, separators=(",", ":")).replace("\x7f", "\\u007f")
 
 
-def forwarded_scalars(raw: dict[str, Any], request: ResponsesRequest) -> dict[str, Any]:
+def forwarded_scalars(raw: JsonObject, request: ResponsesRequest) -> JsonObject:
     """The top-level scalars whose validated value differs in type from what was sent."""
     changed = {}
     for name in _SCALARS:

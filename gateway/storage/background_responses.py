@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from gateway.schema.json_types import JsonObject
 from gateway.storage.database import Database
 
 RUNNING = ("queued", "in_progress")
@@ -62,7 +63,7 @@ class BackgroundStore:
     def shared(self) -> bool:
         return self._db.shared
 
-    async def create(self, response: dict[str, Any], user_id: str, runner: str, frames: bytes, count: int) -> None:
+    async def create(self, response: JsonObject, user_id: str, runner: str, frames: bytes, count: int) -> None:
         """The response as it starts, with its first frames (numbered from 0), in one
         transaction: a replica asked about it next finds both."""
         statements: list[tuple[str, Any]] = [(
@@ -78,7 +79,7 @@ class BackgroundStore:
         await self._db.write([_events(response_id, first_seq, frames, count),
                               ("UPDATE gateway_background SET updated_at = ? WHERE id = ?", (now_ms(), response_id))])
 
-    async def finish(self, response: dict[str, Any], first_seq: int, frames: bytes, count: int) -> bool:
+    async def finish(self, response: JsonObject, first_seq: int, frames: bytes, count: int) -> bool:
         """The last frames and the final object, unless the response already ended
         (False then: it was failed as stale, or cancelled by another replica)."""
         async with self._db.transaction() as tx:

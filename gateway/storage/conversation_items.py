@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from gateway.schema.json_types import JsonObject
 from gateway.storage.database import Database
 
 
@@ -59,7 +60,7 @@ class ConversationItems:
 
     # Items.
 
-    async def add(self, conversation_id: str, items: list[dict[str, Any]], pending: bool) -> None:
+    async def add(self, conversation_id: str, items: list[JsonObject], pending: bool) -> None:
         """Append items (each already has its `id`) after the conversation's others."""
         if not items:
             return
@@ -80,14 +81,14 @@ class ConversationItems:
                                       {"id": conversation_id})
         return int(row["n"]) if row else 0
 
-    async def all(self, conversation_id: str, pending_only: bool = False) -> list[dict[str, Any]]:
+    async def all(self, conversation_id: str, pending_only: bool = False) -> list[JsonObject]:
         """Its items (`pending_only`: those no turn has sent yet), oldest first."""
         rows = await self._db.fetchall("SELECT item FROM gateway_conversation_items WHERE conversation_id = :id "
                                        + ("AND pending = 1 " if pending_only else "") + "ORDER BY position",
                                        {"id": conversation_id})
         return [orjson.loads(row["item"]) for row in rows]
 
-    async def get(self, conversation_id: str, item_id: str, pending_only: bool = False) -> dict[str, Any] | None:
+    async def get(self, conversation_id: str, item_id: str, pending_only: bool = False) -> JsonObject | None:
         row = await self._db.fetchone("SELECT item FROM gateway_conversation_items WHERE conversation_id = :cid "
                                       "AND id = :id" + (" AND pending = 1" if pending_only else ""),
                                       {"cid": conversation_id, "id": item_id})
@@ -109,7 +110,7 @@ class ConversationItems:
             f"AND id IN ({marks})", {"id": conversation_id, **{f"i{index}": item_id for index, item_id in
                                                                enumerate(item_ids)}})
 
-    async def take_pending(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def take_pending(self, conversation_id: str) -> list[JsonObject]:
         """The items added since the conversation's last turn, marked sent (a turn sends
         them as its input; one that is not recorded gives them back: `restore`)."""
         restoring = self._restoring.get(conversation_id)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import orjson
 
+from gateway.schema.json_types import JsonObject
 from gateway.storage.database import Database, committed
 
 log = logging.getLogger("gateway.storage")
@@ -120,7 +121,7 @@ class ResponseStore:
                                       (response_id, user_id)) > 0
 
     async def list(self, user_id: str, *, after: str | None, limit: int, descending: bool,
-                   ) -> tuple[list[dict[str, Any]], bool] | None:
+                   ) -> tuple[list[JsonObject], bool] | None:
         """A page of the user's responses in creation order, and whether more follow;
         None when `after` names no response of the user."""
         bound = ""

@@ -4,10 +4,10 @@ shares: a `PUT /v1/feedback/status` on one replica is what every other answers n
 
 from __future__ import annotations
 
-from typing import Any
 
 import orjson
 
+from gateway.schema.json_types import JsonObject
 from gateway.storage.database import Database
 
 _FEEDBACK_ENABLED = "feedback_enabled"
@@ -18,7 +18,7 @@ class FeedbackStore:
         self._db = db
 
     async def add(self, feedback_id: str, user_id: str, conversation_id: str, created_at: str,
-                  feedback: dict[str, Any]) -> None:
+                  feedback: JsonObject) -> None:
         await self._db.execute(
             "INSERT INTO gateway_feedback (id, user_id, conversation_id, created_at, feedback) "
             "VALUES (:id, :user, :conversation, :at, :feedback)",

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from gateway.redaction import NOTHING, Redactor
+from gateway.schema.json_types import JsonObject
 from gateway.streaming.events import RESPONSE_EVENTS, TERMINAL_EVENTS, Event
 
 _ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
@@ -26,7 +26,7 @@ _ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.do
 # (LCORE's `SUBSTITUTED_INSTRUCTIONS_PLACEHOLDER`): the server's prompt is not the client's to read.
 SERVER_PROMPT_PLACEHOLDER = "<server prompt applied>"
 
-def output_text(response: dict[str, Any]) -> str:
+def output_text(response: JsonObject) -> str:
     """The concatenated text of the response's assistant messages, like the SDK's."""
     texts = []
     for item in response.get("output") or []:
@@ -37,7 +37,7 @@ def output_text(response: dict[str, Any]) -> str:
     return "".join(texts)
 
 
-def scrub_tool_echo(response: dict[str, Any], configured_labels: frozenset[str]) -> None:
+def scrub_tool_echo(response: JsonObject, configured_labels: frozenset[str]) -> None:
     """Remove from a response object's `tools` what the gateway attached: the
     credentials of every MCP tool, and the URL of the servers the operator configured."""
     tools = response.get("tools")
@@ -82,7 +82,7 @@ class Enricher:
         self.finish(event.data["response"], available_quotas)
         return event
 
-    def finish(self, response: dict[str, Any], available_quotas: dict[str, int]) -> dict[str, Any]:
+    def finish(self, response: JsonObject, available_quotas: dict[str, int]) -> JsonObject:
         self.annotate(response)
         response["available_quotas"] = available_quotas
         response["output_text"] = output_text(response)
@@ -90,7 +90,7 @@ class Enricher:
             response["completed_at"] = int(time.time())
         return response
 
-    def annotate(self, response: dict[str, Any]) -> None:
+    def annotate(self, response: JsonObject) -> None:
         conversation = self.conversation
         # A copy per response object: events are encoded later, and the same dict in two
         # places is safe only while nobody changes it.

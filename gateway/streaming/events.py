@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from gateway.schema.json_types import JsonObject
+
 # `response.requires_action` ends a local-engine response whose function calls the
 # client runs (`inference.client_tool_status: requires_action`, spec 002).
 RESPONSE_EVENTS = frozenset({"response.created", "response.queued", "response.in_progress",
@@ -35,7 +37,7 @@ class Event:
         self._data = data
 
     @classmethod
-    def build(cls, data: dict[str, Any]) -> "Event":
+    def build(cls, data: JsonObject) -> "Event":
         """An event the gateway made itself (no upstream bytes)."""
         return cls(data.get("type", ""), None, data)
 
@@ -44,7 +46,7 @@ class Event:
         return self._data is not None
 
     @property
-    def data(self) -> dict[str, Any]:
+    def data(self) -> JsonObject:
         """The event as a dict; parsing marks it for re-serialisation."""
         if self._data is None:
             assert self.raw is not None   # an event without its dict has its bytes
@@ -83,7 +85,7 @@ class Framed(Event):
         self.number = number
 
     @property
-    def data(self) -> dict[str, Any]:
+    def data(self) -> JsonObject:
         if self._data is None:
             frame = self.raw
             assert frame is not None

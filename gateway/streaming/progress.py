@@ -13,6 +13,8 @@ from typing import Any, Iterable
 
 import orjson
 
+from gateway.schema.json_types import JsonObject
+
 _SEPARATOR = b"\n\n"
 
 
@@ -35,7 +37,7 @@ def events(frames: bytes) -> Iterable[dict[str, Any]]:
             yield orjson.loads(frame[start + 6:])
 
 
-def progress(response: dict[str, Any], batches: Iterable[bytes]) -> dict[str, Any]:
+def progress(response: JsonObject, batches: Iterable[bytes]) -> JsonObject:
     """The response as the recorded events show it: the last response object an event
     carried, with the output items added or finished since, text and arguments so far."""
     current = dict(response)

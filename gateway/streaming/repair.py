@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from gateway.schema.json_types import JsonObject
 from gateway.streaming.events import RESPONSE_EVENTS, TERMINAL_EVENTS, Event
 
 _ARGUMENT_EVENTS = frozenset({"response.function_call_arguments.delta", "response.function_call_arguments.done",
@@ -68,7 +69,7 @@ INCOMPLETE_REASONS = frozenset({"max_output_tokens", "max_messages", "content_fi
 _INCOMPLETE_FROM_FINISH: dict[Any, str] = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
-def repair_response(response: dict[str, Any]) -> dict[str, Any]:
+def repair_response(response: JsonObject) -> JsonObject:
     """Fill what the `openai` Response type requires and Llama Stack leaves out."""
     usage = response.get("usage")
     if isinstance(usage, dict):
@@ -103,7 +104,7 @@ def repair_response(response: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-def failed_response(snapshot: dict[str, Any] | None, message: str, code: str = "server_error") -> dict[str, Any]:
+def failed_response(snapshot: JsonObject | None, message: str, code: str = "server_error") -> JsonObject:
     """A `failed` response object built from the last one the stream showed."""
     response = dict(snapshot or {"id": "resp_unknown", "object": "response", "created_at": 0, "model": "",
                                  "output": [], "parallel_tool_calls": True, "tool_choice": "auto",

@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from gateway.schema.json_types import JsonObject
+
 # Output items that are not tool work: the answer (its text is kept) and reasoning.
 _NOT_TOOLS = ("message", "reasoning")
 # Keys of the stored JSON (short: they are repeated in every row).
@@ -39,7 +41,7 @@ def turn_content(question: str, response: dict[str, Any], form: str = "string") 
     return orjson.dumps(content).decode()
 
 
-def answer_and_tools(response: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+def answer_and_tools(response: JsonObject) -> tuple[str, list[JsonObject]]:
     """The answer's text and the tool items of a response object, in one pass."""
     texts: list[str] = []
     refusals: list[str] = []
@@ -61,7 +63,7 @@ def answer_and_tools(response: dict[str, Any]) -> tuple[str, list[dict[str, Any]
     return "".join(texts) or "".join(refusals), items
 
 
-def read_content(text: str | None) -> tuple[str, str, list[dict[str, Any]]]:
+def read_content(text: str | None) -> tuple[str, str, list[JsonObject]]:
     """(question, answer, tool items) of a stored content; empty for a row without one
     (a turn recorded before the turn store existed)."""
     if not text:

@@ -11,6 +11,7 @@ from gateway.config import InferenceConfig
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import shown_conversation_id
+from gateway.schema.json_types import JsonObject
 from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRepository, TurnRecord
 from gateway.turns.content import stored_form
@@ -37,11 +38,11 @@ class ForwardBackend:
     async def accept(self, raw: Any, refusal: ApiError) -> ResponsesRequest:
         raise refusal  # LCORE's request model is the upstream's
 
-    async def check(self, raw: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
+    async def check(self, raw: JsonObject, tools: list[JsonObject] | None) -> None:
         await self._tools.check_client_servers(tools)  # the upstream will connect: judge the names now
 
-    def body(self, raw: dict[str, Any], request: ResponsesRequest, plan: Plan,
-             tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def body(self, raw: JsonObject, request: ResponsesRequest, plan: Plan,
+             tools: list[JsonObject] | None) -> JsonObject:
         body = backend_body(raw, request, plan, tools, self._inference)
         if plan.background:
             body["stream"] = True  # the gateway runs it, and records its events
@@ -91,7 +92,7 @@ class ForwardBackend:
     async def owns(self, identity: Identity, response_id: str) -> bool:
         return await self._owned(identity, response_id) is not None
 
-    async def stored(self, identity: Identity, response_id: str) -> dict[str, Any] | None:
+    async def stored(self, identity: Identity, response_id: str) -> JsonObject | None:
         turn = await self._owned(identity, response_id)
         if turn is None:
             return None
@@ -120,7 +121,7 @@ class ForwardBackend:
     async def close(self) -> None:
         pass  # the upstream client is the wiring's to close
 
-    async def list(self, identity: Identity, query: Mapping[str, str]) -> dict[str, Any]:
+    async def list(self, identity: Identity, query: Mapping[str, str]) -> JsonObject:
         # The upstream's list is every user's: the gateway would have to filter it.
         raise ApiError(501, "Not implemented", "Listing responses is available in engine mode only "
                        "(llama_stack.api: chat_completions).", code="not_implemented")

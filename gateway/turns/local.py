@@ -16,6 +16,7 @@ from gateway.config import InferenceConfig
 from gateway.engine.backend import LocalEngine
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError, invalid_attribute, not_found
+from gateway.schema.json_types import JsonObject
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request
 from gateway.storage.conversations import ConversationRepository
 from gateway.streaming.enrich import output_text
@@ -41,7 +42,7 @@ class EngineBackend:
         """The engine resolves `item_reference` input items itself."""
         return parse_responses_request(raw, self._tools.server_urls, engine=True)
 
-    async def check(self, raw: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
+    async def check(self, raw: JsonObject, tools: list[JsonObject] | None) -> None:
         self._engine.check({**raw, "tools": tools})
         await self._engine.check_destinations(raw)
 
@@ -54,8 +55,8 @@ class EngineBackend:
     async def forget_conversation(self, upstream_id: str | None, response_ids: tuple[str, ...]) -> None:
         pass  # its stored responses are the gateway's rows, deleted with the conversation
 
-    def body(self, raw: dict[str, Any], request: ResponsesRequest, plan: Plan,
-             tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def body(self, raw: JsonObject, request: ResponsesRequest, plan: Plan,
+             tools: list[JsonObject] | None) -> JsonObject:
         return backend_body(raw, request, plan, tools, self._inference)  # the engine reads it itself
 
     async def create_conversation(self) -> str | None:
@@ -79,11 +80,11 @@ class EngineBackend:
     async def owns(self, identity: Identity, response_id: str) -> bool:
         return await self._store.get(response_id, identity.user_id) is not None
 
-    async def stored(self, identity: Identity, response_id: str) -> dict[str, Any] | None:
+    async def stored(self, identity: Identity, response_id: str) -> JsonObject | None:
         found = await self._store.get(response_id, identity.user_id)
         return None if found is None else _shown(found.response)
 
-    async def delete(self, identity: Identity, response_id: str) -> dict[str, Any] | None:
+    async def delete(self, identity: Identity, response_id: str) -> JsonObject | None:
         found = await self._store.get(response_id, identity.user_id)
         if found is None:
             return None
@@ -94,7 +95,7 @@ class EngineBackend:
         return {"id": found.id, "object": "response", "deleted": True}
 
     async def input_items(self, identity: Identity, response_id: str,
-                          query: Mapping[str, str]) -> dict[str, Any] | None:
+                          query: Mapping[str, str]) -> JsonObject | None:
         found = await self._store.get(response_id, identity.user_id)
         if found is None:
             return None
@@ -110,7 +111,7 @@ class EngineBackend:
     async def close(self) -> None:
         await self._engine.close()
 
-    async def list(self, identity: Identity, query: Mapping[str, str]) -> dict[str, Any]:
+    async def list(self, identity: Identity, query: Mapping[str, str]) -> JsonObject:
         after, limit, descending = _page(query)
         page = await self._store.list(identity.user_id, after=after, limit=limit, descending=descending)
         if page is None:
@@ -118,7 +119,7 @@ class EngineBackend:
         return _listing([_shown(response) for response in page[0]], page[1])
 
 
-def _shown(response: dict[str, Any]) -> dict[str, Any]:
+def _shown(response: JsonObject) -> JsonObject:
     return {**response, "output_text": output_text(response)}
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from gateway.compaction.items import is_compaction
+from gateway.schema.json_types import JsonObject
 from gateway.turns.body import answers_approval, as_input, input_items, question_text
 
 # The selected redaction shields over an input (`Shields.redaction`): a new input, the
@@ -45,7 +46,7 @@ class TurnInput:
         """Whether the input answers an MCP approval request."""
         return answers_approval(self.items)
 
-    def request(self, raw: dict[str, Any]) -> dict[str, Any]:
+    def request(self, raw: JsonObject) -> JsonObject:
         """The request with this input as its `input` (what the backends build from)."""
         return {**raw, "input": self.items}
 

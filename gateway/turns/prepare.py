@@ -29,6 +29,7 @@ from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, conversation_forbidden, not_found
 from gateway.schema.ids import (
     new_conversation_id, new_stored_conversation_id, openai_conversation_id, sent_form)
+from gateway.schema.json_types import JsonObject
 from gateway.turns.content import stored_form
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
@@ -119,7 +120,7 @@ class Preparer:
         self._conversation_form = config.service.conversation_form   # for conversations no client named
         self._compaction = CompactionSeal(config.response_compaction.keys)   # `compaction` input items
 
-    def redacted(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def redacted(self, items: list[JsonObject]) -> list[JsonObject]:
         """Items added to a conversation through OpenAI's Conversations API, rewritten by
         every redaction shield (that API names none) before they are kept or relayed."""
         redacted: list[dict[str, Any]] = self._shields.redaction(self._shields.select(None))(items)
@@ -207,7 +208,7 @@ class Preparer:
         # LCORE's shield checks.
         return given, opened_input, request, self._shields.select(request.shield_ids)
 
-    async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[dict[str, Any]] | None,
+    async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[JsonObject] | None,
                        reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,
                        shields: list[str], given: TurnInput, redact: Rewrite, shown_previous: str | None,
                        recorded: Recorded | None) -> Turn:

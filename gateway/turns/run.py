@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from gateway.redaction import Redactor
 from gateway.request_scope import TURN_DEADLINE
 from gateway.schema.errors import ApiError
+from gateway.schema.json_types import JsonObject
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event
 from gateway.streaming.repair import failed_response, repair_response
@@ -45,11 +46,11 @@ log = logging.getLogger("gateway.turns")
 class BodySink:
     """Where a JSON turn's answer goes."""
 
-    async def body(self, response: dict[str, Any]) -> None:
+    async def body(self, response: JsonObject) -> None:
         """The finished, settled and enriched response object."""
         raise NotImplementedError
 
-    def keep(self, response: dict[str, Any]) -> bool:
+    def keep(self, response: JsonObject) -> bool:
         """Whether the finished turn is recorded (False: the caller answers it as an
         error, as `/v1/query` does a stopped turn; it is still charged)."""
         return True
@@ -205,7 +206,7 @@ class Runner:
             turn.events = rewriter.numbered
             self.hooks.streamed(turn, turn.events)
 
-    async def settle(self, turn: Turn, result: dict[str, Any] | None = None, recorded: bool = True,
+    async def settle(self, turn: Turn, result: JsonObject | None = None, recorded: bool = True,
                      abandoned: bool | None = None) -> dict[str, int]:
         """Charge and record the turn (once) as it ended (`Settler.settle`), before its
         terminal event or body; also for a turn whose sink ends it itself (a cancelled

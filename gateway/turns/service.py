@@ -6,6 +6,7 @@ from typing import Any, Coroutine, Mapping
 
 from gateway.identity import Identity
 from gateway.schema.errors import ApiError
+from gateway.schema.json_types import JsonObject
 from gateway.schema.limits import RequestLimits, check_counts
 from gateway.turns.owned import OwnedTurns
 from gateway.turns.prepare import CALLER, BackendSelector, Checked, Preparer, Recorded
@@ -44,7 +45,7 @@ class TurnService:
         self.runner.hooks.prepared(turn)
         return turn
 
-    def redacted(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def redacted(self, items: list[JsonObject]) -> list[JsonObject]:
         """Items a client adds to a conversation, as the redaction shields rewrite them."""
         return self._preparer.redacted(items)
 
@@ -64,7 +65,7 @@ class TurnService:
         (`Settler.stopping`)."""
         self._settler.stopping(turn, reason)
 
-    def interrupted(self, turn: Turn, partial: dict[str, Any] | None, appended_input: Any) -> None:
+    def interrupted(self, turn: Turn, partial: JsonObject | None, appended_input: Any) -> None:
         """A stream its user interrupted: recorded with its partial answer and charged as
         abandoned (`Settler.interrupted`)."""
         self._settler.interrupted(turn, partial, appended_input)

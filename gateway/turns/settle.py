@@ -27,6 +27,7 @@ from typing import Any
 from gateway.quota.reservation import Charge, Reservation
 from gateway.quota.service import QuotaService
 from gateway.schema.errors import ApiError, database_error
+from gateway.schema.json_types import JsonObject
 from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRecord, TurnRecord
 from gateway.storage.writer import TurnWriter
@@ -97,7 +98,7 @@ class Settler:
         self._pending: dict[str, asyncio.Future[Any]] = {}   # conversation / response id -> its recording
         self._background: set[asyncio.Future[Any]] = set()
 
-    async def settle(self, turn: Turn, result: dict[str, Any] | None = None, recorded: bool = True,
+    async def settle(self, turn: Turn, result: JsonObject | None = None, recorded: bool = True,
                      abandoned: bool | None = None) -> dict[str, int]:
         """Before the terminal event or body: record how the turn ended (`result`, its
         terminal response object; `recorded=False`: its caller
@@ -168,8 +169,7 @@ class Settler:
         plan, outcome = turn.plan, turn.outcome
         assert plan.reservation is not None and outcome.result is not None
         if outcome.abandoned or (outcome.unreported and not outcome.result.get("usage")):
-            usage = turn.usage or {}
-            output = int(usage.get("output_tokens") or 0)
+            output = int(turn.usage.get("output_tokens") or 0) if turn.usage else 0
             spent = (turn.stopped_charge() - output, output)
         else:
             usage = outcome.result.get("usage") or {}
@@ -247,7 +247,7 @@ class Settler:
         records it."""
         turn.outcome.stopped_reason = reason
 
-    def interrupted(self, turn: Turn, partial: dict[str, Any] | None, appended_input: Any) -> None:
+    def interrupted(self, turn: Turn, partial: JsonObject | None, appended_input: Any) -> None:
         """A stream its user interrupted (LCORE's `/v1/streaming_query/interrupt`), before
         `finish()`: recorded with its partial answer (`partial`, the response object so
         far, under its id; None: there is none, it ends as any abandoned turn without a

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from functools import partial
 from string import Template
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence, TypedDict
 
 from gateway.config import Configuration, QuestionValidityShield, RedactionShield
 from gateway.schema.errors import ApiError
@@ -56,6 +56,19 @@ class _Redactor:
         return value
 
 
+class ShieldEntry(TypedDict):
+    """One shield of `GET /v1/shields` (`config`: its configuration as dumped)."""
+    name: str
+    provider_id: str | None
+    type: str
+    config: dict[str, Any]
+
+
+class ShieldList(TypedDict):
+    """`GET /v1/shields`'s body."""
+    shields: list[ShieldEntry]
+
+
 class Shields:
     def __init__(self, config: Configuration):
         self._shields = {shield.name: shield for shield in config.shields}
@@ -81,7 +94,7 @@ class Shields:
         redactors = [self._redactors[name] for name in names if name in self._redactors]
         return partial(_rewrite, redactors=redactors) if redactors else _unchanged
 
-    def listing(self) -> dict[str, Any]:
+    def listing(self) -> ShieldList:
         """`GET /v1/shields`: LCORE's `{"shields": [{name, provider_id, type, config}]}`."""
         return {"shields": [{"name": shield.name, "provider_id": shield.provider_id, "type": "shield",
                              "config": shield.config.model_dump()} for shield in self._shields.values()]}

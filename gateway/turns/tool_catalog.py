@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
 
 from gateway.config import McpServerConfig
 from gateway.engine.mcp import list_tools
@@ -28,6 +28,49 @@ from gateway.upstream.client import UpstreamClient
 
 log = logging.getLogger("gateway.turns.tool_catalog")
 
+
+
+class ToolParameter(TypedDict):
+    """One parameter of a listed tool, in LCORE's flat form."""
+    name: str
+    description: str
+    parameter_type: Any     # the JSON Schema's `type` as the server wrote it
+    required: bool
+    default: Any
+
+
+class CatalogTool(TypedDict):
+    """One tool of `GET /v1/tools` (LCORE's `ToolsResponse` entry)."""
+    identifier: str
+    description: str
+    parameters: list[ToolParameter]
+    provider_id: str
+    toolgroup_id: str
+    server_source: str
+    type: str
+
+
+class UnavailableServer(TypedDict):
+    name: str
+    reason: str
+
+
+class ToolList(TypedDict, total=False):
+    """`GET /v1/tools`'s body; `unavailable_servers` only when one could not be listed."""
+    tools: list[CatalogTool]
+    unavailable_servers: list[UnavailableServer]
+
+
+class ClientAuthServer(TypedDict):
+    name: str
+    client_auth_headers: list[str]
+
+
+class ClientOptions(TypedDict):
+    """`GET /v1/mcp-auth/client-options`'s body."""
+    servers: list[ClientAuthServer]
+
+
 FILE_SEARCH_PROVIDER = "file-search"
 # What LCORE asks Llama Stack before listing the built-in tools; a short wait: it only
 # says whether the upstream is there.
@@ -36,7 +79,7 @@ _PROVIDERS_TIMEOUT = 10
 FILE_SEARCH_TOOLGROUP = "builtin::file_search"
 BUILTIN_SOURCE = "builtin"
 # LCORE's descriptions of the file-search runtime's tools (Llama Stack's tool definitions).
-_BUILTIN: tuple[tuple[str, str, list[dict[str, Any]]], ...] = (
+_BUILTIN: tuple[tuple[str, str, list[ToolParameter]], ...] = (
     ("insert_into_memory", "Insert documents into memory", []),
     ("file_search", "Search for information in a database.",
      [{"name": "query", "description": "The query to search for. Can be a natural language sentence or keywords.",
@@ -47,18 +90,18 @@ _METADATA_PREFIXES = ("TOOL_NAME=", "DISPLAY_NAME=", "USECASE=", "INSTRUCTIONS="
                       "OUTPUT_DESCRIPTION=", "EXAMPLES=", "PREREQUISITES=", "AGENT_DECISION_CRITERIA=")
 
 
-def builtin_tools() -> list[dict[str, Any]]:
+def builtin_tools() -> list[CatalogTool]:
     return [catalog_tool(name, description, parameters, FILE_SEARCH_PROVIDER, FILE_SEARCH_TOOLGROUP, BUILTIN_SOURCE)
             for name, description, parameters in _BUILTIN]
 
 
-def catalog_tool(name: str, description: str, parameters: list[dict[str, Any]], provider_id: str,
-                 toolgroup_id: str, server_source: str) -> dict[str, Any]:
+def catalog_tool(name: str, description: str, parameters: list[ToolParameter], provider_id: str,
+                 toolgroup_id: str, server_source: str) -> CatalogTool:
     return {"identifier": name, "description": description, "parameters": parameters, "provider_id": provider_id,
             "toolgroup_id": toolgroup_id, "server_source": server_source, "type": "tool"}
 
 
-def parameters_of(schema: Any) -> list[dict[str, Any]]:
+def parameters_of(schema: Any) -> list[ToolParameter]:
     """A JSON Schema's properties as LCORE's flat parameter list."""
     if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
         return []
@@ -89,27 +132,27 @@ class ToolCatalog:
         self._tools = tools
         self._upstream = upstream
 
-    async def list(self, identity: Identity, headers: Mapping[str, str]) -> dict[str, Any]:
+    async def list(self, identity: Identity, headers: Mapping[str, str]) -> ToolList:
         await self._tools.probe_oauth(None, None, identity, headers)   # LCORE: 401 + WWW-Authenticate first
         if self._upstream is not None:
             # Any answer will do (a server without Llama Stack's providers API says 404);
             # no answer is the client's 503 with the configured display name.
             await self._upstream.request("GET", PROVIDERS_PATH, timeout=_PROVIDERS_TIMEOUT)
         catalog = builtin_tools()
-        unavailable: list[dict[str, str]] = []
+        unavailable: list[UnavailableServer] = []
         servers = self._tools.servers
         listed = await asyncio.gather(*(self._server_tools(server, identity, headers) for server in servers))
         for server, (tools, reason) in zip(servers, listed):
             catalog += tools
             if reason is not None:
                 unavailable.append({"name": server.name, "reason": reason})
-        body: dict[str, Any] = {"tools": catalog}
+        body: ToolList = {"tools": catalog}
         if unavailable:
             body["unavailable_servers"] = unavailable
         return body
 
     async def _server_tools(self, server: McpServerConfig, identity: Identity,
-                            headers: Mapping[str, str]) -> tuple[builtins.list[dict[str, Any]], str | None]:
+                            headers: Mapping[str, str]) -> tuple[builtins.list[CatalogTool], str | None]:
         resolved, missing = self._tools.server_headers(server, identity, headers)
         if resolved is None:
             log.warning("MCP server %s skipped in the tool list: %s", server.name, missing)
@@ -126,7 +169,7 @@ class ToolCatalog:
                              parameters_of(tool.get("input_schema")), server.provider_id, server.name, server.url)
                 for tool in listing.tools], None
 
-    def client_options(self) -> dict[str, Any]:
+    def client_options(self) -> ClientOptions:
         """LCORE's `/v1/mcp-auth/client-options`: the servers that take headers from the
         client (`client` in `authorization_headers`; `oauth` ones are discovered through
         the probe's 401 instead, as in LCORE), and which."""

@@ -44,6 +44,7 @@ from gateway.mcp_approval import tighter
 from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError, invalid_attribute, not_found, tool_conflict
 from gateway.request_scope import REQUEST
+from gateway.schema.json_types import JsonObject
 
 # How long the OAuth probe waits for a server's answer.
 OAUTH_PROBE_TIMEOUT = 5.0
@@ -86,7 +87,7 @@ class ConfiguredTools:
             chosen += self._merged_defaults(chosen, identity, headers)
         return chosen
 
-    def check(self, tools: list[dict[str, Any]] | None, tool_choice: Any) -> None:
+    def check(self, tools: list[JsonObject] | None, tool_choice: Any) -> None:
         """The refusals of `for_request` that need no credential, the caller's headers
         or the network: a vector store the client may not search, a client's own MCP
         server where they are not taken or whose URL is literally forbidden."""

@@ -13,6 +13,7 @@ from gateway.identity import Identity
 from gateway.quota.reservation import Reservation
 from gateway.schema.errors import ApiError
 from gateway.schema.ids import openai_conversation_id, shown_conversation_id
+from gateway.schema.json_types import JsonObject, ResponseUsage
 from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRecord
 from gateway.streaming.events import Event
@@ -24,7 +25,7 @@ from gateway.upstream.catalog import ModelInfo
 # SSE bytes (forward: the rewriter's fast path) or a list of events (the engine).
 Feed = Callable[[Any], tuple[bytes, Event | None]]
 # A JSON answer: an object, or bytes relayed as the upstream sent them.
-Json = dict[str, Any] | bytes
+Json = JsonObject | bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ class Plan:
     # `object` (`{"id": ...}`, issue 23) or `bare` (LCORE's 48 hex), as the client named it.
     conversation_form: str = "string"
     added_items: tuple[str, ...] = ()    # items clients added that this turn sends (pending again if it fails)
-    added_input: tuple[dict[str, Any], ...] = ()   # and those items as its input (first in it)
+    added_input: tuple[JsonObject, ...] = ()   # and those items as its input (first in it)
     question: str = ""                   # a stored turn's user text (`body.question_text`), for its content
     requested_model: str | None = None   # the model as the request named it (`provider/model`), for transcripts
     attachments: tuple[dict[str, Any], ...] = ()  # a legacy query's attachments (redacted), for transcripts
@@ -113,7 +114,7 @@ class Outcome:
     recorded: bool                       # its record is committed (False: charged only)
     append_to_upstream: bool = False     # its input and output go to the upstream conversation
     appended_input: Any = None           # that input
-    result: dict[str, Any] | None = None  # the terminal response object
+    result: JsonObject | None = None  # the terminal response object
     quotas: dict[str, int] | None = None  # available_quotas once settled
     abandoned: bool = False              # the client left before the backend finished
     # The upstream received it, then its stream broke (reset, idle gap, cut, the
@@ -134,12 +135,12 @@ class Turn:
 
     plan: Plan
     outcome: Outcome
-    body: dict[str, Any]                 # what is sent to the backend (dropped once sent)
+    body: JsonObject                 # what is sent to the backend (dropped once sent)
     summary: asyncio.Future[str] | None = None  # the topic summary being made (`turns/summary.py`), its text
     in_progress: "InProgress | None" = None  # counts it among its user's running turns until it ends
     # What the engine reported so far (`round_ended`): the usage of its finished rounds,
     # and the estimate of the round in flight (0: admission's reservation covers it).
-    usage: dict[str, Any] | None = None
+    usage: ResponseUsage | None = None
     round_estimate: int = 0
     observed_settled: bool = False      # the `settled` hook ran (once, whoever settled it)
     observed: Any = None                 # what observers of its hooks keep about it (metrics)
@@ -149,7 +150,7 @@ class Turn:
     # What the engine calls as its rounds go (`engine/turn.py` EngineTurn): it knows
     # nothing of quotas, the turn does.
 
-    def round_ended(self, usage: dict[str, Any]) -> None:
+    def round_ended(self, usage: ResponseUsage) -> None:
         """A round ended: the usage of every finished round so far."""
         self.usage = usage
         self.round_estimate = 0
@@ -200,11 +201,11 @@ class Backend(Protocol):
         """A request LCORE's model refused, as this backend may still accept it (the
         engine: `item_reference` input items); else the refusal."""
 
-    async def check(self, raw: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
+    async def check(self, raw: JsonObject, tools: list[JsonObject] | None) -> None:
         """Refuse (4xx) what this backend cannot run, with the tools the turn will send."""
 
-    def body(self, raw: dict[str, Any], request: ResponsesRequest, plan: Plan,
-             tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def body(self, raw: JsonObject, request: ResponsesRequest, plan: Plan,
+             tools: list[JsonObject] | None) -> JsonObject:
         """The Responses body the turn sends this backend."""
 
     # The conversation the turn belongs to, where the backend keeps one.
@@ -212,7 +213,7 @@ class Backend(Protocol):
     async def create_conversation(self) -> str | None:
         """A new conversation id of the backend's own (`conv_…`), or None: the gateway's."""
 
-    async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+    async def append_items(self, conversation_id: str, items: list[JsonObject]) -> None:
         """Add a chained turn's input and output to the backend's conversation."""
 
     # A stored conversation's state there (the conversations endpoints).
@@ -229,7 +230,7 @@ class Backend(Protocol):
 
     # Running it.
 
-    async def respond(self, turn: Turn) -> dict[str, Any]:
+    async def respond(self, turn: Turn) -> JsonObject:
         """The finished response object (a JSON request)."""
 
     def open(self, turn: Turn) -> AsyncContextManager[AsyncIterator[Any]]:
@@ -249,7 +250,7 @@ class Backend(Protocol):
     async def owns(self, identity: Identity, response_id: str) -> bool:
         """Whether the caller has a stored response of this id."""
 
-    async def stored(self, identity: Identity, response_id: str) -> dict[str, Any] | None:
+    async def stored(self, identity: Identity, response_id: str) -> JsonObject | None:
         """The stored response object, as the client reads it back."""
 
     async def delete(self, identity: Identity, response_id: str) -> Json | None:
@@ -258,7 +259,7 @@ class Backend(Protocol):
     async def input_items(self, identity: Identity, response_id: str, query: Mapping[str, str]) -> Json | None:
         """The page of its input items the query asks for (OpenAI's list object)."""
 
-    async def list(self, identity: Identity, query: Mapping[str, str]) -> dict[str, Any]:
+    async def list(self, identity: Identity, query: Mapping[str, str]) -> JsonObject:
         """The caller's responses, newest first unless asked otherwise."""
 
     async def close(self) -> None:

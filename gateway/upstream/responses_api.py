@@ -9,6 +9,7 @@ from urllib.parse import quote
 from multidict import MultiDict
 
 from gateway.schema.errors import ApiError
+from gateway.schema.json_types import JsonObject
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.errors import map_upstream_error
@@ -27,7 +28,7 @@ class UpstreamResponses:
         self._client = client
         self.capabilities = capabilities
 
-    async def create(self, body: dict[str, Any], headers: Mapping[str, str], model: str) -> dict[str, Any]:
+    async def create(self, body: JsonObject, headers: Mapping[str, str], model: str) -> JsonObject:
         reply = await self._client.request_ok("POST", "/v1/responses", json=body, headers=headers, model=model)
         try:
             data = reply.json()
@@ -39,7 +40,7 @@ class UpstreamResponses:
                            "a response object.", code="upstream_bad_response")
         return data
 
-    def stream(self, body: dict[str, Any], headers: Mapping[str, str], model: str) -> "UpstreamStream":
+    def stream(self, body: JsonObject, headers: Mapping[str, str], model: str) -> "UpstreamStream":
         """`async with backend.stream(...) as chunks`: open the upstream stream (errors
         before its first byte raise `ApiError`), then `async for chunk in chunks`."""
         return UpstreamStream(self._client.open("POST", "/v1/responses", json=body, headers=headers), model,
@@ -59,7 +60,7 @@ class UpstreamResponses:
         self.capabilities.learn_conversations(True)
         return str(reply.json()["id"])
 
-    async def append_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+    async def append_items(self, conversation_id: str, items: list[JsonObject]) -> None:
         path = f"/v1/conversations/{quote(conversation_id, safe='')}/items"
         await self._client.request_ok("POST", path, json={"items": items})
 
