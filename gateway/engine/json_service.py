@@ -22,7 +22,7 @@ import orjson
 from gateway.config import LlamaStackConfig
 from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError
-from gateway.upstream.client import UpstreamClient
+from gateway.upstream.client import TIMED_OUT, UpstreamClient
 from gateway.upstream.errors import upstream_message
 
 log = logging.getLogger("gateway.engine")
@@ -71,7 +71,9 @@ class JsonService:
                 reply = await self._client.request("POST", self._path, json=body, timeout=self._timeout)
         except TimeoutError:
             raise ServiceUnavailable(f"{self.name} did not answer within {self._timeout:g} s") from None
-        except ApiError:  # the client's 503: no connection, or silent past the timeout (logged there)
+        except ApiError as exc:  # the client's 503: no connection, or silent past the timeout (logged there)
+            if exc.cause == TIMED_OUT:   # the client's own read timeout came first (the same timeout)
+                raise ServiceUnavailable(f"{self.name} did not answer within {self._timeout:g} s") from None
             raise ServiceUnavailable(f"{self.name} could not be reached") from None
         if 400 <= reply.status < 500:
             message = self._client.redact(upstream_message(reply.body))[:500]
