@@ -59,7 +59,8 @@ from gateway.turns.tools import ConfiguredTools
 from gateway.turns.forward import ForwardBackend
 from gateway.turns.local import EngineBackend
 from gateway.turns.owned import OwnedTurns
-from gateway.turns.prepare import BackendSelector, Preparer
+from gateway.turns.backend_choice import BackendSelector
+from gateway.turns.prepare import Preparer
 from gateway.turns.run import Runner
 from gateway.turns.service import TurnService
 from gateway import user_ids

@@ -21,16 +21,8 @@ seen in Llama Stack 0.7.3's captures:
   terms (Llama Stack says `length`: `max_output_tokens`).
 - A failed MCP call's `error` is a string where the `openai` types have an object
   (McpToolCallError), wherever an `mcp_call` item appears: a response's `output`,
-  `output_item.added`/`.done`, and `input_items` (which replay earlier turns' output).
-  Llama Stack renders an MCP result with `isError` (the tool raised) as
-  `"Error (code 1): None"` (the tool's own message reaches only the model), and an
-  exception from its MCP client (a JSON-RPC error answer) as the exception's text:
-  `"Error (code …): …"` becomes `{"type": "mcp_tool_execution_error", "content":
-  [{"type": "text", "text": <string>}]}` (MCP's CallToolResult content), any other
-  string `{"type": "mcp_protocol_error", "code": 0, "message": <string>}` (Llama Stack
-  drops the JSON-RPC code; 0 is no JSON-RPC code, so it cannot pass for a real one).
-  The text is kept as sent. Any other value but null and a valid error object is read
-  as its `message` (or its JSON) and mapped the same way.
+  `output_item.added`/`.done`, and `input_items` (which replay earlier turns' output):
+  mapped by `mcp_errors.mcp_call_error`.
 """
 
 from __future__ import annotations
@@ -42,6 +34,7 @@ import orjson
 
 from gateway.schema.json_types import JsonObject
 from gateway.streaming.events import RESPONSE_EVENTS, TERMINAL_EVENTS, Event
+from gateway.streaming.mcp_errors import mcp_call_error
 
 _ARGUMENT_EVENTS = frozenset({"response.function_call_arguments.delta", "response.function_call_arguments.done",
                               "response.mcp_call.arguments.done", "response.mcp_call_arguments.delta",
@@ -53,9 +46,6 @@ _MCP_CALL_EVENTS = frozenset({"response.mcp_call.in_progress", "response.mcp_cal
 _SNAPSHOT_KEYS = ("id", "object", "created_at", "model", "parallel_tool_calls", "tool_choice", "tools",
                   "previous_response_id", "instructions", "metadata", "store")
 _ITEM_ID = re.compile(rb'"item_id":\s*"([^"\\]+)"')
-# How Llama Stack 0.7.3 renders an MCP result with isError (tool_executor.py).
-_TOOL_RESULT_ERROR = re.compile(r"Error \(code [^)]*\): ")
-UNREPORTED_PROTOCOL_ERROR_CODE = 0
 RESPONSE_ERROR_CODES = frozenset({
     "server_error", "rate_limit_exceeded", "invalid_prompt", "data_residency_mismatch", "bio_policy",
     "misalignment_policy_violation", "vector_store_timeout", "invalid_image", "invalid_image_format",
@@ -144,37 +134,6 @@ def repair_input_items(body: bytes) -> bytes:
         return body
     repair_items(listing.get("data"))
     return orjson.dumps(listing)
-
-
-def mcp_call_error(error: Any) -> Any:
-    """An `mcp_call` item's `error` as the `openai` McpToolCallError (mapping: module docstring)."""
-    if error is None or _is_mcp_call_error(error):
-        return error
-    text = _error_text(error)
-    if _TOOL_RESULT_ERROR.match(text):
-        return {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": text}]}
-    return {"type": "mcp_protocol_error", "code": UNREPORTED_PROTOCOL_ERROR_CODE, "message": text}
-
-
-def _is_mcp_call_error(error: Any) -> bool:
-    if not isinstance(error, dict):
-        return False
-    kind = error.get("type")
-    if kind == "mcp_tool_execution_error":
-        return "content" in error
-    if kind in ("mcp_protocol_error", "http_error"):
-        code = error.get("code")
-        return isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)
-    return False
-
-
-def _error_text(error: Any) -> str:
-    if isinstance(error, str):
-        return error
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        message: str = error["message"]
-        return message
-    return orjson.dumps(error).decode()
 
 
 def _status_of(error: Any) -> int:

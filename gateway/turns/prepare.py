@@ -44,32 +44,11 @@ from gateway.turns.normalized import TurnInput, Rewrite, normalize
 from gateway.turns.prompts import SystemPrompts
 from gateway.turns.owned import OwnedTurns
 from gateway.turns.shields import Shields
+from gateway.turns.backend_choice import BackendSelector
 from gateway.turns.blocked import BLOCKED_PREFIX, BlockedBackend
 from gateway.turns.summary import TopicSummaries
 from gateway.turns.turn import Backend, Outcome, PlanDraft, Turn, frozen
-from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.catalog import ModelCatalog
-
-
-class BackendSelector:
-    """Which backend runs turns: the engine where the configuration (or, for `auto`,
-    the upstream) says turns run locally, else the forward backend. Decided on first
-    use and kept; a failed probe is asked again next time."""
-
-    def __init__(self, forward: Backend, engine: Backend, capabilities: Capabilities):
-        self._forward = forward
-        self._engine = engine
-        self._capabilities = capabilities
-        self._chosen: Backend | None = None
-
-    async def close(self) -> None:
-        for backend in (self._forward, self._engine):
-            await backend.close()
-
-    async def __call__(self) -> Backend:
-        if self._chosen is None:
-            self._chosen = self._engine if await self._capabilities.uses_engine() else self._forward
-        return self._chosen
 
 
 # How many blocked turns in a row a chain walks back over (`Preparer._past_blocked`).

@@ -9,7 +9,8 @@ from gateway.schema.errors import ApiError
 from gateway.schema.json_types import JsonObject
 from gateway.schema.limits import RequestLimits, check_counts
 from gateway.turns.owned import OwnedTurns
-from gateway.turns.prepare import CALLER, BackendSelector, Checked, Preparer, Recorded
+from gateway.turns.backend_choice import BackendSelector
+from gateway.turns.prepare import CALLER, Checked, Preparer, Recorded
 from gateway.turns.run import BodySink, FrameSink, Runner
 from gateway.turns.settle import Settler
 from gateway.turns.turn import Backend, Turn

@@ -27,7 +27,8 @@ from gateway.turns.tools import ConfiguredTools
 from gateway.turns.body import backend_body
 from gateway.turns.hooks import Hooks, TurnHooks
 from gateway.turns.in_progress import InProgress
-from gateway.turns.prepare import BackendSelector, Preparer
+from gateway.turns.backend_choice import BackendSelector
+from gateway.turns.prepare import Preparer
 from gateway.turns.run import BodySink, FrameSink, Runner
 from gateway.turns.owned import OwnedTurns
 from gateway.turns.settle import Settler
