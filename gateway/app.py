@@ -26,7 +26,7 @@ from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
 from gateway.conversations.transcripts import Transcripts
 from gateway.http import authorized, feedback, health, infer, query, quotas, responses, root, shields, tools
-from gateway.http import compact
+from gateway.http import compact, configuration, providers
 from gateway.http import conversations as conversation_routes
 from gateway.http import openai_conversations
 from gateway.http import metrics as metrics_routes
@@ -216,6 +216,8 @@ def create_app(config: Configuration) -> web.Application:
         infer.add_routes(app, prefix, config)
         tools.add_routes(app, prefix)
         shields.add_routes(app, prefix)
+        providers.add_routes(app, prefix)
+        configuration.add_routes(app, prefix)
         conversation_routes.add_routes(app, prefix)
         openai_conversations.add_routes(app, prefix)
         feedback.add_routes(app, prefix)
