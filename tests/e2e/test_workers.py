@@ -328,3 +328,26 @@ def cancel_reaches_the_other_worker(gateway, upstream) -> None:
 def test_a_background_cancel_reaches_the_other_worker(workers, upstream):
     wait_until(lambda: upstream.open_streams() == 0, "earlier upstream streams to end")
     cancel_reaches_the_other_worker(workers(upstream), upstream)
+
+
+def test_a_worker_that_cannot_start_stops_the_supervisor_with_its_status(upstream, tmp_path):
+    """Worker 0 starts alone and fails (the database is unreachable): the supervisor
+    exits with its status, its own error line first; nothing is left running."""
+    import subprocess
+
+    import yaml
+
+    from tests.support.gateway_proc import GATEWAY_BIN, gateway_config
+    from tests.support.processes import free_port
+
+    down = {"host": "127.0.0.1", "port": free_port(), "db": "gw", "user": "gw", "password": "unused-password"}
+    config = gateway_config(upstream.url, tmp_path / "unused.db", database={"postgres": down},
+                            service={"workers": 2, "port": free_port()})
+    (tmp_path / "down.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([str(GATEWAY_BIN), "serve", "-c", str(tmp_path / "down.yaml")], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    output = result.stdout + result.stderr
+    assert "error: database.postgres: cannot connect to gw@127.0.0.1" in output
+    assert "worker 0 (pid" in output and "did not start (exit status 1): stopping" in output
+    assert "worker 1 started" not in output
