@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e import test_workers
 from tests.e2e.test_workers import (cancel_reaches_the_other_worker, fifty_against_room_for_ten,
-                                    interrupt_reaches_the_other_worker, one_on_each, started_with_quota,
-                                    workers)   # noqa: F401 (the fixture)
+                                    interrupt_reaches_the_other_worker, one_on_each, started_with_quota)
 from tests.support.raw_client import wait_until
+
+workers = test_workers.workers   # the fixture
 
 
 @pytest.fixture
