@@ -178,11 +178,24 @@ def test_a_killed_worker_is_started_again_and_the_port_stays_served(workers):
     replacement = serving(gateway)[1]
     assert parent_of(replacement) == gateway.proc.popen.pid
     assert {p.pid for p in one_on_each(gateway)} == {before[0], replacement}
+    # Dying again soon after its start: the next start waits twice as long (no spinning).
+    os.kill(replacement, signal.SIGKILL)
+    wait_until(lambda: f"worker 1 (pid {replacement}) died" in gateway.messages(), "the second death logged")
+    assert f"worker 1 (pid {replacement}) died (killed by SIGKILL)" in gateway.messages()
+    died = [line for line in gateway.messages().splitlines() if "worker 1 (pid" in line and "died" in line]
+    assert died[0].endswith("starting it again in 0.5 s") and died[1].endswith("starting it again in 1 s"), died
+    wait_until(lambda: serving(gateway).get(1) not in (None, victim, replacement), "worker 1 replaced again",
+               timeout=30)
 
 
 def test_sigterm_drains_every_worker_and_the_supervisor_exits_0(workers):
     gateway = workers(service={"shutdown_grace_seconds": 20})
     pids = serving(gateway)
+    environments = [dict(entry.split("=", 1) for entry in open(f"/proc/{pid}/environ").read().split("\0") if entry)
+                    for pid in pids.values()]
+    assert sorted(env["GATEWAY_WORKER_ID"] for env in environments) == ["0", "1"]
+    metrics_dir = environments[0]["PROMETHEUS_MULTIPROC_DIR"]
+    assert {env["PROMETHEUS_MULTIPROC_DIR"] for env in environments} == {metrics_dir} and os.path.isdir(metrics_dir)
     stream = posted(gateway.direct_port, "/v1/responses?user_id=dora",
                     {"input": "hello", "stream": True, "tool_choice": "none", "metadata": PACED})
     head, _ = read_until(stream, b"response.output_text.delta")
@@ -195,6 +208,7 @@ def test_sigterm_drains_every_worker_and_the_supervisor_exits_0(workers):
     stream.close()
     assert events(head + tail)[-1]["type"] == "response.completed"
     assert gateway.proc.popen.wait(30) == 0
+    assert not os.path.exists(metrics_dir)   # the supervisor's to remove
     for pid in pids.values():
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     log = gateway.messages()
