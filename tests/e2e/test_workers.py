@@ -365,3 +365,21 @@ def test_a_worker_that_cannot_start_stops_the_supervisor_with_its_status(upstrea
     assert "error: database.postgres: cannot connect to gw@127.0.0.1" in output
     assert "worker 0 (pid" in output and "did not start (exit status 1): stopping" in output
     assert "worker 1 started" not in output
+
+
+def test_workers_do_not_outlive_a_killed_supervisor(workers):
+    """SIGKILL to the supervisor (no chance to pass anything on): the kernel sends each
+    worker SIGTERM (PR_SET_PDEATHSIG), and each drains and exits."""
+    gateway = workers()
+    pids = serving(gateway)
+    gateway.proc.popen.send_signal(signal.SIGKILL)
+    gateway.proc.popen.wait(10)
+
+    def gone(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except FileNotFoundError:
+            return True
+    wait_until(lambda: all(gone(pid) for pid in pids.values()), "the workers to exit", timeout=20)
+    assert gateway.messages().count("shutting down: drained in") == 2
