@@ -121,7 +121,7 @@ def serve(args: argparse.Namespace) -> int:
 def _supervise(config: Configuration, args: argparse.Namespace) -> int:
     """`service.workers` > 1: this process binds the port and runs the workers
     (`gateway/http/supervisor.py`); each is `gateway serve` again, with the same arguments."""
-    from gateway.http.supervisor import Supervisor, listening_sockets
+    from gateway.http.supervisor import exec_supervisor, listening_sockets
 
     host, port = args.host or config.service.host, args.port or config.service.port
     try:
@@ -130,8 +130,8 @@ def _supervise(config: Configuration, args: argparse.Namespace) -> int:
         logging.getLogger("gateway").critical("error: cannot listen on %s:%d: %s", host, port, exc)
         return 1
     where = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
-    return Supervisor(config.service.workers, args.argv, sockets, config.service.shutdown_grace_seconds,
-                      where).run()
+    return exec_supervisor(config.service.workers, args.argv, sockets, config.service.shutdown_grace_seconds,
+                           where, json_logs=config.service.access_log_format == "json")
 
 
 def _use_system_allocator(argv: list[str]) -> None:

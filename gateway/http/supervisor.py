@@ -10,7 +10,9 @@ would take the connections waiting for it down with it. With one queue, a connec
 the kernel accepted waits for whichever worker is alive, and a drain takes what is
 queued before the last descriptor closes (`server._backlog`).
 
-Each worker is `python -m gateway serve ...` again (a fresh interpreter, nothing of the
+`gateway serve` reads the configuration, binds the port, then becomes this module
+(`exec`, the same pid, the sockets kept): a supervisor without the gateway's modules
+loaded holds ~21 MiB instead of ~54. Each worker is `python -m gateway serve ...` again (a fresh interpreter, nothing of the
 supervisor's state forked into it), with `GATEWAY_WORKER_ID` (its index, 0..N-1),
 `GATEWAY_WORKERS` (N) and `PROMETHEUS_MULTIPROC_DIR` (a private directory the supervisor
 creates and removes) in its environment, in a process group of its own (a terminal's
@@ -30,7 +32,9 @@ once every worker exited 0.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
+import json
 import logging
 import os
 import select
@@ -350,3 +354,43 @@ class Supervisor:
     def _close_sockets(self) -> None:
         for sock in self.sockets:
             sock.close()
+
+
+def exec_supervisor(count: int, argv: list[str], sockets: list[socket.socket], grace: float, where: str,
+                    json_logs: bool) -> int:
+    """From `gateway serve`: become the supervisor (`main`), keeping the pid and the
+    bound sockets; where exec is not possible, supervise from this process."""
+    command = [sys.executable, "-m", "gateway.http.supervisor", "--workers", str(count), "--grace", str(grace),
+               "--where", where, "--fds", ",".join(str(sock.fileno()) for sock in sockets),
+               "--argv", json.dumps(argv)] + (["--json-logs"] if json_logs else [])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, command)
+    except OSError as exc:
+        log.warning("could not start a separate supervisor (%s): supervising from this process", exc)
+    return Supervisor(count, argv, sockets, grace, where).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gateway.http.supervisor",
+                                     description="what `gateway serve` becomes with service.workers > 1")
+    parser.add_argument("--workers", type=int, required=True)
+    parser.add_argument("--grace", type=float, required=True)
+    parser.add_argument("--where", required=True)
+    parser.add_argument("--fds", required=True, help="the bound listening sockets' descriptors")
+    parser.add_argument("--argv", required=True, help="the workers' `gateway` arguments, as a JSON list")
+    parser.add_argument("--json-logs", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("GATEWAY_LOG_LEVEL", "INFO").upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.json_logs:
+        from gateway.observability.json_logs import use_json_logs
+
+        use_json_logs()
+    sockets = [socket.socket(fileno=int(fd)) for fd in args.fds.split(",")]
+    return Supervisor(args.workers, json.loads(args.argv), sockets, args.grace, args.where).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
