@@ -125,7 +125,7 @@ def _supervise(config: Configuration, args: argparse.Namespace) -> int:
 
     host, port = args.host or config.service.host, args.port or config.service.port
     try:
-        sockets = listening_sockets(host, port)
+        sockets = listening_sockets(host, port, config.service.workers)
     except OSError as exc:
         logging.getLogger("gateway").critical("error: cannot listen on %s:%d: %s", host, port, exc)
         return 1

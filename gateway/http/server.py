@@ -212,8 +212,8 @@ def run(app: web.Application, service: ServiceConfig, *, host: str, port: int, l
             await stop
             # Connections the kernel already accepted (in the listen backlog) are taken
             # before the listener closes, which would reset them; new ones are refused.
-            # A worker's listener is shared: its backlog is the group's, taken by
-            # whichever worker gets there first, and the socket closes with the last.
+            # A worker's socket is also held by the supervisor (http/supervisor.py), which
+            # closed its copy first: this close is the last, after the queue was taken.
             waiting = [conn for site in sites for conn in _backlog(site)]
             for site in sites:
                 await site.stop()

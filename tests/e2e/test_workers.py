@@ -218,7 +218,7 @@ def test_sigterm_drains_every_worker_and_the_supervisor_exits_0(workers):
 
 def test_connections_the_kernel_accepted_during_a_drain_are_served(workers):
     """Connected while both workers are busy draining (never accepted by one): served,
-    not reset, when the workers take the shared queue before it closes."""
+    not reset: each worker takes its socket's queue before the last descriptor closes."""
     gateway = workers(service={"shutdown_grace_seconds": 20})
     # Each worker busy with a stream so neither closes at once.
     streams = [posted(gateway.direct_port, f"/v1/responses?user_id=s{i}",

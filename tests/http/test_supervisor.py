@@ -38,19 +38,30 @@ def test_workers_given_the_group_key_hash_a_user_alike():
         == UserHasher({"OTEL_ANONYMIZATION_SECRET": "s3cret"})("ann")   # the operator's key first
 
 
-def test_the_listening_socket_is_inherited_by_descriptor():
-    bound = supervisor.listening_sockets("127.0.0.1", 0)
+def test_each_worker_gets_a_socket_of_its_own_on_the_port_and_the_port_is_not_shared_with_others():
+    import pytest
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError):   # another process's port: refused, not joined
+            supervisor.listening_sockets("127.0.0.1", port, 2)
+    slots = supervisor.listening_sockets("127.0.0.1", port, 2)
     try:
-        assert len(bound) == 1 and bound[0].get_inheritable()
-        port = bound[0].getsockname()[1]
-        inherited = supervisor.inherited_sockets({supervisor.LISTEN_FDS: str(os.dup(bound[0].fileno()))})
+        assert [len(slot) for slot in slots] == [1, 1] and all(slot[0].get_inheritable() for slot in slots)
+        assert {slot[0].getsockname() for slot in slots} == {("127.0.0.1", port)}
+        inherited = supervisor.inherited_sockets({supervisor.LISTEN_FDS: str(os.dup(slots[0][0].fileno()))})
         assert inherited is not None and inherited[0].getsockname() == ("127.0.0.1", port)
+        inherited[0].listen(8)   # the worker listens (its SockSite)
+        with pytest.raises(OSError):   # then not joinable by another gateway's workers
+            supervisor.listening_sockets("127.0.0.1", port, 2)
         with socket.create_connection(("127.0.0.1", port), timeout=5):
-            conn, _ = inherited[0].accept()   # the one queue, taken through the inherited descriptor
+            conn, _ = slots[0][0].accept()   # the one queue, whichever descriptor takes it
             conn.close()
         inherited[0].close()
     finally:
-        bound[0].close()
+        for slot in slots:
+            slot[0].close()
     assert supervisor.inherited_sockets({}) is None   # not a worker
 
 
