@@ -383,3 +383,29 @@ def test_workers_do_not_outlive_a_killed_supervisor(workers):
             return True
     wait_until(lambda: all(gone(pid) for pid in pids.values()), "the workers to exit", timeout=20)
     assert gateway.messages().count("shutting down: drained in") == 2
+
+
+LONG = {"scripted_delay_ms": "100", "scripted_deltas": "150"}   # ~15 s of text
+
+
+def a_restart_leaves_the_other_workers_run_alone(gateway) -> None:
+    """A worker's start fails what a stopped gateway left unfinished: never what
+    another live worker runs."""
+    runner, other = one_on_each(gateway)
+    user = "?user_id=bg-keep"
+    body = runner.request("POST", f"/v1/responses{user}", {"input": "long", "background": True,
+                                                           "metadata": LONG}).ok()
+    index = next(i for i, pid in serving(gateway).items() if pid == other.pid)
+    other.close()
+    os.kill(other.pid, signal.SIGKILL)
+    wait_until(lambda: serving(gateway).get(index) not in (None, other.pid), "the worker replaced", timeout=60)
+    assert runner.request("GET", f"/v1/responses/{body['id']}{user}").ok()["status"] == "in_progress"
+    wait_until(lambda: runner.request("GET", f"/v1/responses/{body['id']}{user}").ok()["status"] != "in_progress",
+               "the run to end", timeout=60)
+    assert runner.request("GET", f"/v1/responses/{body['id']}{user}").ok()["status"] == "completed"
+    runner.close()
+
+
+@NEEDS_SHARED   # on SQLite a worker's start fails every unfinished run unless the database is shared
+def test_a_restarted_worker_leaves_the_other_workers_background_run_alone(workers):
+    a_restart_leaves_the_other_workers_run_alone(workers())

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e import test_workers
-from tests.e2e.test_workers import (cancel_reaches_the_other_worker, fifty_against_room_for_ten,
+from tests.e2e.test_workers import (a_restart_leaves_the_other_workers_run_alone, cancel_reaches_the_other_worker,
+                                    fifty_against_room_for_ten,
                                     interrupt_reaches_the_other_worker, one_on_each, started_with_quota)
 from tests.support.raw_client import wait_until
 
@@ -47,3 +48,7 @@ def test_an_interrupt_reaches_the_other_worker_on_postgres(workers, upstream_wit
 def test_a_background_cancel_reaches_the_other_worker_on_postgres(workers, upstream, pg):
     wait_until(lambda: upstream.open_streams() == 0, "earlier upstream streams to end")
     cancel_reaches_the_other_worker(workers(upstream, database=pg), upstream)
+
+
+def test_a_restarted_worker_leaves_the_other_workers_background_run_alone_on_postgres(workers, pg):
+    a_restart_leaves_the_other_workers_run_alone(workers(database=pg))
