@@ -372,6 +372,8 @@ def test_workers_do_not_outlive_a_killed_supervisor(workers):
     worker SIGTERM (PR_SET_PDEATHSIG), and each drains and exits."""
     gateway = workers()
     pids = serving(gateway)
+    environ = open(f"/proc/{pids[0]}/environ").read().split("\0")
+    metrics_dir = next(entry.split("=", 1)[1] for entry in environ if entry.startswith("PROMETHEUS_MULTIPROC_DIR="))
     gateway.proc.popen.send_signal(signal.SIGKILL)
     gateway.proc.popen.wait(10)
 
@@ -383,6 +385,9 @@ def test_workers_do_not_outlive_a_killed_supervisor(workers):
             return True
     wait_until(lambda: all(gone(pid) for pid in pids.values()), "the workers to exit", timeout=20)
     assert gateway.messages().count("shutting down: drained in") == 2
+    import shutil
+
+    shutil.rmtree(metrics_dir, ignore_errors=True)   # a killed supervisor could not remove it
 
 
 LONG = {"scripted_delay_ms": "100", "scripted_deltas": "150"}   # ~15 s of text
