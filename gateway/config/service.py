@@ -23,7 +23,9 @@ class ServiceConfig(Strict):
     port: int = Field(8080, ge=1, le=65535)
     base_url: str | None = not_built()   # LCORE's; nothing here reads it
     auth_enabled: bool = False
-    workers: int = not_built(1, ge=1)
+    # LCORE's: serving processes on the one port (gateway/http/supervisor.py); 1: the
+    # process serves itself, no supervisor.
+    workers: int = Field(1, ge=1, le=256)
     color_log: bool = True
     access_log: bool = True
     # Ours: the access line's format (docs/tracing-and-logs.md): `text` (colored by

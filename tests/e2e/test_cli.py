@@ -130,11 +130,11 @@ def test_python_dash_m_entry_point(tmp_path, upstream):
 
 def test_serve_warns_at_start_up_about_accepted_but_unbuilt_keys(gateway_factory, upstream):
     gateway = gateway_factory(upstream.url, compaction={"enabled": True},
-                              service={"workers": 2, "base_url": "https://gateway.example"})
+                              service={"base_url": "https://gateway.example"})
     log = gateway.log()  # start-up is over once it answers: the warnings come before
-    for key in ("compaction", "service.workers", "service.base_url"):
+    for key in ("compaction", "service.base_url"):
         assert f"{key}: accepted but not implemented by this version (ignored)" in log, log
-    assert log.count("accepted but not implemented") == 3, log  # only what this config asks for
+    assert log.count("accepted but not implemented") == 2, log  # only what this config asks for
     assert gateway.post("/v1/responses", {"input": "still serving"}).status == 200
 
 
