@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PORT ?= 8080
 
 .PHONY: demo test test-fast bench install clean
 
@@ -17,7 +18,7 @@ install: $(VENV)/.installed
 
 ## The gateway with embedded SQLite in front of the bundled scripted upstream.
 demo: install
-	$(BIN)/gateway demo
+	$(BIN)/gateway demo --port $(PORT)
 
 ## The whole suite: unit, end-to-end through `gateway serve` (on SQLite and on a private PostgreSQL),
 ## the dashboard's queries against a real Prometheus, and against a real Llama Stack.

@@ -49,7 +49,7 @@ _PRELUDE = textwrap.dedent("""
 DEMO = _PRELUDE + textwrap.dedent("""
     from gateway.demo import demo_app
     port = free_port()
-    app, _ = demo_app(port, sys.argv[1], engine=sys.argv[2] == "engine")
+    app, _, _ = demo_app(port, sys.argv[1], engine=sys.argv[2] == "engine")
     print(json.dumps(asyncio.run(serve_a_turn(app, port))))
 """)
 
