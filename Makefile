@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8080
 
-.PHONY: demo test test-fast bench install clean
+.PHONY: demo test test-fast bench install clean lock
 
 # Reinstall when the package metadata changes.
 $(VENV)/.installed: pyproject.toml
@@ -42,3 +42,10 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache
+
+## deploy/requirements.lock: the image's runtime dependencies, resolved in a fresh Python 3.12 venv.
+lock:
+	rm -rf .cache/lock-venv && python3.12 -m venv .cache/lock-venv
+	.cache/lock-venv/bin/pip install --quiet --disable-pip-version-check .
+	{ sed -n '1,3p' deploy/requirements.lock; .cache/lock-venv/bin/pip freeze --exclude gateway; } > deploy/requirements.lock.new
+	mv deploy/requirements.lock.new deploy/requirements.lock

@@ -26,6 +26,7 @@ NOT_UNIT = {
     "support_smoke": "smoke tests of the suite's own peers",
     "fixtures": "recorded bytes and the scripts that recorded them",
     "grafana": "the dashboards and alerts of grafana/, not gateway/",
+    "deploy": "deploy/ and the Dockerfile, not gateway/",
 }
 
 # Test files (paths under tests/) that are not the unit tests of one module.
