@@ -2,7 +2,7 @@
 # /app/lightspeed-stack.yaml (or set LIGHTSPEED_STACK_CONFIG_PATH); its `service.host` must be
 # 0.0.0.0 in a container (127.0.0.1 is unreachable from outside it). docs/deploy.md.
 #
-# The base is pinned by digest (python:3.12-slim, linux/amd64 and arm64 index), so a rebuild gets
+# The base is pinned by digest (a python:3.12-slim published on Docker Hub), so a rebuild gets
 # the same system; bump it deliberately: `docker pull python:3.12-slim && docker images --digests`.
 FROM python:3.12-slim@sha256:57cd7c3a7a273101a6485ba99423ee568157882804b1124b4dd04266317710de
 WORKDIR /app
