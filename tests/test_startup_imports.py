@@ -1,6 +1,6 @@
 """Start-up memory: a gateway whose configuration uses no MCP server, no PostgreSQL and
-no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng` (nor, without compaction keys,
-`cryptography`'s AEAD); with tracing off (no `OTEL_*` variables) nothing of OpenTelemetry
+no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng` (nor, until the first compaction,
+`cryptography`'s AEAD: compaction is on by default, its key generated at start-up); with tracing off (no `OTEL_*` variables) nothing of OpenTelemetry
 is loaded, neither its API nor its SDK and exporter, so no OpenTelemetry call is made on
 any request; and nothing but
 `/openapi.json` loads the `openai` package's types (together ~40 MiB of idle RSS). Each case runs in a fresh interpreter, builds the app as `gateway serve` and
@@ -80,7 +80,7 @@ SERVE = _PRELUDE + textwrap.dedent("""
         openapi_document("gateway", "0", "")
         from gateway.compaction.seal import CompactionSeal
         from gateway.config.compaction import CompactionKey
-        CompactionSeal([CompactionKey(id="k", secret="s" * 32)])   # response_compaction.keys
+        CompactionSeal([CompactionKey(id="k", secret="s" * 32)]).seal("u", "s")   # the first compaction
         from gateway.observability.observers import RequestObservers
         RequestObservers(load_config(sys.argv[1]),
                          {"OTEL_SDK_DISABLED": "false", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})

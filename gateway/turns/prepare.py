@@ -83,7 +83,8 @@ class Checked:
 class Preparer:
     def __init__(self, config: Configuration, turns: OwnedTurns, writer: TurnWriter,
                  catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools,
-                 backend: BackendSelector, items: ConversationItems | None = None):
+                 backend: BackendSelector, items: ConversationItems | None = None,
+                 compaction: CompactionSeal | None = None):
         self._turns = turns   # the recorded turns a request continues or forks from
         self._items = items   # what clients added to conversations the gateway keeps (issue 23)
         self._writer = writer
@@ -97,7 +98,8 @@ class Preparer:
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
         self._conversation_form = config.service.conversation_form   # for conversations no client named
-        self._compaction = CompactionSeal(config.response_compaction.keys)   # `compaction` input items
+        # `compaction` input items: the one seal of the app (its keys set at start-up), else the configured keys.
+        self._compaction = compaction or CompactionSeal(config.response_compaction.keys)
 
     def redacted(self, items: list[JsonObject]) -> list[JsonObject]:
         """Items added to a conversation through OpenAI's Conversations API, rewritten by
