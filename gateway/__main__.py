@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import gc
 import logging
 import os
+import shutil
 import sys
 
 from aiohttp import web
@@ -157,11 +159,24 @@ def demo(args: argparse.Namespace) -> int:
     _setup_logging()
     from gateway.demo import demo_app
 
-    app, banner = demo_app(args.port, args.data_dir, engine=args.engine)
-    print(banner, flush=True)
-    web.run_app(app, host="127.0.0.1", port=args.port, handler_cancellation=True, print=None,
-                access_log=None, shutdown_timeout=5)
+    app, banner, workdir = demo_app(args.port, args.data_dir, engine=args.engine)
+    try:
+        print(banner, flush=True)
+        web.run_app(app, host="127.0.0.1", port=args.port, handler_cancellation=True, print=None,
+                    access_log=None, shutdown_timeout=5)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        sys.exit(port_in_use("127.0.0.1", args.port, "--port N (make demo PORT=N)"))
+    finally:
+        if args.data_dir is None:   # the demo's own temporary folder, also after a failed start
+            shutil.rmtree(workdir, ignore_errors=True)
     return 0
+
+
+def port_in_use(host: str, port: int, change_it: str) -> str:
+    """The one line a busy port gets, in place of the traceback of the bind."""
+    return f"error: port {port} on {host} is already in use by another process; choose another with {change_it}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ NOT_UNIT = {
     "fixtures": "recorded bytes and the scripts that recorded them",
     "grafana": "the dashboards and alerts of grafana/, not gateway/",
     "bench": "the benchmark's own helpers (bench/, not gateway/)",
+    "deploy": "deploy/ and the Dockerfile, not gateway/",
 }
 
 # Test files (paths under tests/) that are not the unit tests of one module.

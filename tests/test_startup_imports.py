@@ -1,6 +1,7 @@
 """Start-up memory: a gateway whose configuration uses no MCP server, no PostgreSQL and
-no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng` (nor, without compaction keys
-and without the `jwk-token` module, `cryptography` at all, nor PyJWT); with tracing off (no `OTEL_*` variables) nothing of OpenTelemetry
+no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng` (nor, until the first compaction
+(on by default, its key generated at start-up) and without the `jwk-token` module,
+`cryptography` at all, nor PyJWT); with tracing off (no `OTEL_*` variables) nothing of OpenTelemetry
 is loaded, neither its API nor its SDK and exporter, so no OpenTelemetry call is made on
 any request; and nothing but
 `/openapi.json` loads the `openai` package's types (together ~40 MiB of idle RSS). Each case runs in a fresh interpreter, builds the app as `gateway serve` and
@@ -49,7 +50,7 @@ _PRELUDE = textwrap.dedent("""
 DEMO = _PRELUDE + textwrap.dedent("""
     from gateway.demo import demo_app
     port = free_port()
-    app, _ = demo_app(port, sys.argv[1], engine=sys.argv[2] == "engine")
+    app, _, _ = demo_app(port, sys.argv[1], engine=sys.argv[2] == "engine")
     print(json.dumps(asyncio.run(serve_a_turn(app, port))))
 """)
 
@@ -80,7 +81,7 @@ SERVE = _PRELUDE + textwrap.dedent("""
         openapi_document("gateway", "0", "")
         from gateway.compaction.seal import CompactionSeal
         from gateway.config.compaction import CompactionKey
-        CompactionSeal([CompactionKey(id="k", secret="s" * 32)])   # response_compaction.keys
+        CompactionSeal([CompactionKey(id="k", secret="s" * 32)]).seal("u", "s")   # the first compaction
         from gateway.identity.build import authenticator_class
         authenticator_class("jwk-token")   # authentication.module: jwk-token
         from gateway.observability.observers import RequestObservers

@@ -83,7 +83,8 @@ class Checked:
 class Preparer:
     def __init__(self, config: Configuration, turns: OwnedTurns, writer: TurnWriter,
                  catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools,
-                 backend: BackendSelector, items: ConversationItems | None = None):
+                 backend: BackendSelector, items: ConversationItems | None = None,
+                 compaction: CompactionSeal | None = None):
         self._turns = turns   # the recorded turns a request continues or forks from
         self._items = items   # what clients added to conversations the gateway keeps (issue 23)
         self._writer = writer
@@ -97,7 +98,8 @@ class Preparer:
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
         self._conversation_form = config.service.conversation_form   # for conversations no client named
-        self._compaction = CompactionSeal(config.response_compaction.keys)   # `compaction` input items
+        # `compaction` input items: the one seal of the app (its keys set at start-up), else the configured keys.
+        self._compaction = compaction or CompactionSeal(config.response_compaction.keys)
 
     def redacted(self, items: list[JsonObject]) -> list[JsonObject]:
         """Items added to a conversation through OpenAI's Conversations API, rewritten by
@@ -147,7 +149,8 @@ class Preparer:
                 identity if quota_subject is CALLER else replace(identity, user_id=quota_subject), raw)
             try:
                 turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field, server_prompt,
-                                           shields, given_input, redact, shown_previous, recorded)
+                                           shields, given_input, redact, shown_previous, recorded,
+                                           from_openai_sdk(headers))
             except BaseException:
                 if reservation is not None:
                     await asyncio.shield(self._quota.release(reservation))
@@ -190,7 +193,7 @@ class Preparer:
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[JsonObject] | None,
                        reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,
                        shields: list[str], given: TurnInput, redact: Rewrite, shown_previous: str | None,
-                       recorded: Recorded | None) -> Turn:
+                       recorded: Recorded | None, openai_sdk: bool) -> Turn:
         if operator_prompt is None:
             server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
         else:
@@ -244,8 +247,9 @@ class Preparer:
         attachments: tuple[dict[str, Any], ...] = ()
         if recorded is not None and request.store:
             question, attachments = recorded(question)
-        headers = {} if request.solr is None else {"X-LlamaStack-Provider-Data": provider_data_header(raw["solr"])}
-        conversation_form = await self._form(raw.get("conversation"), request.previous_id)
+        conversation_form = await self._form(raw.get("conversation"), request.previous_id, openai_sdk)
+        upstream_headers = ({} if request.solr is None
+                            else {"X-LlamaStack-Provider-Data": provider_data_header(raw["solr"])})
         # The plan keeps what it needs from the request, not the validated model: it lives
         # as long as the stream, and memory per open stream is a budget. Its fields in
         # their order, positionally (a fenced speed trick: `turns/turn.py`, `PlanDraft`).
@@ -255,7 +259,7 @@ class Preparer:
             request.stream,
             request.previous_id if shown_previous is None else shown_previous,   # previous_response_id
             request.generate_topic_summary,
-            headers,
+            upstream_headers,   # headers
             model,
             request.model or model.display_id,   # display_model
             conversation_id,
@@ -283,17 +287,20 @@ class Preparer:
         # Its outcome starts as the plan says (positional: see `turns/turn.py`'s `plan()`).
         return Turn(plan, Outcome(plan.store, plan.append_to_upstream, plan.appended_input), body, summary)
 
-    async def _form(self, sent: Any, previous_id: str | None) -> str:
+    async def _form(self, sent: Any, previous_id: str | None, openai_sdk: bool) -> str:
         """The form responses show `conversation` in: the one the client named it in;
         for a turn continuing or forking by `previous_response_id`, the form of that
         turn (so the client that named a conversation keeps its form); else the
-        operator's (`service.conversation_form`)."""
+        operator's (`service.conversation_form`), which by default (`auto`) is the one
+        the client expects: OpenAI's object for an OpenAI SDK, the string otherwise."""
         if sent is not None:
             return sent_form(sent)
         if previous_id is not None:
             form = stored_form(await self._turns.content(previous_id))
             if form is not None:
                 return form
+        if self._conversation_form == "auto":
+            return "object" if openai_sdk else "string"
         return self._conversation_form
 
     async def _opened_added(self, conversation: ConversationRecord, added: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -393,3 +400,10 @@ class Preparer:
         # is the latest (continue) or not (fork) depends on it.
         conversation = await self._turns.latest(found[1])
         return conversation, None if conversation.last_response_id == previous else previous
+
+
+def from_openai_sdk(headers: Mapping[str, str]) -> bool:
+    """Whether a request comes from one of OpenAI's SDKs (Stainless-generated: Python,
+    Node, Go, ... all send `X-Stainless-Lang`; their user agents start `OpenAI/`), which
+    type `conversation` as an object. LCORE's clients send neither."""
+    return "X-Stainless-Lang" in headers or headers.get("User-Agent", "").startswith("OpenAI/")

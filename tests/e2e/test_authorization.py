@@ -46,7 +46,7 @@ ALLOWED = {
 ROUTES = {
     ("post", "/v1/responses"): ({"input": "hello", "tool_choice": "none"}, 200),
     ("get", "/v1/responses"): (None, 501),   # listing exists in engine mode; this gateway forwards
-    ("post", "/v1/responses/compact"): ({"model": "scripted-chat", "input": "hi"}, 501),   # no compaction keys
+    ("post", "/v1/responses/compact"): ({"model": "scripted-chat", "input": "hi"}, 200),   # on by default
     ("get", "/v1/responses/{response_id}"): (None, 404),
     ("delete", "/v1/responses/{response_id}"): (None, 404),
     ("get", "/v1/responses/{response_id}/input_items"): (None, 404),

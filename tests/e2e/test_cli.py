@@ -167,3 +167,22 @@ def test_demo_serves_a_working_gateway(tmp_path, flags, mode):
                 assert [item["id"] for item in json.loads(resp.read())["data"]] == [body["id"]]
     finally:
         proc.stop()
+
+
+def test_demo_on_a_busy_port_is_one_line_and_leaves_no_folder(tmp_path):
+    import socket
+    import tempfile
+    from pathlib import Path
+
+    before = set(Path(tempfile.gettempdir()).glob("gateway-demo-*"))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run("demo", "--port", str(port))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: port {port} on 127.0.0.1 is already in use by another process; "
+        "choose another with --port N (make demo PORT=N)")
+    assert "Traceback" not in result.stderr
+    assert set(Path(tempfile.gettempdir()).glob("gateway-demo-*")) == before
