@@ -199,7 +199,7 @@ class GroupExposition:
 
 
 def from_environment(definitions: Iterable[Any], registry: Collector, plain: PlainCollector,
-                     environ: Mapping[str, str] = os.environ) -> GroupExposition | None:
+                     environ: Mapping[str, str] = os.environ, pid: int | None = None) -> GroupExposition | None:
     """The group's exposition when this process is one of a group's workers
     (`PROMETHEUS_MULTIPROC_DIR` set), None otherwise (a lone process: nothing changes)."""
     directory = environ.get(DIRECTORY_ENV)
@@ -207,8 +207,8 @@ def from_environment(definitions: Iterable[Any], registry: Collector, plain: Pla
         return None
     if not os.path.isdir(directory):
         raise ValueError(f"{DIRECTORY_ENV}={directory!r} is not a directory")
-    worker = environ.get(WORKER_ENV) or str(os.getpid())
-    return GroupExposition(GroupFiles(directory, worker, modes_of(definitions)), registry, plain)
+    worker = environ.get(WORKER_ENV) or str(os.getpid() if pid is None else pid)
+    return GroupExposition(GroupFiles(directory, worker, modes_of(definitions), pid), registry, plain)
 
 
 def modes_of(definitions: Iterable[Any]) -> dict[str, str]:

@@ -214,7 +214,7 @@ class Metrics:
                          if d.name not in HOT and d.name not in SCRAPED}
         self._histograms = tuple(family for family in self._metrics.values() if family.kind == "histogram")
         self.registry.register(self.hot)
-        plain = PlainCollector(self._metrics.values())
+        self.plain = plain = PlainCollector(self._metrics.values())
         self.registry.register(plain)
         # One of a group of workers (`PROMETHEUS_MULTIPROC_DIR`): the group's series,
         # merged from every worker's files (`observability/group.py`); else this registry's.
