@@ -94,7 +94,9 @@ class GroupFiles:
         self._gauges = {f"gauge_{mode}": {} for mode in set(GAUGE_MODES.values())}
         plain.as_families = True   # its own `Family` objects, read from their numbers (synchronous)
         try:
-            for metric in registry.collect():
+            # The registry yields the plain collector's `Family` objects too, not only its Metrics.
+            metrics: Iterable[Any] = registry.collect()
+            for metric in metrics:
                 if metric.__class__ is Family:
                     self._family(metric, now)
                 else:
