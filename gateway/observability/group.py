@@ -50,14 +50,27 @@ class GroupFiles:
 
     def __init__(self, directory: str, worker: str, gauge_modes: Mapping[str, str], pid: int | None = None):
         self.directory, self.worker = directory, worker
-        self.pid = os.getpid() if pid is None else pid
+        self._given_pid = pid
+        self.pid = 0   # this process's id, taken at its first write (`_own`)
         self._gauge_modes = dict(gauge_modes)
         self._files: dict[str, MmapedDict] = {}
         self._keys: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[str, str]] = {}
         # This write's gauges, by file: a gauge's series can go (the capability mode's
         # labels change once probed), so its files are written whole each time.
         self._gauges: dict[str, dict[str, float]] = {}
-        _set_aside(directory, self.pid)
+
+    def _own(self) -> None:
+        """The files are this process's, by its id: taken at the first write, and again
+        in a process forked after it (the parent's files are the parent's)."""
+        pid = self._given_pid or os.getpid()
+        if pid == self.pid:
+            return
+        for mapped in self._files.values():
+            mapped.close()   # a forked child's view of its parent's files, never written to
+        self._files.clear()
+        self._keys.clear()
+        self.pid = pid
+        _set_aside(self.directory, pid)
 
     def _slot(self, kind: str, metric: str, sample: str, labels: tuple[tuple[str, str], ...],
               help_text: str) -> tuple[str, str]:
@@ -90,6 +103,7 @@ class GroupFiles:
         return os.path.join(self.directory, f"{kind}_{self.pid}.db")
 
     def write(self, registry: Collector, plain: PlainCollector) -> None:
+        self._own()
         now = time.time()
         self._gauges = {f"gauge_{mode}": {} for mode in set(GAUGE_MODES.values())}
         plain.as_families = True   # its own `Family` objects, read from their numbers (synchronous)
@@ -161,7 +175,8 @@ class GroupFiles:
             mapped.close()
         self._files.clear()
         self._keys.clear()
-        mark_process_dead(self.pid, self.directory)
+        if self.pid:
+            mark_process_dead(self.pid, self.directory)
 
 
 def _set_aside(directory: str, pid: int) -> None:

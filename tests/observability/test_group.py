@@ -169,3 +169,19 @@ def test_without_the_directory_nothing_changes(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not a directory"):
         group.from_environment(DEFINITIONS, metrics.registry, metrics.plain,
                                environ={group.DIRECTORY_ENV: str(tmp_path / "missing")})
+
+
+def test_the_files_are_the_writing_processes(tmp_path, monkeypatch):
+    """Named by the process that writes, not the one that built the registry: a worker
+    forked after the application was built writes files of its own id."""
+    metrics = Metrics()
+    metrics.group = group.from_environment(DEFINITIONS, metrics.registry, metrics.plain,
+                                           environ={group.DIRECTORY_ENV: str(tmp_path), group.WORKER_ENV: "0"})
+    assert metrics.group is not None
+    metrics.exposition = metrics.group
+    monkeypatch.setattr(group.os, "getpid", lambda: 4343)   # the forked worker
+    turn(metrics, 2, 0.01)
+    samples = scrape(metrics)
+    assert sorted(path.name for path in tmp_path.glob("*.db")) == [
+        "counter_4343.db", "gauge_livemax_4343.db", "gauge_livesum_4343.db", "histogram_4343.db"]
+    assert value(samples, "ls_llm_token_sent_total", provider="scripted", model="m", endpoint="responses") == 2
