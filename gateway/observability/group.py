@@ -56,8 +56,11 @@ class GroupFiles:
         self._files: dict[str, MmapedDict] = {}
         self._keys: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[str, str]] = {}
         # This write's gauges, by file: a gauge's series can go (the capability mode's
-        # labels change once probed), so its files are written whole each time.
+        # labels change once probed), and its file is then written whole without it.
         self._gauges: dict[str, dict[str, float]] = {}
+        self._gauge_keys: dict[str, set[str]] = {}   # each gauge file's series at the last write
+        self._written: dict[str, float] = {}   # what each key's slot holds, by key
+        self.replaced = 0   # gauge files rewritten whole (a series gone)
 
     def _own(self) -> None:
         """The files are this process's, by its id: taken at the first write, and again
@@ -69,6 +72,8 @@ class GroupFiles:
             mapped.close()   # a forked child's view of its parent's files, never written to
         self._files.clear()
         self._keys.clear()
+        self._gauge_keys.clear()
+        self._written.clear()
         self.pid = pid
         _set_aside(self.directory, pid)
 
@@ -94,10 +99,13 @@ class GroupFiles:
         if gauges is not None:
             gauges[key] = value
             return
+        if self._written.get(key) == value:
+            return   # most series do not move in a second: no write
         mapped = self._files.get(kind)
         if mapped is None:
             mapped = self._files[kind] = MmapedDict(self._path(kind))
         mapped.write_value(key, value, now)
+        self._written[key] = value
 
     def _path(self, kind: str) -> str:
         return os.path.join(self.directory, f"{kind}_{self.pid}.db")
@@ -117,14 +125,25 @@ class GroupFiles:
                     self._metric(metric, now)
         finally:
             plain.as_families = False
-        for kind, values in self._gauges.items():
-            self._replace(kind, values, now)
-        self._gauges = {}
+        gauges, self._gauges = self._gauges, {}
+        for kind, values in gauges.items():
+            gone = self._gauge_keys.get(kind, set()) - values.keys()
+            if gone:   # rare: the file rewritten without them
+                self._replace(kind, values, now)
+            else:
+                for key, value in values.items():
+                    self._put(kind, key, value, now)
+            self._gauge_keys[kind] = set(values)
 
     def _replace(self, kind: str, values: dict[str, float], now: float) -> None:
         """A gauge file written whole beside it, then renamed over it: a reader sees the
         last write or this one, never a mix (`*.db.tmp` is no collector's file)."""
         path = self._path(kind)
+        mapped = self._files.pop(kind, None)
+        if mapped is not None:
+            mapped.close()
+        for key in self._gauge_keys.get(kind, ()):
+            self._written.pop(key, None)
         if os.path.exists(path + ".tmp"):
             os.remove(path + ".tmp")   # a write cut short: MmapedDict would keep its keys
         writing = MmapedDict(path + ".tmp")
@@ -134,6 +153,9 @@ class GroupFiles:
         finally:
             writing.close()
         os.replace(path + ".tmp", path)
+        self.replaced += 1
+        for key, value in values.items():
+            self._written[key] = value
 
     def _family(self, family: Family, now: float) -> None:
         kind, names = family.kind, family.label_names
@@ -175,6 +197,8 @@ class GroupFiles:
             mapped.close()
         self._files.clear()
         self._keys.clear()
+        self._gauge_keys.clear()
+        self._written.clear()
         if self.pid:
             mark_process_dead(self.pid, self.directory)
 

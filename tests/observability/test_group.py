@@ -144,10 +144,17 @@ def test_a_gauge_series_that_goes_is_gone_from_the_group(pair, tmp_path):
     circuit = Circuit(0)
     b.registry.register(circuit)
     b.group.write()
-    assert any(name == "gateway_upstream_circuit_state" for name, _ in scrape(a))
+    circuit.state = 2
+    b.group.write()   # written in place: no series gone
+    assert b.group.files.replaced == 0
+    assert value(scrape(a), "gateway_upstream_circuit_state", upstream="http://upstream", worker="1") == 2
     b.registry.unregister(circuit)   # as a capability mode's labels change once probed
     b.group.write()
+    assert b.group.files.replaced == 1
     assert not any(name == "gateway_upstream_circuit_state" for name, _ in scrape(a))
+    b.hot.in_flight = 3   # the rewritten file is written in place again
+    b.group.write()
+    assert value(scrape(a), "gateway_http_requests_in_flight") == 3
     assert not list(tmp_path.glob("*.tmp"))   # no half-written file left behind
 
 
