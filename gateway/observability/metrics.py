@@ -245,4 +245,7 @@ class Metrics:
     def close(self) -> None:
         """A worker of a group leaves its last counts in the group's files."""
         if self.group is not None:
-            self.group.close()
+            try:
+                self.group.close()
+            except Exception:   # a metric never stops the gateway, nor its shutdown
+                log.exception("metrics: writing this worker's last counts failed")

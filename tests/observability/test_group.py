@@ -192,3 +192,13 @@ def test_the_files_are_the_writing_processes(tmp_path, monkeypatch):
     assert sorted(path.name for path in tmp_path.glob("*.db")) == [
         "counter_4343.db", "gauge_livemax_4343.db", "gauge_livesum_4343.db", "histogram_4343.db"]
     assert value(samples, "ls_llm_token_sent_total", provider="scripted", model="m", endpoint="responses") == 2
+
+
+def test_a_failed_last_write_never_stops_a_shutdown(tmp_path, caplog, monkeypatch):
+    metrics = worker(tmp_path, 1001, "0")
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(metrics.group.files, "write", full)
+    metrics.close()   # logged, not raised: the application's other services still close
+    assert "last counts failed" in caplog.text
