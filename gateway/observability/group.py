@@ -60,6 +60,10 @@ class GroupFiles:
         self._gauges: dict[str, dict[str, float]] = {}
         self._gauge_keys: dict[str, set[str]] = {}   # each gauge file's series at the last write
         self._written: dict[str, float] = {}   # what each key's slot holds, by key
+        # A plain family's children's slots, by (family, label values), and each histogram
+        # child's (count, sum) at its last write.
+        self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._histograms: dict[tuple[str, tuple[str, ...]], tuple[int, float]] = {}
         self.replaced = 0   # gauge files rewritten whole (a series gone)
 
     def _own(self) -> None:
@@ -74,6 +78,8 @@ class GroupFiles:
         self._keys.clear()
         self._gauge_keys.clear()
         self._written.clear()
+        self._children.clear()
+        self._histograms.clear()
         self.pid = pid
         _set_aside(self.directory, pid)
 
@@ -158,25 +164,39 @@ class GroupFiles:
             self._written[key] = value
 
     def _family(self, family: Family, now: float) -> None:
-        kind, names = family.kind, family.label_names
-        if kind == "counter":
-            metric = family.name.removesuffix("_total")
-        else:
-            metric = family.name
+        kind, name, slots = family.kind, family.name, self._children
         if kind != "histogram":
             for values, child in list(family.children.items()):
-                self._put(*self._slot(kind, metric, family.name, tuple(zip(names, values)), family.help),
-                          child.value, now)
+                slot = slots.get((name, values))
+                if slot is None:
+                    slot = slots[name, values] = self._slot(kind, name.removesuffix("_total") if kind == "counter"
+                                                            else name, name, tuple(zip(family.label_names, values)),
+                                                            family.help)
+                self._put(*slot, child.value, now)
             return
         family.fold()
-        edges = [*(repr(bound) for bound in family.bounds), "+Inf"]
+        seen = self._histograms
         for values, child in list(family.children.items()):
-            labels = tuple(zip(names, values))
-            # Per bucket, not cumulative: the collector adds them up over workers, then cumulates.
-            for edge, count in zip(edges, list(child.counts)):
-                self._put(*self._slot(kind, metric, metric + "_bucket", (*labels, ("le", edge)), family.help),
-                          count, now)
-            self._put(*self._slot(kind, metric, metric + "_sum", labels, family.help), child.sum, now)
+            counts = list(child.counts)
+            state = (sum(counts), child.sum)
+            if seen.get((name, values)) == state:
+                continue   # no observation since the last write: none of its slots moved
+            buckets = slots.get((name, values))
+            if buckets is None:
+                buckets = slots[name, values] = self._histogram_slots(family, values)
+            for (file, key), count in zip(buckets, counts):
+                self._put(file, key, count, now)
+            self._put(*buckets[-1], child.sum, now)
+            seen[name, values] = state
+
+    def _histogram_slots(self, family: Family, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+        """A histogram child's slots: one per bucket (per bucket, not cumulative: the
+        collector adds them up over workers, then cumulates), then its sum's."""
+        name, labels = family.name, tuple(zip(family.label_names, values))
+        edges = [*(repr(bound) for bound in family.bounds), "+Inf"]
+        return (*(self._slot("histogram", name, name + "_bucket", (*labels, ("le", edge)), family.help)
+                  for edge in edges),
+                self._slot("histogram", name, name + "_sum", labels, family.help))
 
     def _metric(self, metric: Any, now: float) -> None:
         """A counter's or a gauge's family from a collector's samples (`HotCounters`,
@@ -199,6 +219,8 @@ class GroupFiles:
         self._keys.clear()
         self._gauge_keys.clear()
         self._written.clear()
+        self._children.clear()
+        self._histograms.clear()
         if self.pid:
             mark_process_dead(self.pid, self.directory)
 
