@@ -172,7 +172,8 @@ class GroupFiles:
                     slot = slots[name, values] = self._slot(kind, name.removesuffix("_total") if kind == "counter"
                                                             else name, name, tuple(zip(family.label_names, values)),
                                                             family.help)
-                self._put(*slot, child.value, now)
+                file, key = slot
+                self._put(file, key, child.value, now)
             return
         family.fold()
         seen = self._histograms
@@ -186,7 +187,8 @@ class GroupFiles:
                 buckets = slots[name, values] = self._histogram_slots(family, values)
             for (file, key), count in zip(buckets, counts):
                 self._put(file, key, count, now)
-            self._put(*buckets[-1], child.sum, now)
+            file, key = buckets[-1]
+            self._put(file, key, child.sum, now)
             seen[name, values] = state
 
     def _histogram_slots(self, family: Family, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
