@@ -267,6 +267,8 @@ def create_app(config: Configuration) -> web.Application:
         await services.upstream.close()
         await services.turns.close()
         await services.authenticator.close()
+        if metrics is not None:
+            metrics.close()   # a worker's last counts, every turn's in, where the group's scrapes read them
         await services.db.close()
         await observers.close()   # the spans still queued exported
 
