@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import sys
+from typing import NoReturn
 
 from aiohttp import web
 
@@ -79,10 +80,23 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
                    access_log=None,
                    announce=logging.getLogger("gateway").info, sockets=sockets)
     except DatabaseUnavailable as exc:  # at start-up: the message names the key and the server
-        if config.service.access_log_format == "json":   # a log line like every other
-            logging.getLogger("gateway").critical("error: %s", exc)
-            sys.exit(1)
-        sys.exit(f"error: {exc}")
+        _fatal(config, f"error: {exc}")
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        _fatal(config, port_in_use(host or config.service.host, port or config.service.port, _CHANGE_PORT))
+
+
+# How an operator changes the port `gateway serve` listens on.
+_CHANGE_PORT = "service.port in the configuration or --port N"
+
+
+def _fatal(config: Configuration, message: str) -> NoReturn:
+    """One line, then exit 1: a log line like every other under JSON logs, else stderr."""
+    if config.service.access_log_format == "json":
+        logging.getLogger("gateway").critical("%s", message)
+        sys.exit(1)
+    sys.exit(message)
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
@@ -129,6 +143,8 @@ def _supervise(config: Configuration, args: argparse.Namespace) -> int:
     try:
         sockets = listening_sockets(host, port, config.service.workers)
     except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            _fatal(config, port_in_use(host, port, _CHANGE_PORT))
         logging.getLogger("gateway").critical("error: cannot listen on %s:%d: %s", host, port, exc)
         return 1
     where = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"

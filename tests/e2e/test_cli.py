@@ -186,3 +186,23 @@ def test_demo_on_a_busy_port_is_one_line_and_leaves_no_folder(tmp_path):
         "choose another with --port N (make demo PORT=N)")
     assert "Traceback" not in result.stderr
     assert set(Path(tempfile.gettempdir()).glob("gateway-demo-*")) == before
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_serve_on_a_busy_port_is_one_line_naming_the_key(tmp_path, upstream, workers, log_format):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        config = gateway_config(upstream.url, tmp_path / "db.sqlite")
+        config["service"] = {**config["service"], "port": port, "workers": workers, "access_log_format": log_format}
+        result = run("serve", "-c", write(tmp_path / "busy.yaml", config))
+    expected = (f"error: port {port} on 127.0.0.1 is already in use by another process; "
+                "choose another with service.port in the configuration or --port N")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert (json.loads(last)["message"] if log_format == "json" else last) == expected
