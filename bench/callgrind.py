@@ -21,6 +21,12 @@ the group commit's batches and the garbage collector's passes fall differently i
 process, which moves a whole process's count per turn by ~1 % either way; more turns
 (`--turns`) and more pairs narrow it.
 
+`--only lone` (also in the default run) is the JSON turn at low load: one turn at a time,
+the next `LONE_GAP` (40 ms) after the previous one's answer, so the gateway is idle
+between turns and every step of a turn (the upstream calls, the record's write) is a
+wake-up of its own; its count over the saturated JSON turn's (`json turn`, 32 at a
+time) is what a turn costs more alone (`lone / saturated` is printed when both ran).
+
 `--access-log text|json` measures with the access line on (`service.access_log`, at
 GATEWAY_LOG_LEVEL=INFO so it is written); `--access-log-cost` measures the JSON turn and
 the SSE events with it off, as text and as JSON, in one run.
@@ -53,6 +59,10 @@ from gateway.allocator import allocator_env
 
 TURNS = 300
 STREAMS = 60
+# The low-load JSON turn: this many, one at a time, each `LONE_GAP` seconds after the
+# previous one's answer (under callgrind a turn takes some 20-40 ms of its own).
+LONE_TURNS = 100
+LONE_GAP = 0.040
 CONCURRENCY = 32
 WS_SOCKETS = 8
 
@@ -75,6 +85,17 @@ async def _post_all(url: str, count: int, body: Callable[[], dict], units: Calla
 
 async def _json_turns(url: str, count: int) -> int:
     return await _post_all(url, count, json_body, lambda answer: 1)
+
+
+async def _lone_turns(url: str, count: int) -> int:
+    """`count` JSON turns one at a time, `LONE_GAP` apart: a gateway idle between turns."""
+    async with aiohttp.ClientSession() as session:
+        for _ in range(count):
+            async with session.post(url, json=json_body()) as reply:
+                assert reply.status == 200, await reply.text()
+                await reply.read()
+            await asyncio.sleep(LONE_GAP)
+    return count
 
 
 async def _streams(url: str, count: int, dialect: str) -> int:
@@ -148,7 +169,8 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
         _wait_http(f"{base}/liveness", 900)   # valgrind starts slowly on a busy machine
         dumps: set[Path] = set()
         results: dict[str, float] = {}
-        workloads = [("json turn", lambda: _json_turns(base + "/v1/responses", turns))]
+        workloads = [("json turn", lambda: _json_turns(base + "/v1/responses", turns)),
+                     ("lone json turn", lambda: _lone_turns(base + "/v1/responses", LONE_TURNS))]
         for each in ("llama-stack", "openai"):
             workloads.append((f"sse event, {each}",
                               lambda each=each: _streams(base + "/v1/responses", streams, each)))
@@ -187,9 +209,10 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--streams", type=int, default=STREAMS)
     parser.add_argument("--no-metrics", action="store_true", help="service.metrics: false (what recording costs)")
-    parser.add_argument("--only", choices=("json", "sse", "legacy", "ws"),
-                        help="one workload family (json turn / sse events / legacy token events / ws turn: "
-                             "bench/websocket.py's turn, 8 sockets at once)")
+    parser.add_argument("--only", type=_families,
+                        help="workload families, comma-separated (json: the json turn, 32 at a time / lone: "
+                             "the json turn one at a time, 40 ms apart / sse events / legacy token events / ws "
+                             "turn: bench/websocket.py's turn, 8 sockets at once)")
     parser.add_argument("--dialect", default="llama-stack", choices=("llama-stack", "openai"),
                         help="the upstream's default dialect (what the legacy workloads stream)")
     parser.add_argument("--access-log", choices=("off", "on", "text", "json"), default="off",
@@ -215,6 +238,19 @@ def main() -> None:
         return
     for name, value in results.items():
         print(f"{name:28} {value / 1000:10.1f}k instructions")
+    if "json turn" in results and "lone json turn" in results:
+        print(f"{'lone / saturated':28} {results['lone json turn'] / results['json turn']:10.3f}x")
+
+
+_FAMILIES = ("json", "lone", "sse", "legacy", "ws")
+
+
+def _families(value: str) -> tuple[str, ...]:
+    families = tuple(value.split(","))
+    for family in families:
+        if family not in _FAMILIES:
+            raise argparse.ArgumentTypeError(f"{family!r}: one of {', '.join(_FAMILIES)}")
+    return families
 
 
 def _access_log(mode: str) -> dict:
