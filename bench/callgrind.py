@@ -30,6 +30,9 @@ time) is what a turn costs more alone (`lone / saturated` is printed when both r
 `--access-log text|json` measures with the access line on (`service.access_log`, at
 GATEWAY_LOG_LEVEL=INFO so it is written); `--access-log-cost` measures the JSON turn and
 the SSE events with it off, as text and as JSON, in one run.
+
+`--tracing-cost` measures the `--only` workloads (default json,lone) with tracing off and
+on (`OTEL_*` set; spans exported over OTLP/HTTP to a sink in this process).
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
@@ -98,6 +103,21 @@ async def _lone_turns(url: str, count: int) -> int:
     return count
 
 
+async def _chained_turns(url: str, count: int) -> int:
+    """`count` JSON turns on `CONCURRENCY` chains at once, each turn continuing its chain's
+    previous one by `previous_response_id` (the first of each chain a new conversation)."""
+    async with aiohttp.ClientSession() as session:
+        async def chain(turns: int) -> None:
+            previous = None
+            for _ in range(turns):
+                body = json_body() if previous is None else {**json_body(), "previous_response_id": previous}
+                async with session.post(url, json=body) as reply:
+                    assert reply.status == 200, await reply.text()
+                    previous = (await reply.json())["id"]
+        await asyncio.gather(*(chain(count // CONCURRENCY + (i < count % CONCURRENCY)) for i in range(CONCURRENCY)))
+    return count
+
+
 async def _streams(url: str, count: int, dialect: str) -> int:
     """The streams' events (data frames, `[DONE]` excluded)."""
     return await _post_all(url, count, lambda: sse_body(dialect), lambda answer: (
@@ -145,7 +165,9 @@ def _dump_total(pid: int, out: Path, before: set[Path]) -> int:
 
 
 def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
-            only: str | tuple[str, ...] | None = None, dialect: str = "llama-stack") -> dict[str, float]:
+            only: str | tuple[str, ...] | None = None, dialect: str = "llama-stack",
+            environ: dict[str, str] | None = None) -> dict[str, float]:
+    """`environ`: more environment for the gateway (`OTEL_*`: tracing on)."""
     work = Path(tempfile.mkdtemp(prefix="bench-callgrind-"))
     upstream_port, port = free_port(), free_port()
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(upstream_port),
@@ -159,7 +181,8 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
     # which valgrind would not follow).
     # WARNING keeps the log quiet, unless the access line is measured: then it is written.
     level = "INFO" if config["service"].get("access_log") else "WARNING"
-    env = {**os.environ, **allocator_env(os.environ), "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": level}
+    env = {**os.environ, **allocator_env(os.environ), "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": level,
+           **(environ or {})}
     target = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                                gateway, "serve", "-c", str(work / "config.yaml")],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -170,7 +193,8 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
         dumps: set[Path] = set()
         results: dict[str, float] = {}
         workloads = [("json turn", lambda: _json_turns(base + "/v1/responses", turns)),
-                     ("lone json turn", lambda: _lone_turns(base + "/v1/responses", LONE_TURNS))]
+                     ("lone json turn", lambda: _lone_turns(base + "/v1/responses", LONE_TURNS)),
+                     ("chained json turn", lambda: _chained_turns(base + "/v1/responses", turns))]
         for each in ("llama-stack", "openai"):
             workloads.append((f"sse event, {each}",
                               lambda each=each: _streams(base + "/v1/responses", streams, each)))
@@ -211,8 +235,9 @@ def main() -> None:
     parser.add_argument("--no-metrics", action="store_true", help="service.metrics: false (what recording costs)")
     parser.add_argument("--only", type=_families,
                         help="workload families, comma-separated (json: the json turn, 32 at a time / lone: "
-                             "the json turn one at a time, 40 ms apart / sse events / legacy token events / ws "
-                             "turn: bench/websocket.py's turn, 8 sockets at once)")
+                             "the json turn one at a time, 40 ms apart / chained: the json turn continuing the "
+                             "previous one by previous_response_id, 32 chains at once / sse events / legacy "
+                             "token events / ws turn: bench/websocket.py's turn, 8 sockets at once)")
     parser.add_argument("--dialect", default="llama-stack", choices=("llama-stack", "openai"),
                         help="the upstream's default dialect (what the legacy workloads stream)")
     parser.add_argument("--access-log", choices=("off", "on", "text", "json"), default="off",
@@ -220,6 +245,9 @@ def main() -> None:
                              "sets no format (a checkout before issue 25: aiohttp's access log)")
     parser.add_argument("--access-log-cost", action="store_true",
                         help="the JSON turn and SSE events with the access line off, text and json, in one run")
+    parser.add_argument("--tracing-cost", action="store_true",
+                        help="the --only workloads (default json,lone) with tracing off and on (OTEL_* set, spans "
+                             "exported over OTLP/HTTP to a sink here that answers 200), one after the other")
     parser.add_argument("--metrics-pairs", type=int, default=0, metavar="N",
                         help="N side-by-side pairs of metrics on and off: each pair's ratio, and their median")
     parser.add_argument("--json", action="store_true", help="print {workload: instructions per unit}")
@@ -229,6 +257,9 @@ def main() -> None:
         return
     if args.metrics_pairs:
         _metrics_pairs(args)
+        return
+    if args.tracing_cost:
+        _tracing_cost(args)
         return
     service = {"metrics": False} if args.no_metrics else {}
     service.update(_access_log(args.access_log))
@@ -242,7 +273,7 @@ def main() -> None:
         print(f"{'lone / saturated':28} {results['lone json turn'] / results['json turn']:10.3f}x")
 
 
-_FAMILIES = ("json", "lone", "sse", "legacy", "ws")
+_FAMILIES = ("json", "lone", "chained", "sse", "legacy", "ws")
 
 
 def _families(value: str) -> tuple[str, ...]:
@@ -273,6 +304,45 @@ def _access_log_cost(args: argparse.Namespace) -> None:
         text, as_json = runs["text"][name], runs["json"][name]
         print(f"{name:28} {off / 1000:9.1f}k {text / 1000:9.1f}k {as_json / 1000:9.1f}k "
               f"{text / off:8.3f}x {as_json / off:8.3f}x")
+
+
+class _OtlpSink(BaseHTTPRequestHandler):
+    """A collector that takes every export and answers 200 (what tracing costs the
+    gateway when its collector keeps up)."""
+
+    def do_POST(self) -> None:  # noqa: N802  (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _tracing_cost(args: argparse.Namespace) -> None:
+    """What tracing costs per unit: the same workloads on two gateways, tracing off then
+    on (`OTEL_SDK_DISABLED=false`, `OTEL_EXPORTER_OTLP_ENDPOINT` this process's sink;
+    every request sampled, the SDK's default)."""
+    service = {"metrics": False} if args.no_metrics else {}
+    service.update(_access_log(args.access_log))
+    only = args.only or ("json", "lone")
+    sink = ThreadingHTTPServer(("127.0.0.1", 0), _OtlpSink)
+    threading.Thread(target=sink.serve_forever, daemon=True).start()
+    tracing = {"OTEL_SDK_DISABLED": "false", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.server_port}"}
+    try:
+        runs = {"off": measure(args.gateway, args.turns, args.streams, service, only, args.dialect),
+                "on": measure(args.gateway, args.turns, args.streams, service, only, args.dialect, tracing)}
+    finally:
+        sink.shutdown()
+    if args.json:
+        print(json.dumps(runs))
+        return
+    print(f"{'workload':28} {'off':>10} {'on':>10} {'on/off':>9}")
+    for name, off in runs["off"].items():
+        on = runs["on"][name]
+        print(f"{name:28} {off / 1000:9.1f}k {on / 1000:9.1f}k {on / off:8.3f}x")
 
 
 def _metrics_pairs(args: argparse.Namespace) -> None:
