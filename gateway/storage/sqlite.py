@@ -131,6 +131,9 @@ class SQLiteDatabase(database.Database):
         """Run the statements as one write transaction: on the event loop's connection,
         or in one trip to the worker when another process holds the write lock."""
         async with self._lock:
+            # speed: the loop's own connection, no trip to the worker thread (~107k
+            # instructions fewer a lone turn, bench/README.md "The turn's cost (issue 43)").
+            # Plain version: `await self._run(_write, self._conn, statements)` alone.
             inline = self._inline
             if inline is not None:
                 try:
