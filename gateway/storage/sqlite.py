@@ -49,8 +49,8 @@ _PRAGMAS = ("page_size=2048", "journal_mode=WAL", "synchronous=NORMAL", "foreign
             "wal_autocheckpoint=10000")
 # The event loop's connection for `write()`: the same, but it never waits for another
 # process's lock (the worker thread's connection does) and never checkpoints. Counted
-# (`python -m bench.callgrind --only json,lone`): a JSON turn 1,062k -> 1,023k
-# instructions 32 at a time, 1,254k -> 1,131k alone.
+# (`python -m bench.callgrind --only json,lone`, beside the thread's version): a JSON
+# turn 1,083k -> 1,067k instructions 32 at a time, 1,304k -> 1,158k alone.
 _INLINE_PRAGMAS = ("synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=0", "wal_autocheckpoint=0")
 # A passive checkpoint on the worker thread once the loop's connection wrote this many
 # rows: a few pages each, so about the worker connection's own 10,000-page threshold.
@@ -131,7 +131,7 @@ class SQLiteDatabase(database.Database):
         """Run the statements as one write transaction: on the event loop's connection,
         or in one trip to the worker when another process holds the write lock."""
         async with self._lock:
-            # speed: the loop's own connection, no trip to the worker thread (~107k
+            # speed: the loop's own connection, no trip to the worker thread (~100-150k
             # instructions fewer a lone turn, bench/README.md "The turn's cost (issue 43)").
             # Plain version: `await self._run(_write, self._conn, statements)` alone.
             inline = self._inline
