@@ -32,7 +32,7 @@ RESULTS_DIR = Path(__file__).parent / "results"
 
 
 WORKLOADS = ("json", "bulk", "paced", "closed", "memory", "jwk", "quota", "legacy", "engine", "metrics", "forms",
-             "websocket")
+             "websocket", "lone")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -173,6 +173,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         if "websocket" in wanted:
             from bench.websocket import websocket_workload
             results.websocket = await websocket_workload(upstream, workdir, args.rounds)
+        if "lone" in wanted:
+            from bench.lone import lone_workload
+            results.lone = await lone_workload(settings, upstream, workdir, args.rounds, service=recording)
         for workload in args.profile:
             print(f"bench: profiling a gateway with py-spy during SSE {workload}", flush=True)
             from bench.profile import profile_sse

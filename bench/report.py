@@ -35,6 +35,7 @@ class Results:
     metrics: Any = None  # bench.metrics.MetricsRuns (the `metrics` workload)
     forms: Any = None  # bench.forms.FormRuns (the `forms` workload)
     websocket: Any = None  # bench.websocket.WebSocketRuns (the `websocket` workload)
+    lone: Any = None  # bench.lone.LoneRuns (the `lone` workload)
 
 
 @dataclass
@@ -183,6 +184,10 @@ def render(results: Results) -> tuple[str, list[Verdict]]:
         from bench.websocket import render as render_websocket
 
         lines += [""] + render_websocket(results.websocket, verdicts)
+    if results.lone is not None:
+        from bench.lone import render as render_lone
+
+        lines += [""] + render_lone(results.lone, verdicts)
     if results.engine:
         rows, engine_verdicts = results.engine
         lines += rows

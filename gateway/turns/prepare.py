@@ -30,10 +30,10 @@ from gateway.schema.errors import ApiError, conversation_forbidden, not_found
 from gateway.schema.ids import (
     new_conversation_id, new_stored_conversation_id, openai_conversation_id, sent_form)
 from gateway.schema.json_types import JsonObject
-from gateway.turns.content import stored_form
+from gateway.turns.content import form_name
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
-from gateway.storage.conversations import ConversationRecord
+from gateway.storage.conversations import ConversationRecord, TurnRecord
 from gateway.storage.history import expired
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
@@ -198,7 +198,7 @@ class Preparer:
             server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
         else:
             request.instructions, server_prompt = operator_prompt or None, bool(operator_prompt)
-        existing, forked_from = await self._resolve_conversation(identity, request)
+        existing, forked_from, previous = await self._resolve_conversation(identity, request)
         existing = await self._past_blocked(existing)
         model = await self._models.select(identity, request.model, existing)
         backend = await self.backend()
@@ -210,7 +210,7 @@ class Preparer:
         if reservation is not None:
             # The context the turn sends beyond its input, once known: reserved (or 429)
             # before anything is created.
-            context = context_estimate(await self._previous_tokens(existing, forked_from), tools)
+            context = context_estimate(await self._previous_tokens(existing, forked_from, previous), tools)
             if context > 0:
                 await self._quota.extend(reservation, context)
 
@@ -247,7 +247,7 @@ class Preparer:
         attachments: tuple[dict[str, Any], ...] = ()
         if recorded is not None and request.store:
             question, attachments = recorded(question)
-        conversation_form = await self._form(raw.get("conversation"), request.previous_id, openai_sdk)
+        conversation_form = self._form(raw.get("conversation"), previous, openai_sdk)
         upstream_headers = ({} if request.solr is None
                             else {"X-LlamaStack-Provider-Data": provider_data_header(raw["solr"])})
         # The plan keeps what it needs from the request, not the validated model: it lives
@@ -287,18 +287,18 @@ class Preparer:
         # Its outcome starts as the plan says (positional: see `turns/turn.py`'s `plan()`).
         return Turn(plan, Outcome(plan.store, plan.append_to_upstream, plan.appended_input), body, summary)
 
-    async def _form(self, sent: Any, previous_id: str | None, openai_sdk: bool) -> str:
+    def _form(self, sent: Any, previous: TurnRecord | None, openai_sdk: bool) -> str:
         """The form responses show `conversation` in: the one the client named it in;
-        for a turn continuing or forking by `previous_response_id`, the form of that
-        turn (so the client that named a conversation keeps its form); else the
+        for a turn continuing or forking by `previous_response_id` (`previous`, its
+        record), the form of that turn (so the client that named a conversation keeps
+        its form; the record's own column, not its content read again); else the
         operator's (`service.conversation_form`), which by default (`auto`) is the one
         the client expects: OpenAI's object for an OpenAI SDK, the string otherwise."""
         if sent is not None:
             return sent_form(sent)
-        if previous_id is not None:
-            form = stored_form(await self._turns.content(previous_id))
-            if form is not None:
-                return form
+        form = form_name(previous.conversation_form) if previous is not None else None
+        if form is not None:
+            return form
         if self._conversation_form == "auto":
             return "object" if openai_sdk else "string"
         return self._conversation_form
@@ -340,12 +340,17 @@ class Preparer:
             response_id = None
         return replace(existing, last_response_id=response_id)
 
-    async def _previous_tokens(self, existing: ConversationRecord | None, forked_from: str | None) -> int:
+    async def _previous_tokens(self, existing: ConversationRecord | None, forked_from: str | None,
+                               named: TurnRecord | None) -> int:
         """The reported input + output tokens of the turn this one continues (its
-        context, sent again), as its record keeps them; 0 for a new conversation."""
+        context, sent again), as its record keeps them; 0 for a new conversation.
+        `named`: the record of the turn the request named by `previous_response_id`,
+        already read (not read again when it is that turn)."""
         previous = forked_from or (existing.last_response_id if existing is not None else None)
         if not previous:
             return 0
+        if named is not None and named.response_id == previous:
+            return named.tokens
         return await self._turns.tokens(previous)
 
     async def _parse(self, raw: Any) -> ResponsesRequest:
@@ -376,8 +381,9 @@ class Preparer:
         return new_stored_conversation_id(upstream_id), upstream_id
 
     async def _resolve_conversation(self, identity: Identity, request: ResponsesRequest,
-                                    ) -> tuple[ConversationRecord | None, str | None]:
-        """The conversation this turn continues (None: a new one), and the response it forks from."""
+                                    ) -> tuple[ConversationRecord | None, str | None, TurnRecord | None]:
+        """The conversation this turn continues (None: a new one), the response it forks
+        from, and the record of the turn named by `previous_response_id` (if any)."""
         if request.conversation_id is not None:
             existing = await self._turns.conversation(request.conversation_id)
             if existing is None or (self._idle_ttl and expired(existing.last_message_at, self._idle_ttl)):
@@ -388,10 +394,10 @@ class Preparer:
                 # returns it: `conv_<48 hex>`); the turn continues the owner's
                 # conversation, which stays theirs (its responses too).
                 raise conversation_forbidden(identity.user_id, openai_conversation_id(request.conversation_id))
-            return existing, None
+            return existing, None, None
         previous = request.previous_id
         if previous is None:
-            return None, None
+            return None, None, None
         found = await self._turns.turn(previous)
         if found is None or found[1].user_id != identity.user_id or (
                 self._idle_ttl and expired(found[1].last_message_at, self._idle_ttl)):
@@ -399,7 +405,7 @@ class Preparer:
         # A later turn of this conversation may still be being recorded: whether this one
         # is the latest (continue) or not (fork) depends on it.
         conversation = await self._turns.latest(found[1])
-        return conversation, None if conversation.last_response_id == previous else previous
+        return conversation, None if conversation.last_response_id == previous else previous, found[0]
 
 
 def from_openai_sdk(headers: Mapping[str, str]) -> bool:
