@@ -225,6 +225,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             frames.append(b"data: " + head + b',"choices":[],"usage":' + orjson.dumps(usage)
                           + b"}\n\n")
         frames.append(DONE)
+    frames = triggers.malform(trigger, frames, 1)  # after the role chunk
     resp = await sse.start(request)
     await sse.write_frames(resp, frames, knobs.delay_s)
     await sse.finish(resp)

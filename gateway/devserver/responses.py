@@ -288,6 +288,9 @@ async def _stream(request: web.Request, state: ServerState,
         return resp
     final = req.finished(turn)
     writer.response_event(orjson.dumps(final), f"response.{final['status']}")
+    if trigger in triggers.MALFORMED:
+        opening = next((i for i, f in enumerate(frames) if f.find(b"response.output_text.delta") >= 0), 2)
+        frames = triggers.malform(trigger, frames, opening)
     return await _finish(request, resp, frames, delay, lambda: req.persist(state, final, turn))
 
 

@@ -59,6 +59,17 @@ class ChatDecoder:
         self._rest = data[pos:]
         return out
 
+    @property
+    def done(self) -> bool:
+        """The stream said `data: [DONE]`."""
+        return self._sse.done
+
+    @property
+    def malformed(self) -> str | None:
+        """Why an event could not be read (not JSON), if one could not: its chunk is an
+        error chunk."""
+        return self._sse.malformed
+
     def close(self) -> list[Chunk]:
         """A last chunk without its blank line, if the body ended with one."""
         rest, self._rest = self._rest, b""

@@ -62,6 +62,12 @@ class StreamRewriter:
         return self.framing.sent(self._next)
 
     @property
+    def malformed(self) -> str | None:
+        """Why the upstream's stream could not be read (an event that is not JSON), if so:
+        the stream failed at that event."""
+        return self._decoder.malformed
+
+    @property
     def done(self) -> bool:
         return self.repairer.terminal is not None
 
