@@ -47,6 +47,8 @@ gateway's topic-summary calls):
   opening frames; a ``data:`` line that is not JSON after the first text delta, or as the
   stream's first frame; the body cut in the middle of the event after a few deltas; the
   last frame (responses: the terminal event; chat: ``[DONE]``) without its blank line.
+* ``big-reply``: the reply grows by 2 MiB of filler words (with ``scripted_deltas: 1``,
+  one text delta that size).
 * ``error-event``: responses -> the untyped ``{"error": {...}}`` event after in_progress;
   chat -> a ``data: {"error": {...}}`` chunk after the role chunk, then [DONE].
 * ``echo-error``: an error whose message repeats what the request carried (its

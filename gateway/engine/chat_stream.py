@@ -19,7 +19,7 @@ from gateway.streaming.sse import SSEDecoder
 _SCALAR = rb'(?:"[^"\\]*"|-?[0-9][0-9.eE+-]*|null|true|false)'
 _TEXT_CHUNK = re.compile(
     rb'data: ?\{(?:"[a-z_]+":' + _SCALAR + rb',)*'
-    rb'"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":("(?:[^"\\]|\\.)*")\},'
+    rb'"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":("(?:[^"\\]++|\\.)*+")\},'
     rb'"logprobs":null,"finish_reason":null\}\]'
     rb'(?:,"[a-z_]+":' + _SCALAR + rb')*\}')
 
