@@ -47,6 +47,10 @@ gateway's topic-summary calls):
   opening frames; a ``data:`` line that is not JSON after the first text delta, or as the
   stream's first frame; the body cut in the middle of the event after a few deltas; the
   last frame (responses: the terminal event; chat: ``[DONE]``) without its blank line.
+* ``upstream-503`` / ``rate-limited`` / ``rate-limited-after`` (chat and responses, JSON
+  or stream): answered 503, 429, or 429 with ``Retry-After: 1``, before anything else.
+  ``reset-stream``: as ``break-stream``, but the connection is dropped instead of the body
+  ending.
 * ``big-reply``: the reply grows by 2 MiB of filler words (with ``scripted_deltas: 1``,
   one text delta that size).
 * ``error-event``: responses -> the untyped ``{"error": {...}}`` event after in_progress;

@@ -39,10 +39,18 @@ NOT_JSON_FIRST = "not-json-first"
 NOT_JSON_FRAME = "not-json-frame"
 CUT_FRAME = "cut-frame"
 UNTERMINATED_FRAME = "unterminated-frame"
+# Answers by status, before anything (issue 42): 503 `upstream-503`; 429 `rate-limited`,
+# and `rate-limited-after` with `Retry-After: 1`. `reset-stream`: a few deltas, then the
+# connection is dropped (no end of the chunked body).
+UNAVAILABLE = "upstream-503"
+RATE_LIMITED = "rate-limited"
+RATE_LIMITED_AFTER = "rate-limited-after"
+RESET_STREAM = "reset-stream"
+STATUS_ANSWERS = {UNAVAILABLE: (503, {}), RATE_LIMITED_AFTER: (429, {"Retry-After": "1"}), RATE_LIMITED: (429, {})}
 MALFORMED = (GARBAGE_FRAME, NOT_JSON_FIRST, NOT_JSON_FRAME, CUT_FRAME, UNTERMINATED_FRAME)
 
 # Checked in this order; the first one found wins.
-ALL_TRIGGERS = (ECHO_ERROR_FIRST, ECHO_ERROR, HANG_UPSTREAM, FAIL_UPSTREAM, CONTEXT_OVERFLOW, STALL_STREAM,
+ALL_TRIGGERS = (RATE_LIMITED_AFTER, RATE_LIMITED, UNAVAILABLE, RESET_STREAM, ECHO_ERROR_FIRST, ECHO_ERROR, HANG_UPSTREAM, FAIL_UPSTREAM, CONTEXT_OVERFLOW, STALL_STREAM,
                 BREAK_STREAM, ERROR_EVENT, FINISH_LENGTH, CONTENT_FILTER, THINK_ALOUD, PARALLEL_CALLS) + MALFORMED
 
 UPSTREAM_FAILURE_MESSAGE = "scripted upstream failure"
@@ -74,6 +82,12 @@ def malform(trigger: str | None, frames: list[bytes], opening: int) -> list[byte
     if trigger == UNTERMINATED_FRAME:
         return frames[:-1] + [frames[-1].rstrip(b"\n")]
     return frames
+
+
+def reset(request: Any) -> None:
+    """Drop the request's connection under its stream: the body never ends (`reset-stream`)."""
+    if request.transport is not None:
+        request.transport.abort()
 
 
 def echo_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:

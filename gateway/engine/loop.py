@@ -117,6 +117,8 @@ class Loop:
             except (ApiError, UpstreamChatError) as exc:
                 if self._hooks is not None:
                     shielded(self._hooks, "round", False)
+                if getattr(exc, "upstream_received", False) and plan.round_lost is not None:
+                    plan.round_lost()   # sent, then no answer in time or lost: it had the round
                 if not started:
                     raise exc.before_start() if isinstance(exc, UpstreamStreamLost) else exc
                 message = exc.cause if isinstance(exc, ApiError) else str(exc)
