@@ -28,17 +28,28 @@ Chunk = dict[str, Any] | list[bytes]
 
 
 class ChatDecoder:
-    __slots__ = ("_sse", "_rest")
+    __slots__ = ("_sse", "_rest", "_more")
 
     def __init__(self) -> None:
         self._sse = SSEDecoder()
         self._rest = b""
+        self._more: list[bytes] = []  # reads that end no chunk, after `_rest`: joined once one does
 
     def feed(self, data: bytes) -> list[Chunk]:
         if data.find(b"\r") >= 0:
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if self._rest:
-            data = self._rest + data
+            # A chunk longer than a read is joined once (as `StreamRewriter.feed` does).
+            last = self._more[-1] if self._more else self._rest
+            if data.find(b"\n\n") < 0 and not (last.endswith(b"\n") and data.startswith(b"\n")):
+                self._more.append(data)
+                return []
+            if self._more:
+                self._more.append(data)
+                data = b"".join([self._rest, *self._more])
+                self._more = []
+            else:
+                data = self._rest + data
         out: list[Chunk] = []
         pos = 0
         match, decode = _TEXT_CHUNK.fullmatch, self._sse.decode
@@ -72,5 +83,6 @@ class ChatDecoder:
 
     def close(self) -> list[Chunk]:
         """A last chunk without its blank line, if the body ended with one."""
-        rest, self._rest = self._rest, b""
+        rest, self._rest = b"".join([self._rest, *self._more]), b""
+        self._more = []
         return [event.data for event in self._sse.feed(rest) + self._sse.close()]

@@ -40,7 +40,8 @@ _TYPE_FIRST = b'data: {"type":"'
 
 
 class StreamRewriter:
-    __slots__ = ("repairer", "enricher", "framing", "_one", "_decoder", "_next", "_rest", "_cr", "_runs", "_fast")
+    __slots__ = ("repairer", "enricher", "framing", "_one", "_decoder", "_next", "_rest", "_more", "_cr", "_runs",
+                 "_fast")
 
     def __init__(self, enricher: Enricher, framing: Framing | None = None, *, fast: bool = True):
         self.repairer = StreamRepairer()
@@ -50,6 +51,7 @@ class StreamRewriter:
         self._decoder = SSEDecoder()
         self._next = 0          # the next sequence number the client sees
         self._rest = b""        # an incomplete block, waiting for the next read
+        self._more: list[bytes] = []  # reads after it that end no block: joined once one does
         self._cr = False        # the last read ended with `\r`: it may be half of `\r\n`
         self._runs = fast       # off once a run's numbers did not match (they rarely will again)
                                 # or the framing declined one
@@ -81,7 +83,19 @@ class StreamRewriter:
         if self._cr or chunk.find(b"\r") >= 0:
             chunk = self._line_ends(chunk)
         if self._rest:
-            chunk = self._rest + chunk
+            # A block longer than a read (a large event) is joined once, when a read ends
+            # it: joining it at every read copied it read after read (quadratic: 2 MiB
+            # in 4 KiB reads took seconds).
+            last = self._more[-1] if self._more else self._rest
+            if chunk.find(b"\n\n") < 0 and not (last.endswith(b"\n") and chunk.startswith(b"\n")):
+                self._more.append(chunk)
+                return b"", None
+            if self._more:
+                self._more.append(chunk)
+                chunk = b"".join([self._rest, *self._more])
+                self._more = []
+            else:
+                chunk = self._rest + chunk
         elif self._fast:
             # A read that is one pass-through event, as paced streams deliver them: one
             # regex and the framing's `one`.
@@ -103,7 +117,8 @@ class StreamRewriter:
         (`response.failed` if the upstream sent none; None if one was already returned)."""
         if self.done:
             return b"", None
-        rest, self._rest, self._cr = self._rest, b"", False
+        rest, self._rest, self._cr = b"".join([self._rest, *self._more]), b"", False
+        self._more = []
         out: list[bytes] = []
         # An event without its final blank line, if any (the decoder drops a cut-off one).
         for event in self._decoder.feed(rest) + self._decoder.close():

@@ -56,3 +56,15 @@ def test_a_last_chunk_without_its_blank_line():
     decoder = ChatDecoder()
     assert decoder.feed(frame(b"[]", b',"usage":{"prompt_tokens":3}')[:-2]) == []
     assert decoder.close()[0]["usage"] == {"prompt_tokens": 3}
+
+
+def test_a_chunk_longer_than_a_read_is_joined_once():
+    text = "y" * (1 << 20)
+    chunk = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+             b'"delta":{"content":' + orjson.dumps(text) + b'},"logprobs":null,"finish_reason":null}]}\n\n')
+    body = chunk[:-1]
+    reads = [body[at:at + 4096] for at in range(0, len(body), 4096)] + [chunk[-1:]]
+    decoder = ChatDecoder()
+    assert [decoder.feed(read) for read in reads[:-1]] == [[]] * (len(reads) - 1)
+    assert len(decoder._more) == len(reads) - 2
+    assert decoder.feed(reads[-1]) == [[orjson.dumps(text)]]

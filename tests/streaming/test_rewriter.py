@@ -159,3 +159,21 @@ def test_object_form_deltas_take_the_same_paths():
     rewriter, bulk = counting({"id": CONVERSATION})
     rewriter.feed(CAPTURED["text-64-llama-stack.sse"])
     assert bulk.runs == [1, 64] and bulk.single == 0
+
+
+def test_an_event_longer_than_a_read_is_joined_once_and_passed_on_whole():
+    # 2 MiB of text in 4 KiB reads: the reads wait unjoined until the one that ends the
+    # event (joining at every read copied the event read after read: quadratic, seconds).
+    text = "x" * (2 << 20)
+    event = b"data: " + orjson.dumps({"content_index": 0, "delta": text, "item_id": "msg_1", "output_index": 0,
+                                      "sequence_number": 0, "type": "response.output_text.delta"}) + b"\n\n"
+    reads = [event[at:at + 4096] for at in range(0, len(event), 4096)]
+    whole = StreamRewriter(Enricher(CONVERSATION, None)).feed(event)[0]
+    rewriter = StreamRewriter(Enricher(CONVERSATION, None))
+    assert [rewriter.feed(read)[0] for read in reads[:-1]] == [b""] * (len(reads) - 1)
+    assert len(rewriter._more) == len(reads) - 2   # the first is the block's start, the rest wait
+    assert rewriter.feed(reads[-1])[0] == whole and orjson.loads(whole.split(b"data: ")[1])["delta"] == text
+    # A blank line split across two reads still ends the block.
+    rewriter = StreamRewriter(Enricher(CONVERSATION, None))
+    out = [rewriter.feed(read)[0] for read in (event[:100], event[100:-1], event[-1:])]
+    assert out == [b"", b"", whole]
