@@ -51,8 +51,7 @@ gateway's topic-summary calls):
   or stream): answered 503, 429, or 429 with ``Retry-After: 1``, before anything else.
   ``reset-stream``: as ``break-stream``, but the connection is dropped instead of the body
   ending.
-* ``big-reply``: the reply grows by 2 MiB of filler words (with ``scripted_deltas: 1``,
-  one text delta that size).
+* ``big-reply``: the reply grows by 2 MiB of filler words, streamed as one text delta.
 * ``error-event``: responses -> the untyped ``{"error": {...}}`` event after in_progress;
   chat -> a ``data: {"error": {...}}`` chunk after the role chunk, then [DONE].
 * ``echo-error``: an error whose message repeats what the request carried (its
