@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gateway.streaming import sse
 from gateway.streaming.sse import SSEDecoder
 
 _SCALAR = rb'(?:"[^"\\]*"|-?[0-9][0-9.eE+-]*|null|true|false)'
@@ -28,12 +29,13 @@ Chunk = dict[str, Any] | list[bytes]
 
 
 class ChatDecoder:
-    __slots__ = ("_sse", "_rest", "_more")
+    __slots__ = ("_sse", "_rest", "_more", "_held")
 
     def __init__(self) -> None:
         self._sse = SSEDecoder()
         self._rest = b""
         self._more: list[bytes] = []  # reads that end no chunk, after `_rest`: joined once one does
+        self._held = 0                # their bytes
 
     def feed(self, data: bytes) -> list[Chunk]:
         if data.find(b"\r") >= 0:
@@ -43,11 +45,16 @@ class ChatDecoder:
             last = self._more[-1] if self._more else self._rest
             if data.find(b"\n\n") < 0 and not (last.endswith(b"\n") and data.startswith(b"\n")):
                 self._more.append(data)
+                self._held += len(data)
+                if self._held + len(self._rest) > sse.MAX_EVENT_BYTES:
+                    # Dropped: the stream fails there (`malformed` says why).
+                    self._rest, self._more, self._held = b"", [], 0
+                    return [self._sse.refuse(sse.TOO_LARGE).data]
                 return []
             if self._more:
                 self._more.append(data)
                 data = b"".join([self._rest, *self._more])
-                self._more = []
+                self._more, self._held = [], 0
             else:
                 data = self._rest + data
         out: list[Chunk] = []
@@ -84,5 +91,5 @@ class ChatDecoder:
     def close(self) -> list[Chunk]:
         """A last chunk without its blank line, if the body ended with one."""
         rest, self._rest = b"".join([self._rest, *self._more]), b""
-        self._more = []
+        self._more, self._held = [], 0
         return [event.data for event in self._sse.feed(rest) + self._sse.close()]

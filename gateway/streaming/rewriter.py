@@ -33,6 +33,7 @@ from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import TERMINAL_EVENTS, Event, Framed
 from gateway.streaming.framing import Framing, SSEFraming
 from gateway.streaming.repair import StreamRepairer
+from gateway.streaming import sse
 from gateway.streaming.sse import SSEDecoder
 
 _EVENT_LINE = b"event: "
@@ -40,8 +41,8 @@ _TYPE_FIRST = b'data: {"type":"'
 
 
 class StreamRewriter:
-    __slots__ = ("repairer", "enricher", "framing", "_one", "_decoder", "_next", "_rest", "_more", "_cr", "_runs",
-                 "_fast")
+    __slots__ = ("repairer", "enricher", "framing", "_one", "_decoder", "_next", "_rest", "_more", "_held", "_cr",
+                 "_runs", "_fast")
 
     def __init__(self, enricher: Enricher, framing: Framing | None = None, *, fast: bool = True):
         self.repairer = StreamRepairer()
@@ -52,6 +53,7 @@ class StreamRewriter:
         self._next = 0          # the next sequence number the client sees
         self._rest = b""        # an incomplete block, waiting for the next read
         self._more: list[bytes] = []  # reads after it that end no block: joined once one does
+        self._held = 0                # their bytes
         self._cr = False        # the last read ended with `\r`: it may be half of `\r\n`
         self._runs = fast       # off once a run's numbers did not match (they rarely will again)
                                 # or the framing declined one
@@ -89,11 +91,14 @@ class StreamRewriter:
             last = self._more[-1] if self._more else self._rest
             if chunk.find(b"\n\n") < 0 and not (last.endswith(b"\n") and chunk.startswith(b"\n")):
                 self._more.append(chunk)
+                self._held += len(chunk)
+                if self._held + len(self._rest) > sse.MAX_EVENT_BYTES:
+                    return self._too_large()
                 return b"", None
             if self._more:
                 self._more.append(chunk)
                 chunk = b"".join([self._rest, *self._more])
-                self._more = []
+                self._more, self._held = [], 0
             else:
                 chunk = self._rest + chunk
         elif self._fast:
@@ -118,7 +123,7 @@ class StreamRewriter:
         if self.done:
             return b"", None
         rest, self._rest, self._cr = b"".join([self._rest, *self._more]), b"", False
-        self._more = []
+        self._more, self._held = [], 0
         out: list[bytes] = []
         # An event without its final blank line, if any (the decoder drops a cut-off one).
         for event in self._decoder.feed(rest) + self._decoder.close():
@@ -169,6 +174,12 @@ class StreamRewriter:
         number = self._next
         self._next = number + 1
         return opening + self.framing.end(event, number, available_quotas)
+
+    def _too_large(self) -> tuple[bytes, Event | None]:
+        """An event past `MAX_EVENT_BYTES`: dropped, and the stream fails there."""
+        self._rest, self._more, self._held = b"", [], 0
+        out: list[bytes] = []
+        return b"".join(out), self._events(self._decoder.refuse(sse.TOO_LARGE), out)
 
     def _line_ends(self, chunk: bytes) -> bytes:
         """`\\r\\n` and lone `\\r` as `\\n`, including a `\\r\\n` split across two reads."""

@@ -41,6 +41,11 @@ def frame(event_type: str, payload: bytes) -> bytes:
 # upstream had the turn, so it is charged as one lost before it reported usage.
 NOT_JSON = "The upstream sent an event that is not JSON."
 NOT_AN_OBJECT = "The upstream sent an event that is not a JSON object."
+# The largest event the gateway buffers: an upstream that never ends its event (no blank
+# line) would otherwise hold memory without bound. Far past any real event (a 2 MiB reply
+# in one delta is a large one).
+MAX_EVENT_BYTES = 64 << 20
+TOO_LARGE = "The upstream sent an event larger than 64 MiB."
 
 
 class SSEDecoder:
@@ -107,6 +112,11 @@ class SSEDecoder:
         kind = data.get("type")
         return Event(kind if isinstance(kind, str) else "", None, data)
 
+
+    def refuse(self, message: str) -> Event:
+        """The error event for a stream the gateway stops reading (an event past
+        `MAX_EVENT_BYTES`): it fails there, as at an event that is not JSON."""
+        return Event("", None, self._malformed(message))
 
     def _malformed(self, message: str) -> dict[str, object]:
         if self.malformed is None:
