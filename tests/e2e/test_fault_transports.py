@@ -205,3 +205,15 @@ def test_every_fault_on_every_transport(faulty, unreachable, transport):
             if b"(turn 1, 1 messages)" not in reply.body:
                 wrong.append(f"{fault}: the conversation kept the failed turn: {reply.body[:300]!r}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_a_websocket_outlives_its_turns_faults(faulty):
+    async def run():
+        async with connected(faulty, query="?user_id=ws-outlives") as socket:
+            ends = []
+            for text in ("please reset-stream", "please not-json-frame", "please rate-limited", "hello"):
+                await socket.send(create(text, tool_choice="none"))
+                ends.append((await socket.turn(timeout=20))[-1])
+        return ends
+    ends = asyncio.run(run())
+    assert [end["type"] for end in ends] == ["response.failed", "response.failed", "error", "response.completed"]
