@@ -168,7 +168,7 @@ class Settler:
         whose stream broke before the upstream reported usage (it received the turn)."""
         plan, outcome = turn.plan, turn.outcome
         assert plan.reservation is not None and outcome.result is not None
-        if outcome.abandoned or (outcome.unreported and not outcome.result.get("usage")):
+        if outcome.abandoned or outcome.unreported:
             output = int(turn.usage.get("output_tokens") or 0) if turn.usage else 0
             spent = (turn.stopped_charge() - output, output)
         else:
