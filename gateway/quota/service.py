@@ -101,8 +101,9 @@ async def open_quota(config: QuotaHandlersConfig | None, turn_db: Database,
         except DatabaseUnavailable as exc:
             raise DatabaseUnavailable(str(exc).replace("database.", "quota_handlers.", 1)) from None
         shares = False
-    # One writer process (SQLite): admission in memory, written through. Several
-    # replicas (PostgreSQL): admission in the database, on this replica's holds.
+    # One writer process (SQLite alone): admission in memory, written through. Several
+    # replicas (PostgreSQL) or workers on one SQLite file: admission in the database,
+    # on this process's holds.
     strategy: type[LimitedQuota] = HoldsQuota if db.shared else LedgerQuota
     service = strategy(config, db, shares_turn_database=shares, owns_db=not shares)
     await service.sync_clock()

@@ -11,6 +11,7 @@ statement can land inside it.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 
-from gateway.storage import database
+from gateway.storage import database, sharing
 from gateway.storage.database import Params, Row
 
 Result = TypeVar("Result")
@@ -49,15 +50,24 @@ sqlite3.register_adapter(type(None), _null)
 
 
 class SQLiteDatabase(database.Database):
-    def __init__(self, connection: sqlite3.Connection, worker: ThreadPoolExecutor):
+    def __init__(self, connection: sqlite3.Connection, worker: ThreadPoolExecutor, shared: bool = False,
+                 claim: int | None = None):
         self._conn = connection
         self._worker = worker
         self._lock = asyncio.Lock()
+        self.shared = shared      # one of several worker processes on this file (`sharing.py`)
+        self._claim = claim       # the lock file's descriptor, held while open
 
     @classmethod
-    async def open(cls, path: str) -> "SQLiteDatabase":
+    async def open(cls, path: str, claim: bool = False) -> "SQLiteDatabase":
+        """`claim`: a serving process's database (`sharing.claim`): shared when this
+        process is one of several workers, refused when the file is another's."""
+        shared, held = False, None
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            if claim:
+                shared = sharing.several_processes()
+                held = sharing.claim(path, shared)
         worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
 
         def connect() -> sqlite3.Connection:
@@ -67,13 +77,21 @@ class SQLiteDatabase(database.Database):
                 conn.execute(f"PRAGMA {pragma}")
             return conn
 
-        db = cls(await asyncio.get_running_loop().run_in_executor(worker, connect), worker)
-        await db.migrate()
+        try:
+            db = cls(await asyncio.get_running_loop().run_in_executor(worker, connect), worker, shared, held)
+            await db.migrate()
+        except BaseException:
+            if held is not None:
+                os.close(held)
+            raise
         return db
 
     async def close(self) -> None:
         await self._run(self._conn.close)
         self._worker.shutdown(wait=True)
+        if self._claim is not None:
+            os.close(self._claim)
+            self._claim = None
 
     async def _has_table(self, tx: database.Transaction, name: str) -> bool:
         return await tx.fetchone("SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = :name",
