@@ -185,6 +185,26 @@ _CONVERSATION_ITEMS = """CREATE TABLE gateway_conversation_items (
     PRIMARY KEY (conversation_id, id)
 )"""
 
+# The per-user cap of running turns across processes: per (process, user) the places
+# that process holds (its `process` '' row is the user's lock row); `expires_at` (epoch
+# ms) renewed while the process lives.
+_RUNNING_TURNS = """CREATE TABLE gateway_running_turns (
+    process TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    slots INTEGER NOT NULL,
+    expires_at BIGINT NOT NULL,
+    PRIMARY KEY (user_id, process)
+)"""
+# An interrupt asked of the other processes on a SQLite file (PostgreSQL uses NOTIFY),
+# answered in `outcome` by the one that runs the stream.
+_STREAM_INTERRUPTS = """CREATE TABLE gateway_stream_interrupts (
+    ask TEXT PRIMARY KEY,
+    request_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    outcome TEXT,
+    created_at BIGINT NOT NULL
+)"""
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
         f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
@@ -213,6 +233,10 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (8, _FEEDBACK_TABLES),
     (9, [_DELETED_CONVERSATIONS]),
     (10, [_CONVERSATION_METADATA, _CONVERSATION_ITEMS]),
+    # Several processes on one database (replicas, `service.workers`): the turns each
+    # user may run, leased per process (`storage/running_turns.py`), and interrupts
+    # asked of the process that runs a stream, on SQLite (`storage/stream_interrupts.py`).
+    (11, [_RUNNING_TURNS, _STREAM_INTERRUPTS]),
 ]
 
 BASELINE: list[str] = [
@@ -231,4 +255,6 @@ BASELINE: list[str] = [
     _DELETED_CONVERSATIONS,
     _CONVERSATION_METADATA,
     _CONVERSATION_ITEMS,
+    _RUNNING_TURNS,
+    _STREAM_INTERRUPTS,
 ]
