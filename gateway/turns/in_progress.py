@@ -9,7 +9,9 @@ each leases places per user in the database (`storage/running_turns.py`) and adm
 against its lease in memory; a turn past the lease asks for one more place, granted
 only while every process's places stay within the limit. Places a process no longer
 uses are given back every `TICK`, so a user whose turns just ended on one process may
-be refused on another for up to that long (never admitted past the limit).
+be refused on another for up to that long (never admitted past the limit). When the
+database cannot be asked, the process's own count decides, as alone (the turn then
+fails or not as its record does).
 """
 
 from __future__ import annotations
@@ -84,6 +86,12 @@ class SharedInProgress(InProgress):
         now = int(time.time() * 1000)
         try:
             held = await self._store.lease(user_id, 1, self._limit, now, now + LIFETIME)
+        except Exception as exc:
+            # The database cannot be asked: this process's own count decides (as alone),
+            # and the turn goes on to fail or not as its record does.
+            log.warning("the database could not count running turns (this process's count decides): %s", exc)
+            self._drop_lease(user_id)
+            return
         except BaseException:
             self._unleased(user_id)
             raise
@@ -93,12 +101,15 @@ class SharedInProgress(InProgress):
 
     def _unleased(self, user_id: str) -> None:
         """The place asked for was not granted: the turn is not counted."""
+        self._drop_lease(user_id)
+        self.leave(user_id)
+
+    def _drop_lease(self, user_id: str) -> None:
         leased = self._leased.get(user_id, 0) - 1
         if leased > 0:
             self._leased[user_id] = leased
         else:
             self._leased.pop(user_id, None)
-        self.leave(user_id)
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._tick())

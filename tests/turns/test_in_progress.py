@@ -113,13 +113,26 @@ async def test_a_failed_give_back_keeps_the_places_counted():
     assert running._leased == {"ann": 1}   # still held in the database: given back next time
 
 
-async def test_a_lease_that_fails_counts_nothing():
+async def test_without_the_database_the_process_count_decides():
     store = Store()
     running = SharedInProgress(2, store)   # type: ignore[arg-type]
 
     async def down(*args):
         raise OSError("database down")
     store.lease = down   # type: ignore[method-assign]
-    with pytest.raises(OSError):
-        await running.enter("ann")
+    await running.enter("ann")   # admitted on this process's count, no place leased
+    await running.enter("ann")
+    assert running.running("ann") == 2 and running._leased == {}
+    with pytest.raises(ApiError):
+        running.enter("ann")   # past the limit here alone
+
+
+async def test_a_cancelled_lease_counts_nothing():
+    store = Store()
+    running = SharedInProgress(2, store)   # type: ignore[arg-type]
+    waiting = asyncio.ensure_future(running.enter("ann"))   # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
     assert running.running("ann") == 0 and running._leased == {}
