@@ -28,6 +28,7 @@ log = logging.getLogger("gateway.turns")
 
 TICK = 1.0          # seconds between give-backs of unused places (and renewals)
 LIFETIME = 30_000   # ms a lease lives without renewal (a process that died)
+SWEEP_TICKS = 30    # ticks between deletions of expired leases
 
 
 class InProgress:
@@ -115,11 +116,14 @@ class SharedInProgress(InProgress):
         self._task = asyncio.ensure_future(self._tick())
 
     async def _tick(self) -> None:
+        ticks = 0
         while True:
             await asyncio.sleep(TICK)
+            ticks += 1
             try:
                 await self.give_back()
-                await self._store.sweep(int(time.time() * 1000))
+                if ticks % SWEEP_TICKS == 0:   # expired rows no longer count: deleting them can wait
+                    await self._store.sweep(int(time.time() * 1000))
             except Exception as exc:   # the database is down: the leases expire, try again next tick
                 log.warning("giving back places of running turns failed: %s", exc)
 
