@@ -17,9 +17,9 @@ they can (`limited.py`).
 - `settled()` / `available()`: `available_quotas`, keyed by limiter name (`settled()`
   without I/O once the charge is committed, which is nearly always).
 - A background task (every `scheduler.period` seconds) measures the database clock's
-  offset and, on PostgreSQL, gives this replica's spare back (`holds.py`) and releases
-  expired holds (on SQLite the balances and reservations in use live in this process,
-  `ledger.py`, the file's one writer).
+  offset and, on PostgreSQL (or workers sharing a SQLite file), gives this process's
+  spare back (`holds.py`) and releases expired holds (on SQLite alone the balances and
+  reservations in use live in this process, `ledger.py`, the file's one writer).
 - `now()`: the database's clock, for every period computation, without I/O.
 """
 
