@@ -8,8 +8,8 @@ PostgreSQL, workers on one SQLite file) hold the cap together (`SharedInProgress
 each leases places per user in the database (`storage/running_turns.py`) and admits
 against its lease in memory; a turn past the lease asks for one more place, granted
 only while every process's places stay within the limit. Places a process no longer
-uses are given back every `TICK`, so a user whose turns just ended on one process may
-be refused on another for up to that long (never admitted past the limit). When the
+uses (none of its turns needed them for a whole `TICK`) are given back, so a user
+whose turns just ended on one process may be refused on another for up to two ticks (never admitted past the limit). When the
 database cannot be asked, the process's own count decides, as alone (the turn then
 fails or not as its record does).
 """
@@ -72,11 +72,14 @@ class SharedInProgress(InProgress):
         super().__init__(limit)
         self._store = store
         self._leased: dict[str, int] = {}   # places this process holds (or is asking for), by user
+        self._peak: dict[str, int] = {}     # the most running at once since the last give-back, by user
         self._task: asyncio.Task[Any] | None = None
 
     def enter(self, user_id: str) -> Awaitable[None] | None:
         waiting = super().enter(user_id)   # past the limit here alone: refused without asking
         running = self._by_user[user_id]
+        if running > self._peak.get(user_id, 0):
+            self._peak[user_id] = running
         leased = self._leased.get(user_id, 0)
         if running <= leased:
             return waiting   # within this process's places: no await
@@ -128,10 +131,13 @@ class SharedInProgress(InProgress):
                 log.warning("giving back places of running turns failed: %s", exc)
 
     async def give_back(self) -> None:
-        """Places held beyond the turns running here, given back; the rest renewed."""
+        """Places no turn used since the last give-back, given back; the rest renewed
+        (under a steady load the places stay: a place is leased again only as the load
+        grows)."""
         returned = []
+        peaks, self._peak = self._peak, {}
         for user_id, leased in list(self._leased.items()):
-            spare = leased - self._by_user.get(user_id, 0)
+            spare = leased - max(peaks.get(user_id, 0), self._by_user.get(user_id, 0))
             if spare > 0:   # applied here first: an `enter` meanwhile asks for its own place
                 returned.append((user_id, spare))
                 if spare == leased:

@@ -93,7 +93,9 @@ async def test_processes_sharing_a_database_lease_places_and_admit_from_them():
     assert running.enter("ann") is None   # its place is still leased: no database
     running.leave("ann")
     running.leave("ann")
-    await running.give_back()   # both places unused: given back
+    await running.give_back()   # both were used since the last give-back: kept
+    assert store.returned[-1] == [] and running._leased == {"ann": 2}
+    await running.give_back()   # unused for a whole period: given back
     assert store.returned[-1] == [("ann", 2)] and store.mine == 0 and running._leased == {}
     await running.close()
     assert store.forgotten
@@ -104,6 +106,7 @@ async def test_a_failed_give_back_keeps_the_places_counted():
     running = SharedInProgress(2, store)   # type: ignore[arg-type]
     await running.enter("ann")
     running.leave("ann")
+    await running.give_back()   # used in this period: kept
 
     async def down(returned, expires_ms):
         raise OSError("database down")
