@@ -13,6 +13,7 @@ after the response), with a dump (`callgrind_control -d`) whose total is read.
     python -m bench.callgrind --gateway ../base/.venv/bin/gateway --json
     python -m bench.callgrind --access-log-cost                 # the access line: off, text, json
     python -m bench.callgrind --metrics-pairs 5 --only json --turns 1200   # what metrics cost
+    python -m bench.callgrind --only json --quota [--worker]    # quotas alone / as a worker
 
 `--metrics-pairs N` measures what recording metrics costs: N pairs of gateways alike but
 for `service.metrics`, the two of a pair run side by side (so the machine's load falls
@@ -166,8 +167,11 @@ def _dump_total(pid: int, out: Path, before: set[Path]) -> int:
 
 def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
             only: str | tuple[str, ...] | None = None, dialect: str = "llama-stack",
-            environ: dict[str, str] | None = None) -> dict[str, float]:
-    """`environ`: more environment for the gateway (`OTEL_*`: tracing on)."""
+            environ: dict[str, str] | None = None, quota: bool = False, worker: bool = False) -> dict[str, float]:
+    """`environ`: more environment for the gateway (`OTEL_*`: tracing on). `quota`:
+    bench/quota.py's limiters on the turn database. `worker`: the gateway runs as one of
+    several workers on its SQLite file (`GATEWAY_WORKERS=2`: what being able to share the
+    file costs a turn)."""
     work = Path(tempfile.mkdtemp(prefix="bench-callgrind-"))
     upstream_port, port = free_port(), free_port()
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(upstream_port),
@@ -175,6 +179,10 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     config = gateway_config(f"http://127.0.0.1:{upstream_port}", work / "gateway.db", port)
     config["service"].update(service or {})
+    if quota:
+        from bench.quota import LIMITERS
+
+        config["quota_handlers"] = {**config["database"], "limiters": LIMITERS}
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     out = work / "callgrind.out"
     # As `gateway serve` runs itself (it re-executes on glibc's allocator otherwise,
@@ -183,6 +191,9 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
     level = "INFO" if config["service"].get("access_log") else "WARNING"
     env = {**os.environ, **allocator_env(os.environ), "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": level,
            **(environ or {})}
+    env.pop("GATEWAY_WORKERS", None)
+    if worker:
+        env["GATEWAY_WORKERS"] = "2"
     target = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                                gateway, "serve", "-c", str(work / "config.yaml")],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -250,6 +261,10 @@ def main() -> None:
                              "exported over OTLP/HTTP to a sink here that answers 200), one after the other")
     parser.add_argument("--metrics-pairs", type=int, default=0, metavar="N",
                         help="N side-by-side pairs of metrics on and off: each pair's ratio, and their median")
+    parser.add_argument("--quota", action="store_true", help="bench/quota.py's limiters on the turn database")
+    parser.add_argument("--worker", action="store_true",
+                        help="as one of several workers on its SQLite file (GATEWAY_WORKERS=2): shared state in "
+                             "the database (quota holds, running-turn places), no conversation caches")
     parser.add_argument("--json", action="store_true", help="print {workload: instructions per unit}")
     args = parser.parse_args()
     if args.access_log_cost:
@@ -263,7 +278,8 @@ def main() -> None:
         return
     service = {"metrics": False} if args.no_metrics else {}
     service.update(_access_log(args.access_log))
-    results = measure(args.gateway, args.turns, args.streams, service, args.only, args.dialect)
+    results = measure(args.gateway, args.turns, args.streams, service, args.only, args.dialect,
+                      quota=args.quota, worker=args.worker)
     if args.json:
         print(json.dumps(results))
         return

@@ -54,6 +54,7 @@ from gateway.storage.database import Database
 from gateway.storage.generated_keys import GeneratedKeys
 from gateway.storage.background_responses import BackgroundStore
 from gateway.storage.open import open_database
+from gateway.storage.running_turns import RunningTurnsStore
 from gateway.storage.engine_responses import ResponseStore
 from gateway.storage.feedback import FeedbackStore
 from gateway.storage.history import ConversationHistory, expired
@@ -63,6 +64,7 @@ from gateway.turns.forward import ForwardBackend
 from gateway.turns.local import EngineBackend
 from gateway.turns.owned import OwnedTurns
 from gateway.turns.backend_choice import BackendSelector
+from gateway.turns.in_progress import SharedInProgress
 from gateway.turns.prepare import Preparer
 from gateway.turns.run import Runner
 from gateway.turns.service import TurnService
@@ -115,7 +117,8 @@ async def build_services(config: Configuration, metrics: Metrics | None = None,
         engine.hooks = observers.engine(engine.hooks)
     turns = _turns(config, conversations, writer, catalog, quota, tools,
                    settler=Settler(writer, quota, items), forward=UpstreamResponses(upstream, capabilities),
-                   engine=engine, capabilities=capabilities, items=items, metrics=metrics, seal=seal)
+                   engine=engine, capabilities=capabilities, items=items, metrics=metrics, seal=seal,
+                   shared_db=db if db.shared else None)
     for hooks in observers.turn_hooks() if observers is not None else ():
         turns.runner.hooks.add(hooks)
     # Which process runs a background response (a replica of several on PostgreSQL).
@@ -157,13 +160,20 @@ def _conversation_services(config: Configuration, db: Database, conversations: C
 def _turns(config: Configuration, conversations: ConversationRepository, writer: TurnWriter, catalog: ModelCatalog,
            quota: QuotaService, tools: ConfiguredTools, *, settler: Settler, forward: UpstreamResponses,
            engine: LocalEngine, capabilities: Capabilities, items: ConversationItems,
-           metrics: Metrics | None = None, seal: CompactionSeal | None = None) -> TurnService:
-    """A turn's life, with both backends: the selector picks one on first use."""
+           metrics: Metrics | None = None, seal: CompactionSeal | None = None,
+           shared_db: Database | None = None) -> TurnService:
+    """A turn's life, with both backends: the selector picks one on first use.
+    `shared_db`: a database other processes share, which holds the per-user cap of
+    running turns with them (`turns/in_progress.py`)."""
     owned = OwnedTurns(conversations, settler)   # the recorded turns, read after any being recorded here
     forwarding = ForwardBackend(forward, tools, config.inference, conversations, owned)
     local = EngineBackend(engine, tools, config.inference, conversations, owned)
     selector = BackendSelector(forwarding, local, capabilities)
     preparer = Preparer(config, owned, writer, catalog, quota, tools, selector, items, seal)
+    if shared_db is not None:
+        preparer.in_progress = SharedInProgress(config.service.max_responses_in_progress_per_user,
+                                                RunningTurnsStore(shared_db, uuid.uuid4().hex))
+    preparer.in_progress.start()
     runner = Runner(settler, tools.labels, tools.redactor)
     runner.deadline = config.llama_stack.turn_deadline_seconds
     if metrics is not None:

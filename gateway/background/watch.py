@@ -4,10 +4,10 @@
   (a crash; a clean shutdown records its own as failed) is marked `failed` with an
   error saying so, its output so far kept, and a `response.failed` event appended, so
   followers end. It is not resumed: its upstream request died with the process. On
-  SQLite (one process) that is every unfinished response; on PostgreSQL only those
-  whose runner has not been heard of for `STALE_MS` (the others are running on live
-  replicas).
-- **While running, on PostgreSQL** (`BackgroundWatch`): every `TICK` the replica
+  SQLite with one process that is every unfinished response; on a shared database
+  (PostgreSQL, or a SQLite file several workers share) only those whose runner has not
+  been heard of for `STALE_MS` (the others are running on live processes).
+- **While running, on a shared database** (`BackgroundWatch`): every `TICK` the process
   looks for cancel requests other replicas left for its runs; every `HEARTBEAT` it
   marks its runs alive and fails the stale ones of lost replicas.
 """

@@ -60,6 +60,10 @@ class StreamRegistry:
             while len(self._finished) > FINISHED_KEPT:
                 self._finished.popitem(last=False)
 
+    def running(self) -> int:
+        """How many streams run here now."""
+        return len(self._running)
+
     def was_interrupted(self, request_id: str) -> bool:
         running = self._running.get(request_id)
         return running is not None and running.interrupted

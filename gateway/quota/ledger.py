@@ -1,6 +1,7 @@
 """Balances kept in memory, for a quota database only this process writes (SQLite).
 
-SQLite serves one gateway process (docs/architecture.md, "Quotas"
+SQLite serves one gateway process, unless it is one of several workers sharing the
+file, which use holds instead (docs/architecture.md, "Quotas"
 and "Storage"; the conversations repository
 caches on the same ground), so that process can decide admission on its own: each
 balance is loaded once (created, and brought up to date, by `QuotaStore`), checked and

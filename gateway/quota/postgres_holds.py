@@ -1,4 +1,5 @@
-"""Quotas on PostgreSQL (`HoldsQuota`): several replicas share the balances, so
+"""Quotas on PostgreSQL, or on a SQLite file several workers share (`HoldsQuota`,
+its SQLite statements in `sqlite_holds.py`): several replicas share the balances, so
 admission is a statement, shared by the turns that ask together (`admission.py`), that
 reserves on this replica's holds (`holds.py`), whose spare admits later turns in memory.
 A batch of turns' charges is one statement, which returns the balances after it, so the
@@ -20,7 +21,8 @@ from gateway.quota.balances import Held, Pair
 from gateway.quota.holds import Holds
 from gateway.quota.limited import UNREACHABLE, LimitedQuota
 from gateway.quota.reservation import Charge, Reservation, estimate, output_tokens
-from gateway.quota.store import charge_batch, usage_rows
+from gateway.quota.sqlite_holds import SQLiteHoldsStore
+from gateway.quota.store import usage_rows
 from gateway.schema.errors import ApiError, quota_storage_unavailable
 from gateway.storage.batch import Keyed
 from gateway.storage.database import Database, Row
@@ -35,6 +37,8 @@ class HoldsQuota(LimitedQuota):
     def __init__(self, config: QuotaHandlersConfig, db: Database, shares_turn_database: bool = False,
                  owns_db: bool = False):
         super().__init__(config, db, shares_turn_database, owns_db)
+        if db.dialect == "sqlite":   # several worker processes on one file (`storage/sharing.py`)
+            self.store = SQLiteHoldsStore(db)
         self._holds = Holds(uuid.uuid4().hex[:16] + "-")   # hold row ids: this process's prefix and a count
         self._admissions = Admissions(self.store, self._holds, self.now, config.reservation_seconds, self.release)
         self._after_batch: dict[tuple[str, str], int] = {}   # balances read after the last writer batch
@@ -107,7 +111,7 @@ class HoldsQuota(LimitedQuota):
             for hold in reservation.holds:
                 key = (hold.id, hold.limiter)
                 released[key] = released.get(key, 0) + reservation.tokens
-        statements = [charge_batch(tokens, released)]
+        statements = self.store.charges(tokens, released)
         if self._history:
             statements += usage_rows(charge.usage for charge in charges)
         return statements

@@ -17,9 +17,9 @@ they can (`limited.py`).
 - `settled()` / `available()`: `available_quotas`, keyed by limiter name (`settled()`
   without I/O once the charge is committed, which is nearly always).
 - A background task (every `scheduler.period` seconds) measures the database clock's
-  offset and, on PostgreSQL, gives this replica's spare back (`holds.py`) and releases
-  expired holds (on SQLite the balances and reservations in use live in this process,
-  `ledger.py`, the file's one writer).
+  offset and, on PostgreSQL (or workers sharing a SQLite file), gives this process's
+  spare back (`holds.py`) and releases expired holds (on SQLite alone the balances and
+  reservations in use live in this process, `ledger.py`, the file's one writer).
 - `now()`: the database's clock, for every period computation, without I/O.
 """
 
@@ -101,8 +101,9 @@ async def open_quota(config: QuotaHandlersConfig | None, turn_db: Database,
         except DatabaseUnavailable as exc:
             raise DatabaseUnavailable(str(exc).replace("database.", "quota_handlers.", 1)) from None
         shares = False
-    # One writer process (SQLite): admission in memory, written through. Several
-    # replicas (PostgreSQL): admission in the database, on this replica's holds.
+    # One writer process (SQLite alone): admission in memory, written through. Several
+    # replicas (PostgreSQL) or workers on one SQLite file: admission in the database,
+    # on this process's holds.
     strategy: type[LimitedQuota] = HoldsQuota if db.shared else LedgerQuota
     service = strategy(config, db, shares_turn_database=shares, owns_db=not shares)
     await service.sync_clock()

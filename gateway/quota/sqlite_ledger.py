@@ -1,4 +1,6 @@
-"""Quotas on SQLite (`LedgerQuota`): this process is the file's one writer, so admission
+"""Quotas on SQLite (`LedgerQuota`), for a process alone on its file (workers sharing
+one take the holds: `postgres_holds.py` with `sqlite_holds.py`'s statements): this
+process is the file's one writer, so admission
 is decided in memory by the ledger (`ledger.py`: balances loaded once, reserved with
 no await between the check and the reservation, every change written through as a
 relative update), and reservations live in the process.

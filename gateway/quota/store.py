@@ -150,6 +150,11 @@ class QuotaStore:
         return {(row["limiter"], row["subject"]): (int(row["tokens"]), parse_iso(row["next_refill"]).timestamp())
                 for row in rows}
 
+    def charges(self, tokens: dict[tuple[str, str], int], released: dict[tuple[str, str], int]) -> list[Keyed]:
+        """A batch's charges on holds (`HoldsQuota.statements`): one statement
+        (`charge_batch`); SQLite's are `sqlite_holds.py`'s."""
+        return [charge_batch(tokens, released)]
+
     async def give_back(self, changes: Sequence[tuple[str, str, str, int, bool]], expires: datetime) -> set[str]:
         """Holds given back (`Holds.tick`): per hold (id, limiter name, subject, tokens,
         delete), its row loses `tokens` and has its expiry renewed, or is deleted, and

@@ -65,9 +65,11 @@ class Transaction(ABC):
 
 class Database(ABC):
     # True when other processes may write the same database (several replicas on one
-    # PostgreSQL): caches of rows that change cannot be trusted, and write batches lock
-    # the conversation rows they number turns from.
+    # PostgreSQL, or worker processes on one SQLite file: `sharing.py`): caches of rows
+    # that change cannot be trusted, and write batches lock the conversation rows they
+    # number turns from.
     shared: bool = False
+    dialect: str = "sqlite"   # or "postgresql": where a module must write its SQL twice
 
     @abstractmethod
     async def close(self) -> None: ...

@@ -198,6 +198,25 @@ _TURN_FORM = [
 _TURN_FORM_BACKFILL = (
     "UPDATE gateway_turns SET conversation_form = CASE WHEN content IS NULL THEN NULL "
     "WHEN content LIKE '%,\"f\":1}' THEN 1 WHEN content LIKE '%,\"f\":2}' THEN 2 ELSE 0 END")
+# The per-user cap of running turns across processes: per (process, user) the places
+# that process holds (its `process` '' row is the user's lock row); `expires_at` (epoch
+# ms) renewed while the process lives.
+_RUNNING_TURNS = """CREATE TABLE gateway_running_turns (
+    process TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    slots INTEGER NOT NULL,
+    expires_at BIGINT NOT NULL,
+    PRIMARY KEY (user_id, process)
+)"""
+# An interrupt asked of the other processes on a SQLite file (PostgreSQL uses NOTIFY),
+# answered in `outcome` by the one that runs the stream.
+_STREAM_INTERRUPTS = """CREATE TABLE gateway_stream_interrupts (
+    ask TEXT PRIMARY KEY,
+    request_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    outcome TEXT,
+    created_at BIGINT NOT NULL
+)"""
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -228,6 +247,10 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (9, [_DELETED_CONVERSATIONS]),
     (10, [_CONVERSATION_METADATA, _CONVERSATION_ITEMS]),
     (11, [*_TURN_FORM, _TURN_FORM_BACKFILL]),
+    # Several processes on one database (replicas, `service.workers`): the turns each
+    # user may run, leased per process (`storage/running_turns.py`), and interrupts
+    # asked of the process that runs a stream, on SQLite (`storage/stream_interrupts.py`).
+    (12, [_RUNNING_TURNS, _STREAM_INTERRUPTS]),
 ]
 
 BASELINE: list[str] = [
@@ -247,4 +270,6 @@ BASELINE: list[str] = [
     _CONVERSATION_METADATA,
     _CONVERSATION_ITEMS,
     *_TURN_FORM,
+    _RUNNING_TURNS,
+    _STREAM_INTERRUPTS,
 ]

@@ -11,11 +11,12 @@ from gateway.storage.database import Database
 
 async def open_database(config: DatabaseConfig) -> Database:
     """The configured engine, connected and migrated (each engine imported only when
-    chosen: asyncpg is not loaded for SQLite)."""
+    chosen: asyncpg is not loaded for SQLite). A SQLite file is claimed for this process
+    (`sharing.py`): shared by workers, refused when another process holds it."""
     if config.postgres is not None:
         from gateway.storage.postgres import PostgresDatabase
 
         return await PostgresDatabase.open(config.postgres)
     from gateway.storage.sqlite import SQLiteDatabase
 
-    return await SQLiteDatabase.open(config.sqlite_path)
+    return await SQLiteDatabase.open(config.sqlite_path, claim=True)

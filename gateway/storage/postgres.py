@@ -99,6 +99,7 @@ def _ssl(config: PostgresConfig) -> SslMode | ssl.SSLContext:
 
 class PostgresDatabase(database.Database):
     shared = True
+    dialect = "postgresql"
 
     def __init__(self, pool: asyncpg.Pool, config: PostgresConfig):
         self._pool = pool

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -29,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 
-from gateway.storage import database
+from gateway.storage import database, sharing
 from gateway.storage.database import Params, Row
 
 Result = TypeVar("Result")
@@ -70,7 +71,8 @@ sqlite3.register_adapter(type(None), _null)
 
 
 class SQLiteDatabase(database.Database):
-    def __init__(self, connection: sqlite3.Connection, worker: ThreadPoolExecutor):
+    def __init__(self, connection: sqlite3.Connection, worker: ThreadPoolExecutor, shared: bool = False,
+                 claim: int | None = None):
         self._conn = connection
         self._worker = worker
         self._lock = asyncio.Lock()
@@ -78,11 +80,19 @@ class SQLiteDatabase(database.Database):
         self._inline: sqlite3.Connection | None = None
         self._checkpoint_at = _CHECKPOINT_CHANGES   # its `total_changes` due for a checkpoint
         self._checkpointing: asyncio.Future[Any] | None = None
+        self.shared = shared      # one of several worker processes on this file (`sharing.py`)
+        self._claim = claim       # the lock file's descriptor, held while open
 
     @classmethod
-    async def open(cls, path: str) -> "SQLiteDatabase":
+    async def open(cls, path: str, claim: bool = False) -> "SQLiteDatabase":
+        """`claim`: a serving process's database (`sharing.claim`): shared when this
+        process is one of several workers, refused when the file is another's."""
+        shared, held = False, None
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            if claim:
+                shared = sharing.several_processes()
+                held = sharing.claim(path, shared)
         worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
 
         def connect() -> sqlite3.Connection:
@@ -92,8 +102,13 @@ class SQLiteDatabase(database.Database):
                 conn.execute(f"PRAGMA {pragma}")
             return conn
 
-        db = cls(await asyncio.get_running_loop().run_in_executor(worker, connect), worker)
-        await db.migrate()
+        try:
+            db = cls(await asyncio.get_running_loop().run_in_executor(worker, connect), worker, shared, held)
+            await db.migrate()
+        except BaseException:
+            if held is not None:
+                os.close(held)
+            raise
         if path != ":memory:":   # another connection to ":memory:" would be another database
             db._inline = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             for pragma in _INLINE_PRAGMAS:
@@ -109,6 +124,9 @@ class SQLiteDatabase(database.Database):
                 self._inline = None
             await self._run(self._conn.close)
         self._worker.shutdown(wait=True)
+        if self._claim is not None:
+            os.close(self._claim)
+            self._claim = None
 
     async def _has_table(self, tx: database.Transaction, name: str) -> bool:
         return await tx.fetchone("SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = :name",

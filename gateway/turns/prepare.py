@@ -138,7 +138,9 @@ class Preparer:
         del given, opened_input
         self._prompts.refuse_messages(given_input.items)   # no system prompt by another role
         raw = given_input.request(raw)
-        self.in_progress.enter(identity.user_id)   # 429 past the operator's limit; left by the runner
+        waiting = self.in_progress.enter(identity.user_id)   # 429 past the operator's limit; left by the runner
+        if waiting is not None:
+            await waiting   # the database's decision (processes sharing it); refused, it is not counted
         try:
             await self._writer.admit()
             tools = self._tools.for_request(raw.get("tools"), raw.get("tool_choice"), identity, headers)

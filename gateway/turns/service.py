@@ -92,5 +92,7 @@ class TurnService:
         await self._settler.drain()
 
     async def close(self) -> None:
-        """After `drain()`: the backends' own connections."""
+        """After `drain()`: the backends' own connections, the places of running turns
+        this process held (processes sharing a database)."""
         await self._backend.close()
+        await self._preparer.in_progress.close()

@@ -38,7 +38,10 @@ def start(gateway_factory, upstream, chat_upstream, mcp, tmp_path, request):
         launch.storage = storage
         target = upstream if mode == "forward" else chat_upstream
         llama_stack = {"url": target.url, "max_retries": 0} | ({"api": "chat_completions"} if mode == "engine" else {})
-        return [gateway_factory(target.url, database=storage, llama_stack=llama_stack,
+        # Two processes on one SQLite file are workers (`storage/sharing.py`), as the
+        # supervisor of `service.workers` starts them.
+        env = {"GATEWAY_WORKERS": str(replicas)} if engine == "sqlite" and replicas > 1 else None
+        return [gateway_factory(target.url, env, database=storage, llama_stack=llama_stack,
                                 mcp_servers=[{"name": "tools", "url": mcp.url}],
                                 quota_handlers={**storage, "limiters": [{**DAILY, "initial_quota": initial}]}, **extra)
                 for _ in range(replicas)]
@@ -201,7 +204,7 @@ def reserved(start, engine: str, request) -> int:
     return int(rows[0][0])
 
 
-@pytest.mark.parametrize("engine, replicas", [("sqlite", 1), ("postgres", 2)])
+@pytest.mark.parametrize("engine, replicas", [("sqlite", 1), ("sqlite", 2), ("postgres", 2)])
 def test_the_invariant_under_a_mixed_concurrent_workload(start, engine, replicas, request):
     """On one balance, at once: plain turns (JSON and streamed), tool loops that run out
     of balance, streams abandoned mid-loop and background loops cancelled mid-loop.
@@ -265,7 +268,7 @@ def test_the_invariant_under_a_mixed_concurrent_workload(start, engine, replicas
     assert balance(gateways[0]) >= -5000
 
 
-@pytest.mark.parametrize("engine, replicas", [("sqlite", 1), ("postgres", 2)])
+@pytest.mark.parametrize("engine, replicas", [("sqlite", 1), ("sqlite", 2), ("postgres", 2)])
 def test_the_invariant_in_forward_mode(start, engine, replicas, request):
     """Forward mode, where the upstream runs its own loop on one admission: at once on
     one balance, completed turns (JSON and streamed) are charged exactly what the

@@ -32,7 +32,6 @@ from tests.support.raw_client import read_until, wait_until
 PACED = {"scripted_delay_ms": "150", "scripted_deltas": "20"}   # ~3 s of text
 DAILY = {"name": "daily", "type": "user_limiter", "initial_quota": 1000, "quota_increase": 0, "period": "1 day"}
 HI = {"input": "hi", "max_output_tokens": 99, "tool_choice": "none"}   # reserves 1 + 99 = 100 tokens
-NEEDS_SHARED = pytest.mark.xfail(reason="needs h-shared", strict=False)
 
 
 def access_lines(gateway) -> list[dict[str, Any]]:
@@ -144,7 +143,6 @@ def test_two_worker_processes_serve_the_port(workers):
     assert len(users) == 1, users
 
 
-@NEEDS_SHARED   # on SQLite a worker's conversation cache must not be trusted (Database.shared)
 def test_a_conversation_continues_across_workers(workers):
     gateway = workers()
     first, second = one_on_each(gateway)
@@ -272,7 +270,6 @@ def started_with_quota(workers, upstream, tmp_path, postgres=None):
     return workers(upstream, database=storage, quota_handlers={**storage, "limiters": [DAILY]})
 
 
-@NEEDS_SHARED
 def test_the_quota_invariant_across_workers(workers, upstream, tmp_path):
     fifty_against_room_for_ten(started_with_quota(workers, upstream, tmp_path), "eve")
 
@@ -318,7 +315,6 @@ def interrupt_reaches_the_other_worker(gateway) -> None:
     pytest.fail("every stream ran on the worker the interrupts were sent to")
 
 
-@NEEDS_SHARED
 def test_an_interrupt_reaches_the_other_worker(workers, slow_upstream):
     interrupt_reaches_the_other_worker(workers(slow_upstream))
 
@@ -338,7 +334,6 @@ def cancel_reaches_the_other_worker(gateway, upstream) -> None:
     second.close()
 
 
-@NEEDS_SHARED
 def test_a_background_cancel_reaches_the_other_worker(workers, upstream):
     wait_until(lambda: upstream.open_streams() == 0, "earlier upstream streams to end")
     cancel_reaches_the_other_worker(workers(upstream), upstream)
@@ -411,6 +406,5 @@ def a_restart_leaves_the_other_workers_run_alone(gateway) -> None:
     runner.close()
 
 
-@NEEDS_SHARED   # on SQLite a worker's start fails every unfinished run unless the database is shared
 def test_a_restarted_worker_leaves_the_other_workers_background_run_alone(workers):
     a_restart_leaves_the_other_workers_run_alone(workers())

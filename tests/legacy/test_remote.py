@@ -105,3 +105,52 @@ async def test_closing_stops_listening_and_sqlite_has_no_bus():
     in_process = RemoteInterrupts(object(), Registry({}))   # type: ignore[arg-type]
     await in_process.start()
     assert not in_process.enabled
+
+
+class RunningRegistry(Registry):
+    def running(self) -> int:
+        return sum(1 for _, running in self.streams.values() if running)
+
+
+async def test_workers_on_one_sqlite_file_ask_through_a_polled_table(tmp_path, monkeypatch):
+    """Two workers' databases on one file (each its own connection, as two processes):
+    the one running the stream answers in the question's row; an idle one reads nothing;
+    a question nobody answers is None after the polled wait; rows are deleted."""
+    from gateway.storage.sqlite import SQLiteDatabase
+
+    monkeypatch.setattr(remote, "POLLED_TIMEOUT", 0.5)
+    monkeypatch.setenv("GATEWAY_WORKERS", "2")
+    path = str(tmp_path / "g.db")
+    asking_db, running_db = await SQLiteDatabase.open(path, claim=True), await SQLiteDatabase.open(path, claim=True)
+    asking = RemoteInterrupts(asking_db, RunningRegistry({}))   # type: ignore[arg-type]
+    registry = RunningRegistry({"req-1": ("ann", True), "req-2": ("ann", False)})
+    running = RemoteInterrupts(running_db, registry)   # type: ignore[arg-type]
+    try:
+        await asking.start()
+        await running.start()
+        assert asking.enabled and running.enabled
+        assert await asking.ask("req-1", "ann") == "interrupted" and registry.interrupted == ["req-1"]
+        assert await asking.ask("req-2", "ann") == "finished"
+        assert await asking.ask("req-1", "bob") == "forbidden"
+        assert await asking.ask("req-9", "ann") is None   # nobody has it
+        assert await asking_db.fetchall("SELECT ask FROM gateway_stream_interrupts") == []
+    finally:
+        await asking.close()
+        await running.close()
+        await asking_db.close()
+        await running_db.close()
+
+
+async def test_a_process_alone_on_sqlite_polls_nothing(tmp_path, monkeypatch):
+    from gateway.storage.sqlite import SQLiteDatabase
+
+    monkeypatch.delenv("GATEWAY_WORKERS", raising=False)
+    monkeypatch.delenv("GATEWAY_WORKER_ID", raising=False)
+    db = await SQLiteDatabase.open(str(tmp_path / "g.db"), claim=True)
+    alone = RemoteInterrupts(db, RunningRegistry({}))   # type: ignore[arg-type]
+    await alone.start()
+    try:
+        assert not alone.enabled and alone._poller is None
+    finally:
+        await alone.close()
+        await db.close()

@@ -80,8 +80,8 @@ async def test_tables_live_in_the_quoted_namespace_beside_lcores(postgres):
                                           "gateway_deleted_conversations",
                                           "gateway_feedback", "gateway_migrations", "gateway_quota_balances",
                                           "gateway_quota_increments", "gateway_quota_reservations",
-                                          "gateway_responses", "gateway_settings",
-                                          "gateway_token_usage", "gateway_turns", "user_conversation"]
+                                          "gateway_responses", "gateway_running_turns", "gateway_settings",
+                                          "gateway_stream_interrupts", "gateway_token_usage", "gateway_turns", "user_conversation"]
     assert postgres.admin('SELECT * FROM "lightspeed-stack".conversations', db=keys["db"]) == [["u", "c"]]
 
 
