@@ -28,14 +28,22 @@ Chunk = dict[str, Any] | list[bytes]
 
 
 class ChatDecoder:
-    __slots__ = ("_sse", "_rest")
+    __slots__ = ("_sse", "_rest", "_cr")
 
     def __init__(self) -> None:
         self._sse = SSEDecoder()
         self._rest = b""
+        self._cr = False   # the last read ended with `\r`: it may be half of a `\r\n`
 
     def feed(self, data: bytes) -> list[Chunk]:
-        if data.find(b"\r") >= 0:
+        if not data:
+            return []
+        if self._cr or data.find(b"\r") >= 0:
+            # A `\r\n` cut between two reads is one line end, not two (two would end
+            # the event there: found by tests/engine/test_chat_stream.py's property test).
+            if self._cr and data.startswith(b"\n"):
+                data = data[1:]
+            self._cr = data.endswith(b"\r")
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if self._rest:
             data = self._rest + data
@@ -61,5 +69,5 @@ class ChatDecoder:
 
     def close(self) -> list[Chunk]:
         """A last chunk without its blank line, if the body ended with one."""
-        rest, self._rest = self._rest, b""
+        rest, self._rest, self._cr = self._rest, b"", False
         return [event.data for event in self._sse.feed(rest) + self._sse.close()]
