@@ -87,3 +87,13 @@ async def test_a_websocket_turn_echoes_the_defaults(either):
     for event in events:
         if "response" in event:
             strictly(event["response"])
+
+
+@pytest.mark.parametrize("sent, echoed", [(0, False), (1, True), ("true", True)])
+def test_a_lax_strict_flag_is_echoed_as_the_boolean_it_was_taken_for(either, sent, echoed):
+    """`strict: 0` passes lax validation (as in LCORE); the response's tool has `strict:
+    false`, the type a FunctionTool declares, not the 0 (found by schemathesis)."""
+    tool = {**WEATHER_TOOL, "strict": sent}
+    body = either.post("/v1/responses", {"input": "Hello", "tools": [tool]}).ok()
+    strictly(body)
+    assert body["tools"][0]["strict"] is echoed
