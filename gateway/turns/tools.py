@@ -35,7 +35,6 @@ from typing import Any, Mapping
 import aiohttp
 import orjson
 from multidict import CIMultiDict
-from pydantic import TypeAdapter
 
 from gateway import outbound
 from gateway.config import Configuration, McpServerConfig
@@ -55,7 +54,6 @@ _PROBE_BODY = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "
                                                                           "version": "1"}}})
 
 log = logging.getLogger("gateway.turns.tools")
-_LAX_BOOL: TypeAdapter[bool | None] = TypeAdapter(bool | None)
 
 _FROM_CALLER = ("client", "oauth")
 MERGE_HEADER = "X-LCS-Merge-Server-Tools"
@@ -170,11 +168,6 @@ class ConfiguredTools:
         return configured
 
     def _complete(self, tool: dict[str, Any], identity: Identity, headers: Mapping[str, str]) -> dict[str, Any]:
-        if tool.get("type") == "function" and not isinstance(tool.get("strict"), (bool, type(None))):
-            # `strict: 0` or `"true"`, which lax validation took (as LCORE's does): sent
-            # converted, so the response echoes the boolean its type declares (found by
-            # schemathesis: tests/e2e/test_schemathesis.py).
-            return {**tool, "strict": _LAX_BOOL.validate_python(tool["strict"])}
         if tool.get("type") == "file_search":
             return {**tool, "vector_store_ids": [self._store(store_id) for store_id in tool["vector_store_ids"]]}
         if tool.get("type") != "mcp":

@@ -97,3 +97,12 @@ def test_a_lax_strict_flag_is_echoed_as_the_boolean_it_was_taken_for(either, sen
     body = either.post("/v1/responses", {"input": "Hello", "tools": [tool]}).ok()
     strictly(body)
     assert body["tools"][0]["strict"] is echoed
+
+
+def test_a_lax_number_inside_a_tool_is_echoed_as_a_number(either):
+    """`score_threshold: false` passes lax validation as 0.0; the echo has the number."""
+    tool = {"type": "file_search", "vector_store_ids": [], "ranking_options": {"score_threshold": False}}
+    body = either.post("/v1/responses", {"input": "Hello", "tools": [tool], "tool_choice": "auto"}).ok()
+    strictly(body)
+    threshold = body["tools"][0]["ranking_options"]["score_threshold"]
+    assert threshold == 0 and type(threshold) is float
