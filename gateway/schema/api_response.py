@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import warnings
 
-from openai.types.responses import Response
+from openai.types.responses import Response, Tool
 from pydantic import Field
+
+from gateway.schema.responses_tools import InputTool
 
 with warnings.catch_warnings():
     # The SDK computes `output_text` as a property; the gateway sends it as a field.
@@ -25,3 +27,8 @@ with warnings.catch_warnings():
         available_quotas: dict[str, int] = Field(default_factory=dict,
                                                  description="Tokens left per quota limiter after this turn")
         output_text: str = Field("", description="The concatenated text of the assistant's messages")
+        # The turn's tools are echoed as the request declared them, and a request takes
+        # Llama Stack's wider values where OpenAI's SDK has a literal (a file search's
+        # `ranking_options.ranker`: any ranker name): found by schemathesis. Same re-declaration as above.
+        tools: list[Tool | InputTool] = Field(  # type: ignore[assignment]
+            default_factory=list, description="The turn's tools: OpenAI's types, or the request's tool shapes")
