@@ -67,6 +67,16 @@ def test_bodies_conform_to_the_document(guarded, document):
     conforms(document, "ResponseDeleted", guarded.delete(f"/v1/responses/{created['id']}", headers=auth).json())
 
 
+def test_a_response_echoing_llama_stacks_tool_values_conforms(guarded, document):
+    """A file search's `ranker` is any of Llama Stack's names in a request, where OpenAI's
+    type has two literals: the response echoes it, and the document says so."""
+    tool = {"type": "file_search", "vector_store_ids": [], "ranking_options": {"ranker": "rrf"}}
+    created = guarded.post("/v1/responses", {"input": "hi", "tools": [tool]},
+                           headers={"Authorization": "Bearer t"}).ok()
+    assert created["tools"][0]["ranking_options"]["ranker"] == "rrf"
+    conforms(document, "GatewayResponse", created)
+
+
 def test_landing_page(guarded):
     assert guarded.get("/").status == 401  # like every endpoint but the probes and this document
     reply = guarded.get("/", headers={"Authorization": "Bearer t"})
