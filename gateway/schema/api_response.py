@@ -9,9 +9,10 @@ from __future__ import annotations
 import warnings
 
 from openai.types.responses import Response, Tool
+from openai.types.responses.response import ToolChoice as SdkToolChoice
 from pydantic import Field
 
-from gateway.schema.responses_tools import InputTool
+from gateway.schema.responses_tools import InputTool, ToolChoice
 
 with warnings.catch_warnings():
     # The SDK computes `output_text` as a property; the gateway sends it as a field.
@@ -31,4 +32,8 @@ with warnings.catch_warnings():
         # Llama Stack's wider values where OpenAI's SDK has a literal (a file search's
         # `ranking_options.ranker`: any ranker name): found by schemathesis. Same re-declaration as above.
         tools: list[Tool | InputTool] = Field(  # type: ignore[assignment]
-            default_factory=list, description="The turn's tools: OpenAI's types, or the request's tool shapes")
+            description="The turn's tools: OpenAI's types, or the request's tool shapes")
+        # Likewise `tool_choice`: as the request declared it (`allowed_tools` without its
+        # defaulted `mode`): found by schemathesis.
+        tool_choice: SdkToolChoice | ToolChoice = Field(  # type: ignore[assignment]
+            description="OpenAI's types, or the request's tool_choice shapes")
