@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import warnings
 
-from openai.types.responses import Response, Tool
+from openai.types.responses import Response, ResponsePrompt, ResponseTextConfig, Tool
 from openai.types.responses.response import ToolChoice as SdkToolChoice
+from openai.types.shared import Reasoning
 from pydantic import Field
 
 from gateway.schema.responses_tools import InputTool, ToolChoice
+from gateway.schema.responses_types import OpenAIResponsePrompt, OpenAIResponseReasoning, OpenAIResponseText
 
 with warnings.catch_warnings():
     # The SDK computes `output_text` as a property; the gateway sends it as a field.
@@ -37,3 +39,8 @@ with warnings.catch_warnings():
         # defaulted `mode`): found by schemathesis.
         tool_choice: SdkToolChoice | ToolChoice = Field(  # type: ignore[assignment]
             description="OpenAI's types, or the request's tool_choice shapes")
+        # And the other settings echoed as the request declared them (`text.format` with
+        # its optional members null).
+        text: ResponseTextConfig | OpenAIResponseText | None = None  # type: ignore[assignment]
+        reasoning: Reasoning | OpenAIResponseReasoning | None = None  # type: ignore[assignment]
+        prompt: ResponsePrompt | OpenAIResponsePrompt | None = None  # type: ignore[assignment]

@@ -69,11 +69,13 @@ def test_bodies_conform_to_the_document(guarded, document):
 
 def test_a_response_echoing_llama_stacks_tool_values_conforms(guarded, document):
     """A file search's `ranker` is any of Llama Stack's names in a request, where OpenAI's
-    type has two literals, and an `allowed_tools` choice may leave out its `mode`: the
-    response echoes them, and the document says so."""
+    type has two literals, an `allowed_tools` choice may leave out its `mode`, a text
+    format may have its optional members null: the response echoes them, and the
+    document says so."""
     tool = {"type": "file_search", "vector_store_ids": [], "ranking_options": {"ranker": "rrf"}}
     choice = {"type": "allowed_tools", "tools": []}   # `mode` left to its default
-    created = guarded.post("/v1/responses", {"input": "hi", "tools": [tool], "tool_choice": choice},
+    text = {"format": {"type": "text", "name": None, "schema": None, "description": None, "strict": None}}
+    created = guarded.post("/v1/responses", {"input": "hi", "tools": [tool], "tool_choice": choice, "text": text},
                            headers={"Authorization": "Bearer t"}).ok()
     assert created["tools"][0]["ranking_options"]["ranker"] == "rrf"
     conforms(document, "GatewayResponse", created)
