@@ -65,6 +65,10 @@ def test_every_operation_answers_as_documented(fuzzed: Any, tmp_path: Path) -> N
             "--no-shrink", "--phases", "examples,coverage,fuzzing",
             "--workers", "1", "--request-timeout", "30", "--no-color",
             "--header", f"Authorization: Bearer {API_KEY}"]
+    # The scripted upstream has no providers API: the providers' operations answer their
+    # documented 501 ("The upstream has no providers API"), which the no-5xx check cannot
+    # tell from a failure, and reach no code of theirs past it.
+    argv += ["--exclude-operation-id", "list_providers", "--exclude-operation-id", "get_provider"]
     if "chat_completions" not in fuzzed.config_path.read_text():
         # Listing responses is engine mode's (forward mode answers its documented 501,
         # which the no-5xx check cannot tell from a failure): fuzzed in engine mode.
