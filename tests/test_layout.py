@@ -39,6 +39,7 @@ CROSS_MODULE: dict[str, str] = {
     "test_packaging.py": "the wheel and the `gateway` command the Dockerfile installs",
     "test_startup_imports.py": "which modules a started gateway loads, through `gateway serve`",
     "test_log_secret_scan.py": "the suite's own scan of the gateways' logs (tests/conftest.py)",
+    "test_soak.py": "bench/soak.py's smoke: a 5-second soak of `gateway serve` (bench/)",
     "devserver/test_against_llama_stack.py": "the scripted upstream against a real Llama Stack, byte for byte",
     "devserver/test_openai_sdk.py": "the openai SDK against the scripted upstream, every endpoint it serves",
     "devserver/test_responses_fixtures.py": "the scripted upstream against recorded Llama Stack bytes "

@@ -29,16 +29,24 @@ Chunk = dict[str, Any] | list[bytes]
 
 
 class ChatDecoder:
-    __slots__ = ("_sse", "_rest", "_more", "_held")
+    __slots__ = ("_sse", "_rest", "_more", "_held", "_cr")
 
     def __init__(self) -> None:
         self._sse = SSEDecoder()
         self._rest = b""
         self._more: list[bytes] = []  # reads that end no chunk, after `_rest`: joined once one does
         self._held = 0                # their bytes
+        self._cr = False              # the last read ended with `\r`: it may be half of a `\r\n`
 
     def feed(self, data: bytes) -> list[Chunk]:
-        if data.find(b"\r") >= 0:
+        if not data:
+            return []
+        if self._cr or data.find(b"\r") >= 0:
+            # A `\r\n` cut between two reads is one line end, not two (two would end
+            # the event there: found by tests/engine/test_chat_stream.py's property test).
+            if self._cr and data.startswith(b"\n"):
+                data = data[1:]
+            self._cr = data.endswith(b"\r")
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if self._rest:
             # A chunk longer than a read is joined once (as `StreamRewriter.feed` does).
@@ -90,6 +98,6 @@ class ChatDecoder:
 
     def close(self) -> list[Chunk]:
         """A last chunk without its blank line, if the body ended with one."""
-        rest, self._rest = b"".join([self._rest, *self._more]), b""
+        rest, self._rest, self._cr = b"".join([self._rest, *self._more]), b"", False
         self._more, self._held = [], 0
         return [event.data for event in self._sse.feed(rest) + self._sse.close()]

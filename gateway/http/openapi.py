@@ -77,6 +77,7 @@ class Operation:
     public: bool = False                 # answered without authentication
     html: bool = False                   # 200 is a text/html page
     text: bool = False                   # 200 is text/plain (Prometheus's format)
+    lcore_stream: bool = False           # 200 is LCORE's `data: {"event", "data"}` frames, or text/plain
     query: tuple[tuple[str, str], ...] = ()    # (name, description)
     path_params: tuple[str, ...] = field(default=())
     # Required: the action a caller's roles must grant (LCORE's for LCORE's routes, its
@@ -133,7 +134,7 @@ OPERATIONS: tuple[Operation, ...] = (
                    "`query_other_conversations`"),
     Operation("streaming_query", "post", "/v1/streaming_query",
               "LCORE's legacy streaming query (`data: {\"event\", \"data\"}` frames, or text/plain)", "query",
-              request=_QUERY_REQUEST,
+              request=_QUERY_REQUEST, lcore_stream=True,
               errors=(401, 403, 404, 422, 429, 500, 503), action=Action.STREAMING_QUERY,
               note="LCORE's; as `/v1/query`"),
     Operation("interrupt_streaming_query", "post", "/v1/streaming_query/interrupt",
@@ -165,7 +166,7 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=(401, 403, 500), action=Action.GET_CONFIG, note="LCORE's"),
     Operation("list_conversations", "get", "/v1/conversations",
               "The caller's conversations, newest first (LCORE's `{\"conversations\": [...]}`)", "conversations",
-              ok=ConversationsListResponse, errors=(401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,
+              ok=ConversationsListResponse, errors=(400, 401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,
               query=_PAGE,
               note="LCORE's; every user's with `list_other_conversations`; `limit`/`after` are ours"),
     Operation("create_conversation", "post", "/v1/conversations",
@@ -215,7 +216,7 @@ OPERATIONS: tuple[Operation, ...] = (
               note="LCORE's; another user's needs `delete_other_conversations`"),
     Operation("list_conversations_v2", "get", "/v2/conversations",
               "The caller's conversations (LCORE's v2 shape; needs `conversation_cache`)", "conversations",
-              ok=ConversationsListResponseV2, errors=(401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,
+              ok=ConversationsListResponseV2, errors=(400, 401, 403, 422, 500), action=Action.LIST_CONVERSATIONS,
               query=_PAGE, note="LCORE's; served from the gateway's store, without the upstream"),
     Operation("get_conversation_v2", "get", "/v2/conversations/{conversation_id}",
               "One of the caller's conversations (`chat_history`; needs `conversation_cache`)", "conversations",
@@ -371,6 +372,14 @@ def _schemas() -> dict[str, Any]:
     inputs.append(("ResponseStreamEvent", "serialization", TypeAdapter(_STREAM_EVENT.load())))
     refs, definitions = TypeAdapter.json_schemas(inputs, ref_template=_REF)
     definitions["$defs"]["ResponseStreamEvent"] = refs[("ResponseStreamEvent", "serialization")]
+    # The lifecycle events (`response.created`, `.completed`, ...) carry the gateway's
+    # response object, not the SDK's: LCORE's plain conversation id where the SDK has an
+    # object (found by schemathesis: tests/e2e/test_schemathesis.py).
+    sdk_response, ours = _REF.format(model="Response"), _REF.format(model=GatewayResponse.__name__)
+    for definition in definitions["$defs"].values():
+        carried = definition.get("properties", {}).get("response")
+        if isinstance(carried, dict) and carried.get("$ref") == sdk_response:
+            definition["properties"]["response"] = {"$ref": ours}
     return {"$defs": definitions["$defs"], "refs": {key[0]: value for key, value in refs.items()}}
 
 
@@ -399,12 +408,31 @@ def _ok(operation: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
         return {"description": "OK", "content": {"text/html": {"schema": {"type": "string"}}}}
     if operation.text:
         return {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    if operation.lcore_stream:
+        frame = {"type": "object", "required": ["event", "data"],
+                 "properties": {"event": {"type": "string"}, "data": {"type": "object"}}}
+        return {"description": "Server-sent events, each `data: {\"event\": <name>, \"data\": {...}}` "
+                               "(`start`, `token`, ..., `end`, or `error`); with `media_type: text/plain`, "
+                               "the answer's text",
+                "content": {"text/event-stream": {"schema": _sse(frame)},
+                            "text/plain": {"schema": {"type": "string"}}}}
     if operation.ok is None:
         return {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
     content = {"application/json": {"schema": schemas["refs"][operation.ok.__name__]}}
     if not operation.stream:
         return {"description": "OK", "content": content}
-    content["text/event-stream"] = {"schema": {"$ref": "#/components/schemas/ResponseStreamEvent"}}
+    content["text/event-stream"] = {"schema": _sse({"$ref": "#/components/schemas/ResponseStreamEvent"},
+                                                   terminator="[DONE]")}
     return {"description": "The response object; with `stream: true`, server-sent events instead: "
                            "`event: <type>` and `data: <event JSON>` frames numbered from 0, then `data: [DONE]`",
             "content": content}
+
+
+def _sse(data: dict[str, Any], terminator: str | None = None) -> dict[str, Any]:
+    """The schema of one server-sent event (as OpenAPI 3.2's `itemSchema` and schemathesis
+    read a `text/event-stream` schema): its `data` line is JSON of the schema `data`, or
+    the stream's `terminator`."""
+    json_data: dict[str, Any] = {"type": "string", "contentMediaType": "application/json", "contentSchema": data}
+    return {"type": "object", "required": ["data"],
+            "properties": {"event": {"type": "string"}, "data": json_data if terminator is None else
+                           {"anyOf": [{"const": terminator}, json_data]}}}

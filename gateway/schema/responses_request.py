@@ -10,7 +10,8 @@ LCORE refuses them as unknown.
 The model validates and is what the gateway decides with; the raw JSON object is what
 gets forwarded (after the turn's changes, `turns/body.py`), so nested objects reach the upstream as
 the client sent them. Top-level scalars lax validation converted (`"stream": "true"`)
-are forwarded in their converted form (`forwarded_scalars`).
+are forwarded in their converted form (`forwarded_scalars`), and so are those inside the
+client's tools (`converted_scalars`: `"strict": 0`), which the response echoes.
 """
 
 from __future__ import annotations
@@ -194,3 +195,37 @@ def forwarded_scalars(raw: JsonObject, request: ResponsesRequest) -> JsonObject:
             if type(value) is not type(raw[name]):
                 changed[name] = value
     return changed
+
+
+_SCALAR_TYPES = (bool, int, float, str)
+_ABSENT = object()
+
+
+def converted_scalars(raw: Any, validated: Any) -> Any:
+    """`raw` (JSON as the client sent it) with every scalar that lax validation converted
+    (`"strict": 0`, `"score_threshold": false`) replaced by its validated value, at any
+    depth; `raw` itself when nothing was converted. `validated` is the model (or value)
+    validation made of it; a key that is not a field name (an alias) is left as sent.
+    What is forwarded, and echoed in the response, then has the types the response
+    declares (found by schemathesis: tests/e2e/test_schemathesis.py)."""
+    if isinstance(raw, dict):
+        if isinstance(validated, BaseModel):
+            fields = validated.__dict__
+        elif isinstance(validated, dict):
+            fields = validated
+        else:
+            return raw
+        changed: dict[str, Any] | None = None
+        for key, value in raw.items():
+            new = converted_scalars(value, fields.get(key, _ABSENT))
+            if new is not value:
+                changed = changed if changed is not None else dict(raw)
+                changed[key] = new
+        return changed if changed is not None else raw
+    if isinstance(raw, list) and isinstance(validated, (list, tuple)) and len(raw) == len(validated):
+        items = [converted_scalars(item, model) for item, model in zip(raw, validated)]
+        return items if any(new is not old for new, old in zip(items, raw)) else raw
+    if (isinstance(raw, _SCALAR_TYPES) and type(validated) in _SCALAR_TYPES  # not an enum member
+            and type(raw) is not type(validated)):
+        return validated
+    return raw

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.config import InferenceConfig
-from gateway.schema.responses_request import LCORE_EXTENSIONS, ResponsesRequest, forwarded_scalars
+from gateway.schema.responses_request import LCORE_EXTENSIONS, ResponsesRequest, converted_scalars, forwarded_scalars
 from gateway.turns.turn import Plan
 
 
@@ -50,6 +50,11 @@ def backend_body(raw: dict[str, Any], request: ResponsesRequest, plan: Plan, too
         if body.get("tool_choice") == "none":
             body.pop("tool_choice")
     else:
+        if request.tools is not None:
+            # The client's tools come first, in order (`ConfiguredTools.for_request`): their
+            # lax-converted scalars as validated, as the top-level ones above.
+            client = len(request.tools)
+            tools = [converted_scalars(tool, model) for tool, model in zip(tools, request.tools)] + tools[client:]
         body["tools"] = tools
     # The operator's defaults where the client sent none (or null), and never more than
     # the operator's limits: the response echoes the value applied.

@@ -67,6 +67,20 @@ def test_bodies_conform_to_the_document(guarded, document):
     conforms(document, "ResponseDeleted", guarded.delete(f"/v1/responses/{created['id']}", headers=auth).json())
 
 
+def test_a_response_echoing_llama_stacks_tool_values_conforms(guarded, document):
+    """A file search's `ranker` is any of Llama Stack's names in a request, where OpenAI's
+    type has two literals, an `allowed_tools` choice may leave out its `mode`, a text
+    format may have its optional members null: the response echoes them, and the
+    document says so."""
+    tool = {"type": "file_search", "vector_store_ids": [], "ranking_options": {"ranker": "rrf"}}
+    choice = {"type": "allowed_tools", "tools": []}   # `mode` left to its default
+    text = {"format": {"type": "text", "name": None, "schema": None, "description": None, "strict": None}}
+    created = guarded.post("/v1/responses", {"input": "hi", "tools": [tool], "tool_choice": choice, "text": text},
+                           headers={"Authorization": "Bearer t"}).ok()
+    assert created["tools"][0]["ranking_options"]["ranker"] == "rrf"
+    conforms(document, "GatewayResponse", created)
+
+
 def test_landing_page(guarded):
     assert guarded.get("/").status == 401  # like every endpoint but the probes and this document
     reply = guarded.get("/", headers={"Authorization": "Bearer t"})

@@ -87,3 +87,22 @@ async def test_a_websocket_turn_echoes_the_defaults(either):
     for event in events:
         if "response" in event:
             strictly(event["response"])
+
+
+@pytest.mark.parametrize("sent, echoed", [(0, False), (1, True), ("true", True)])
+def test_a_lax_strict_flag_is_echoed_as_the_boolean_it_was_taken_for(either, sent, echoed):
+    """`strict: 0` passes lax validation (as in LCORE); the response's tool has `strict:
+    false`, the type a FunctionTool declares, not the 0 (found by schemathesis)."""
+    tool = {**WEATHER_TOOL, "strict": sent}
+    body = either.post("/v1/responses", {"input": "Hello", "tools": [tool]}).ok()
+    strictly(body)
+    assert body["tools"][0]["strict"] is echoed
+
+
+def test_a_lax_number_inside_a_tool_is_echoed_as_a_number(either):
+    """`score_threshold: false` passes lax validation as 0.0; the echo has the number."""
+    tool = {"type": "file_search", "vector_store_ids": [], "ranking_options": {"score_threshold": False}}
+    body = either.post("/v1/responses", {"input": "Hello", "tools": [tool], "tool_choice": "auto"}).ok()
+    strictly(body)
+    threshold = body["tools"][0]["ranking_options"]["score_threshold"]
+    assert threshold == 0 and type(threshold) is float

@@ -5,9 +5,15 @@ emitter, through the loop: test_loop.py.)"""
 
 from __future__ import annotations
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from gateway.engine import translate
 from gateway.engine.chat_round import ChatRound, UpstreamChatError
+from tests.engine import fakes
+from tests.support.openai_shapes import validate_event
 
 
 class Emitter:
@@ -81,3 +87,40 @@ def test_other_choices_are_ignored_and_an_error_chunk_raises():
         fed({"error": {"message": "overloaded"}})
     with pytest.raises(UpstreamChatError, match="the upstream reported an error"):
         fed({"error": {}})
+
+
+# -- properties (issue 42: fuzzing in CI, bounded and derandomized) ----------------------
+
+_TEXT = st.text(max_size=10)
+_CALL = st.fixed_dictionaries({"index": st.integers(0, 2)}, optional={
+    "id": st.none() | st.sampled_from(["call_1", "call_2", ""]), "type": st.just("function"),
+    "function": st.fixed_dictionaries({}, optional={"name": st.none() | _TEXT, "arguments": st.none() | _TEXT})})
+_DELTA = st.fixed_dictionaries({}, optional={
+    "role": st.none() | st.just("assistant"), "content": st.none() | _TEXT, "refusal": st.none() | _TEXT,
+    "reasoning_content": st.none() | _TEXT, "tool_calls": st.none() | st.lists(_CALL, max_size=2)})
+_USAGE = st.fixed_dictionaries({"prompt_tokens": st.integers(0, 10**6), "completion_tokens": st.integers(0, 10**6),
+                                "total_tokens": st.integers(0, 2 * 10**6)})
+# A chunk as OpenAI's `ChatCompletionChunk` declares it (the fields the round reads), or
+# the text pieces chat_stream.py hands on as JSON literals.
+_CHUNK = st.fixed_dictionaries({"choices": st.lists(st.fixed_dictionaries({
+    "index": st.integers(0, 1), "delta": _DELTA,
+    "finish_reason": st.none() | st.sampled_from(["stop", "length", "tool_calls", "content_filter"])}), max_size=2)},
+    optional={"usage": st.none() | _USAGE, "id": _TEXT, "object": st.just("chat.completion.chunk")}) | st.lists(
+    _TEXT.map(lambda text: orjson.dumps(text)), min_size=1, max_size=3)
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, database=None)
+@given(chunks=st.lists(_CHUNK, max_size=8), finish=st.sampled_from(["completed", "incomplete", "failed"]))
+def test_any_valid_chunks_become_a_response_the_openai_types_accept(chunks, finish):
+    """Chunks of any valid shape, in any order, go through the real emitter into events
+    and a final response object that `openai`'s types accept."""
+    emitter = fakes.emitter()
+    round_ = ChatRound(emitter, set())
+    for chunk in chunks:
+        round_.feed(chunk)
+    if finish == "failed":
+        terminal = emitter.fail("the upstream stopped")
+    else:
+        terminal = emitter.finish(finish, round_.usage, translate.incomplete_reason(round_.finish_reason))
+    for event in [*emitter.take(), terminal]:
+        validate_event(event.data)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.engine.chat_stream import ChatDecoder
 
@@ -56,6 +60,65 @@ def test_a_last_chunk_without_its_blank_line():
     decoder = ChatDecoder()
     assert decoder.feed(frame(b"[]", b',"usage":{"prompt_tokens":3}')[:-2]) == []
     assert decoder.close()[0]["usage"] == {"prompt_tokens": 3}
+
+
+# -- properties (issue 42: fuzzing in CI, bounded and derandomized) ----------------------
+
+RECORDED = (Path(__file__).parents[1] / "fixtures" / "llama-stack-0.7.3" / "chat-completions-stream.sse").read_bytes()
+SYNTHETIC = (frame(TEXT) * 3 + frame(b'[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c"}]},"logprobs":null,'
+                                     b'"finish_reason":null}]') + frame(TEXT)
+             + frame(b"[]", b',"usage":{"prompt_tokens":3}') + b"data: [DONE]\n\n")
+# Two `data:` lines are one event (SSE joins them with a newline, inside JSON whitespace).
+MULTILINE = b'data: {"choices":[],\ndata: "usage":{"prompt_tokens":5}}\n\n' + frame(TEXT)
+
+
+def _normalized(chunks: list) -> list:
+    """Text pieces as strings, whether they came as literals (the fast path) or parsed;
+    every other chunk as its dict."""
+    out = []
+    for chunk in chunks:
+        if isinstance(chunk, list):
+            out += [("text", orjson.loads(literal)) for literal in chunk]
+            continue
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        delta = choices[0].get("delta") if isinstance(choices, list) and len(choices) == 1 else None
+        if (isinstance(delta, dict) and set(delta) <= {"role", "content"} and isinstance(delta.get("content"), str)
+                and choices[0].get("finish_reason") is None and not isinstance(chunk.get("usage"), dict)):
+            out.append(("text", delta["content"]))
+        else:
+            out.append(("chunk", chunk))
+    return out
+
+
+def _decode(reads: list[bytes]) -> list:
+    decoder = ChatDecoder()
+    chunks = [chunk for read in reads for chunk in decoder.feed(read)]
+    return _normalized(chunks + decoder.close())
+
+
+@settings(max_examples=150, derandomize=True, deadline=None, database=None)
+@given(body=st.sampled_from([RECORDED, SYNTHETIC, MULTILINE]), ending=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+       data=st.data())
+def test_any_split_of_a_chat_stream_decodes_the_same(body, ending, data):
+    """However the upstream's body is cut into reads (a CRLF between its CR and LF
+    included), the engine reads the same text and chunks as from the body read whole."""
+    raw = body.replace(b"\n", ending)
+    # Anywhere, and often just after a CR (the cut that once split a CRLF in two line ends).
+    after_cr = [index + 1 for index, byte in enumerate(raw) if byte == 13] or [0]
+    cuts = data.draw(st.lists(st.integers(0, len(raw)) | st.sampled_from(after_cr), max_size=24))
+    points = sorted(set(cuts))
+    reads = [raw[start:stop] for start, stop in zip([0] + points, points + [len(raw)])]
+    assert _decode(reads) == _decode([raw])
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, database=None)
+@given(raw=st.binary(max_size=2000), cuts=st.lists(st.integers(0, 4000), max_size=8))
+def test_arbitrary_bytes_never_crash_the_chat_decoder(raw, cuts):
+    points = sorted({cut % (len(raw) + 1) for cut in cuts})
+    decoder = ChatDecoder()
+    for start, stop in zip([0] + points, points + [len(raw)]):
+        assert isinstance(decoder.feed(raw[start:stop]), list)
+    assert isinstance(decoder.close(), list)
 
 
 def test_a_chunk_longer_than_a_read_is_joined_once():

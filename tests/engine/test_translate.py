@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from gateway.engine import file_search, translate
 from gateway.schema.errors import ApiError
+from gateway.schema.responses_request import parse_responses_request
 
 USER_HI = {"role": "user", "content": "hi"}
 CALL_A = {"type": "function_call", "call_id": "call_a", "name": "get_weather", "arguments": '{"location":"Paris"}'}
@@ -212,3 +216,107 @@ def test_usage_summed():
                                             ("content_filter", "content_filter"), (None, None)])
 def test_incomplete_reason(finish, reason):
     assert translate.incomplete_reason(finish) == reason
+
+
+# -- properties (issue 42: fuzzing in CI, bounded and derandomized) ----------------------
+
+TEXTS = st.text(max_size=12)
+IDS = st.sampled_from(["call_a", "call_b", "fc_1", "mcp_1", "msg_1", ""]) | TEXTS
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | TEXTS,
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXTS, inner, max_size=3),
+                       max_leaves=8)
+PART = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(["input_text", "output_text"]), "text": TEXTS}),
+    st.fixed_dictionaries({"type": st.just("input_image")},
+                          optional={"image_url": st.none() | TEXTS, "file_id": st.none() | TEXTS,
+                                    "detail": st.sampled_from(["low", "high", "auto"])}),
+    st.fixed_dictionaries({"type": st.just("input_file")},
+                          optional={"file_data": TEXTS, "file_id": TEXTS, "file_url": TEXTS, "filename": TEXTS}),
+    st.fixed_dictionaries({"type": st.just("refusal"), "refusal": TEXTS}),
+    st.fixed_dictionaries({"type": st.just("output_text"), "text": TEXTS, "annotations": st.just([])}),
+)
+CONTENT = TEXTS | st.lists(PART, max_size=3)
+ITEM = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "developer", "assistant"]), "content": CONTENT},
+                          optional={"type": st.just("message"), "id": IDS,
+                                    "status": st.sampled_from(["completed", "in_progress"])}),
+    st.fixed_dictionaries({"type": st.just("function_call"), "call_id": IDS, "name": TEXTS, "arguments": TEXTS},
+                          optional={"id": IDS, "status": st.just("completed")}),
+    st.fixed_dictionaries({"type": st.just("function_call_output"), "call_id": IDS,
+                           "output": TEXTS | st.lists(PART, max_size=2)}),
+    st.fixed_dictionaries({"type": st.just("mcp_call"), "id": IDS, "server_label": TEXTS, "name": TEXTS,
+                           "arguments": TEXTS}, optional={"output": st.none() | TEXTS, "error": st.none() | TEXTS}),
+    st.fixed_dictionaries({"type": st.just("item_reference"), "id": IDS}),
+    st.fixed_dictionaries({"type": st.just("reasoning"), "id": IDS, "summary": st.just([])}),
+    st.fixed_dictionaries({"type": st.just("file_search_call"), "id": IDS, "queries": st.lists(TEXTS, max_size=2),
+                           "status": st.just("completed")}, optional={"results": st.none() | st.just([])}),
+    st.fixed_dictionaries({"type": st.just("web_search_call"), "id": IDS, "status": st.just("completed"),
+                           "action": st.fixed_dictionaries({"type": st.just("search"), "query": TEXTS},
+                                                           optional={"sources": st.lists(st.fixed_dictionaries(
+                                                               {"type": st.just("url"), "url": TEXTS}), max_size=2)})}),
+)
+TOOL = st.one_of(
+    st.fixed_dictionaries({"type": st.just("function"), "name": st.sampled_from(["f", "g", file_search.NAME])},
+                          optional={"parameters": st.just({"type": "object", "properties": {}}),
+                                    "strict": st.booleans(), "description": TEXTS}),
+    st.fixed_dictionaries({"type": st.just("file_search"), "vector_store_ids": st.lists(TEXTS, max_size=2)}),
+    st.fixed_dictionaries({"type": st.sampled_from(["web_search", "web_search_preview"])}),
+)
+CHOICE = st.sampled_from(["auto", "none", "required", {"type": "file_search"}, {"type": "web_search"}]) | st.builds(
+    lambda name: {"type": "function", "name": name}, st.sampled_from(["f", "g"])) | st.builds(
+    lambda mode, names: {"type": "allowed_tools", "mode": mode, "tools": [{"type": "function", "name": n} for n in names]},
+    st.sampled_from(["auto", "required"]), st.lists(st.sampled_from(["f", "g"]), max_size=2))
+FORMAT = st.sampled_from([{"type": "text"}, {"type": "json_object"},
+                          {"type": "json_schema", "name": "x", "schema": {"type": "object"}, "strict": True}])
+BODY = st.fixed_dictionaries({"input": TEXTS | st.lists(ITEM, max_size=6)}, optional={
+    "instructions": TEXTS, "tools": st.lists(TOOL, max_size=3), "tool_choice": CHOICE,
+    "text": st.fixed_dictionaries({"format": FORMAT}), "temperature": st.floats(0, 2),
+    "top_p": st.floats(0, 1), "max_output_tokens": st.integers(16, 4096), "parallel_tool_calls": st.booleans(),
+    "metadata": st.dictionaries(st.text(min_size=1, max_size=4), TEXTS, max_size=2), "safety_identifier": TEXTS,
+    "reasoning": st.fixed_dictionaries({"effort": st.sampled_from(["low", "medium", "high"])}),
+    "top_logprobs": st.integers(0, 5)})
+
+
+def _accepted(body: dict) -> bool:
+    try:
+        parse_responses_request(body, engine=True)
+    except ApiError:
+        return False
+    return True
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(body=BODY, history=st.lists(ITEM, max_size=4))
+def test_no_request_the_gateway_accepts_crashes_the_translation(body, history):
+    """Every request engine mode's validation lets through is translated, or refused with
+    the engine's 422 (`ApiError`): never another exception (a 500), whatever the items,
+    the conversation's stored history before them, the tools and the options."""
+    assume(_accepted(body))
+    try:
+        translate.check_request(body)
+        inputs = translate.input_items(body["input"])
+        references = {str(item.get("id")): item for item in history if item.get("id")}
+        messages = translate.to_messages(translate.input_items(history) + inputs, body.get("instructions"),
+                                         references)
+        tools = translate.chat_tools(body.get("tools"))
+        translate.tool_choice(body.get("tool_choice"))
+        options = translate.chat_options(body, bool(tools))
+    except ApiError as refused:
+        assert refused.status == 422
+        return
+    assert all(message["role"] in ("system", "user", "assistant", "tool") for message in messages)
+    orjson.dumps({"messages": messages, "tools": tools, **options})   # what is sent serializes
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, database=None)
+@given(usage=st.none() | st.fixed_dictionaries({}, optional={
+    "prompt_tokens": st.none() | st.integers(0, 1 << 40), "completion_tokens": st.none() | st.integers(0, 1 << 40),
+    "total_tokens": st.none() | st.integers(0, 1 << 41),
+    "prompt_tokens_details": st.none() | st.fixed_dictionaries({}, optional={
+        "cached_tokens": st.none() | st.integers(0, 1 << 20)}),
+    "completion_tokens_details": st.none() | st.fixed_dictionaries({}, optional={
+        "reasoning_tokens": st.none() | st.integers(0, 1 << 20)})}))
+def test_any_chat_usage_maps_to_a_responses_usage(usage):
+    mapped = translate.usage_of(usage)
+    assert translate.add_usage(mapped, mapped)["total_tokens"] == 2 * mapped["total_tokens"]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gateway.schema.errors import ApiError
-from gateway.schema.responses_request import forwarded_scalars, parse_responses_request, provider_data_header
+from gateway.schema.responses_request import (converted_scalars, forwarded_scalars, parse_responses_request,
+                                              provider_data_header)
 from gateway.schema.json_body import parse_json_body
 
 HEX = "ab" * 24
@@ -126,3 +127,16 @@ def test_provider_data_header_is_printable_ascii_json(solr):
     header = provider_data_header(solr)
     assert all(" " <= char <= "~" for char in header)
     assert json.loads(header) == {"solr": solr}
+
+
+def test_converted_scalars_inside_tools_take_their_validated_values():
+    raw = {"input": "x", "tools": [
+        {"type": "function", "name": "f", "parameters": None, "strict": 0},
+        {"type": "file_search", "vector_store_ids": ["vs_1"], "ranking_options": {"score_threshold": False}},
+        {"type": "function", "name": "g", "parameters": {"type": "object"}, "strict": True}]}
+    request = parse_responses_request(raw)
+    tools = [converted_scalars(tool, model) for tool, model in zip(raw["tools"], request.tools)]
+    assert tools[0]["strict"] is False and raw["tools"][0]["strict"] == 0   # a copy: the raw body is untouched
+    assert type(tools[1]["ranking_options"]["score_threshold"]) is float
+    assert tools[2] is raw["tools"][2]   # nothing converted: the same object, no copy
+    assert tools[1]["vector_store_ids"] is raw["tools"][1]["vector_store_ids"]

@@ -1,17 +1,26 @@
 """The rewriter's fast paths give the same bytes as the full decode → repair → enrich
 path (`fast=False`), for every recorded stream and for generated ones, and they are
-the paths text deltas take in both dialects."""
+the paths text deltas take in both dialects; and, as properties (bounded, derandomized),
+any split of any recorded stream gives the bytes of the stream read whole, on every
+transport's framing, and no bytes and no JSON events make it raise."""
 
 from __future__ import annotations
+
+import json
+from typing import Callable
 
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.legacy.framing import LegacyFraming
+from gateway.legacy.stream import LegacyStream
+from gateway.streaming import passthrough
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.framing import SSEFraming
 from gateway.streaming.rewriter import StreamRewriter
+from gateway.streaming.websocket import WebSocketFraming
 from tests.streaming.streams import CONVERSATION, captures, chunks, per_event, rewrite_reads, stream
 
 CAPTURED = captures()
@@ -159,6 +168,109 @@ def test_object_form_deltas_take_the_same_paths():
     rewriter, bulk = counting({"id": CONVERSATION})
     rewriter.feed(CAPTURED["text-64-llama-stack.sse"])
     assert bulk.runs == [1, 64] and bulk.single == 0
+
+
+# -- properties (issue 42: fuzzing in CI, bounded and derandomized) ----------------------
+
+def _framings() -> dict[str, Callable[[], StreamRewriter]]:
+    """A rewriter per transport's framing: SSE, the WebSocket's (with a lane), LCORE's query stream."""
+    return {
+        "sse": lambda: StreamRewriter(Enricher(CONVERSATION, None)),
+        "websocket": lambda: StreamRewriter(Enricher(CONVERSATION, None), WebSocketFraming("lane-1")),
+        "lcore": lambda: StreamRewriter(Enricher(CONVERSATION, None),
+                                        LegacyFraming(LegacyStream("c" * 48, "req-1", "p/m"))),
+    }
+
+
+FRAMINGS = _framings()
+BOUNDED = settings(max_examples=100, derandomize=True, deadline=None, database=None,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _split(raw: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({cut % (len(raw) + 1) for cut in cuts})
+    return [raw[start:stop] for start, stop in zip([0] + points, points + [len(raw)])]
+
+
+@BOUNDED
+@given(name=st.sampled_from(sorted(CAPTURED)), framing=st.sampled_from(sorted(FRAMINGS)),
+       ending=st.sampled_from([b"\n", b"\r\n", b"\r"]), data=st.data())
+def test_any_split_of_a_recorded_stream_gives_the_same_client_bytes(name, framing, ending, data):
+    """However the upstream's body is cut into reads (mid-line, mid-UTF-8 character,
+    between CR and LF), the client gets the bytes of the stream read whole, on every
+    transport: the fast paths and the `_rest` carry-over never depend on the reads."""
+    raw = CAPTURED[name].replace(b"\n", ending)
+    # Anywhere, and often where a line or an event ends (a CR, the blank line).
+    ends = [index + 1 for index, byte in enumerate(raw) if byte in (10, 13)] or [0]
+    cuts = data.draw(st.lists(st.integers(0, len(raw)) | st.sampled_from(ends), max_size=24))
+    whole = rewrite_reads([raw], rewriter=FRAMINGS[framing]())
+    assert rewrite_reads(_split(raw, cuts), rewriter=FRAMINGS[framing]()) == whole
+
+
+def _feed_all(rewriter: StreamRewriter, reads: list[bytes]) -> bytes:
+    """As the relay does: reads until the terminal event, else close; then settle."""
+    out = []
+    for read in reads:
+        frames, terminal = rewriter.feed(read)
+        out.append(frames)
+        if terminal is not None:
+            return b"".join(out) + rewriter.terminal(terminal, {"daily": 1})
+    frames, terminal = rewriter.close()
+    out.append(frames)
+    if terminal is not None:
+        out.append(rewriter.terminal(terminal, {"daily": 1}))
+    return b"".join(out)
+
+
+@BOUNDED
+@given(raw=st.binary(max_size=3000), framing=st.sampled_from(sorted(FRAMINGS)),
+       cuts=st.lists(st.integers(0, 4000), max_size=8))
+def test_arbitrary_bytes_never_crash_the_rewriter(raw, framing, cuts):
+    """Whatever the upstream sends (not SSE, cut UTF-8, NULs, stray CRs), the rewriter
+    raises nothing: garbage is dropped and the stream ends with a terminal event (the
+    upstream's or `response.failed`)."""
+    out = _feed_all(FRAMINGS[framing](), _split(raw, cuts))
+    assert isinstance(out, bytes) and out   # at least the terminal frame
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                 max_size=3), max_leaves=12)
+KEYS = ["type", "sequence_number", "response", "item", "delta", "item_id", "output_index", "content_index",
+        "part", "error", "usage", "output", "id", "status", "text", "arguments", "name", "server_label"]
+EVENT_TYPES = sorted({*(kind.decode() for kind in passthrough.PASS_THROUGH), "response.created", "response.in_progress", "response.completed",
+                      "response.failed", "response.incomplete", "response.output_item.added",
+                      "response.output_item.done", "response.content_part.added", "response.content_part.done",
+                      "response.output_text.done", "response.mcp_call.failed", "response.mcp_list_tools.failed",
+                      "error", "response.queued"})
+
+
+@st.composite
+def json_event(draw) -> bytes:
+    """One `data:` block of a JSON value: mostly an object with the keys the rewriter
+    reads, each of any JSON type (a `type` that is a number, a `response` that is a list,
+    ...), else any JSON value at all."""
+    if draw(st.integers(0, 4)) == 0:
+        return b"data: " + json.dumps(draw(JSON)).encode()
+    event = draw(st.dictionaries(st.sampled_from(KEYS), JSON, max_size=6))
+    if draw(st.booleans()):
+        event["type"] = draw(st.sampled_from(EVENT_TYPES))
+    if draw(st.booleans()):
+        event["response"] = draw(st.dictionaries(st.sampled_from(KEYS + ["conversation", "previous_response_id"]),
+                                                 JSON, max_size=5))
+    event_line = draw(st.sampled_from([b"", b"event: " + str(event.get("type")).encode() + b"\n"]))
+    return event_line + b"data: " + json.dumps(event).encode()
+
+
+@BOUNDED
+@given(blocks=st.lists(json_event(), min_size=1, max_size=8), framing=st.sampled_from(sorted(FRAMINGS)),
+       cuts=st.lists(st.integers(0, 4000), max_size=6))
+def test_arbitrary_json_events_never_crash_the_rewriter(blocks, framing, cuts):
+    """Events of a known type with fields of the wrong JSON type, in any order, go
+    through repair, enrichment and every framing without an exception."""
+    raw = b"\n\n".join(blocks) + b"\n\n"
+    out = _feed_all(FRAMINGS[framing](), _split(raw, cuts))
+    assert isinstance(out, bytes) and out
 
 
 def test_an_event_longer_than_a_read_is_joined_once_and_passed_on_whole():
