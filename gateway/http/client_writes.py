@@ -1,0 +1,93 @@
+"""A streamed turn's writes to its client, bounded (issue 42): a client that stops
+reading is cut once what the gateway holds for it passes
+`service.max_client_write_buffer_bytes`, and the end of a stream waits at most
+`service.client_drain_timeout_seconds` for the client to take the rest.
+
+Why a bound on the transport's buffer and not a timeout on aiohttp's `drain()`: aiohttp
+awaits `drain()` inside a write once 64 KiB went out since the last one, and that await
+never ends for a client that stops reading (a zero TCP window is kept open by the
+peer's kernel forever), holding the turn, its upstream stream and its memory. A timeout
+around every write would cost a timer per upstream read on the hot path and would cut a
+client that reads slowly but steadily as soon as one wait ran long. Writing without
+awaiting `drain()` and reading `get_write_buffer_size()` after each write costs one
+call, lets the upstream stream run at its own pace (the turn is never blocked by its
+client), and cuts exactly the clients that fall more than the bound behind: memory per
+stream is at most the bound plus one upstream read's frames. A timer is used once, at
+the end, where the last `drain()` is unavoidable.
+
+A cut client is a client that left: `SlowClient` is a `ConnectionError`, so
+`turns.run.client_left()` is true and the turn is abandoned, charged as when its client
+leaves (docs/quotas.md), and its transport is aborted (its buffer freed at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable, NoReturn, cast
+
+from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http_writer import StreamWriter
+
+from gateway.config.service import ServiceConfig
+
+log = logging.getLogger("gateway.http")
+
+
+class SlowClient(ConnectionResetError):
+    """The gateway cut a client that stopped reading (its reason in the message)."""
+
+
+class ClientWrites:
+    """One streaming connection's writes: `write` per upstream read, `eof` at the end."""
+
+    __slots__ = ("_writer", "_transport", "_limit", "_timeout", "_request_id")
+
+    def __init__(self, writer: AbstractStreamWriter | None, transport: asyncio.BaseTransport | None, limit: int,
+                 timeout: float, request_id: str):
+        # aiohttp's server writer; its transport None when the client already left.
+        self._writer = cast(StreamWriter, writer)
+        self._transport = cast("asyncio.WriteTransport | None", transport)
+        self._limit = limit
+        self._timeout = timeout
+        self._request_id = request_id
+
+    async def write(self, frames: bytes) -> None:
+        transport = self._transport
+        if transport is None:
+            raise ConnectionResetError("the client's connection is closed")
+        await self._writer.write(frames, drain=False)
+        unsent = transport.get_write_buffer_size()
+        if unsent > self._limit:
+            self.cut(f"{unsent} bytes unread, over service.max_client_write_buffer_bytes ({self._limit})")
+
+    async def eof(self, frames: bytes, write_eof: Callable[[bytes], Awaitable[None]]) -> None:
+        """The last frames and the end of the stream (`write_eof`, which drains): the
+        client has `client_drain_timeout_seconds` to take what is unsent."""
+        transport = self._transport
+        if transport is None:
+            raise ConnectionResetError("the client's connection is closed")
+        unsent = transport.get_write_buffer_size()
+        if unsent > self._limit:
+            self.cut(f"{unsent} bytes unread, over service.max_client_write_buffer_bytes ({self._limit})")
+        try:
+            async with asyncio.timeout(self._timeout):
+                await write_eof(frames)
+        except TimeoutError:
+            self.cut(f"{transport.get_write_buffer_size()} bytes still unread "
+                     f"{self._timeout:g} s after the end of the stream (service.client_drain_timeout_seconds)")
+
+    def cut(self, reason: str) -> NoReturn:
+        log.warning("client of request %s stopped reading: %s; connection closed, turn abandoned",
+                    self._request_id, reason)
+        if self._transport is not None:
+            self._transport.abort()
+        raise SlowClient(f"the client stopped reading: {reason}")
+
+
+def client_writes(request: web.Request, writer: AbstractStreamWriter | None, service: ServiceConfig) -> ClientWrites:
+    """The bounded writes of `request`'s prepared response (`writer`, what `prepare()`
+    returned: None when the client had already left)."""
+    return ClientWrites(writer, None if writer is None else request.transport, service.max_client_write_buffer_bytes,
+                        service.client_drain_timeout_seconds, request["request_id"])
