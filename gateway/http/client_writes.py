@@ -1,19 +1,18 @@
-"""A streamed turn's writes to its client, bounded (issue 42): a client that stops
-reading is cut once what the gateway holds for it passes
-`service.max_client_write_buffer_bytes`, and the end of a stream waits at most
-`service.client_drain_timeout_seconds` for the client to take the rest.
+"""A streamed turn's writes to its client, bounded (issue 42): what the gateway holds
+unsent for a connection may pass `service.max_client_write_buffer_bytes` only for
+`service.client_drain_timeout_seconds`; a client that has not taken it by then stopped
+reading, and is cut. The end of a stream waits for the client as long.
 
-Why a bound on the transport's buffer and not a timeout on aiohttp's `drain()`: aiohttp
-awaits `drain()` inside a write once 64 KiB went out since the last one, and that await
-never ends for a client that stops reading (a zero TCP window is kept open by the
-peer's kernel forever), holding the turn, its upstream stream and its memory. A timeout
-around every write would cost a timer per upstream read on the hot path and would cut a
-client that reads slowly but steadily as soon as one wait ran long. Writing without
-awaiting `drain()` and reading `get_write_buffer_size()` after each write costs one
-call, lets the upstream stream run at its own pace (the turn is never blocked by its
-client), and cuts exactly the clients that fall more than the bound behind: memory per
-stream is at most the bound plus one upstream read's frames. A timer is used once, at
-the end, where the last `drain()` is unavoidable.
+Why a bound with a timeout, and not aiohttp's own writes (which await `drain()` once
+64 KiB went out since the last one): that await never ends for a client that stops
+reading (the peer's kernel keeps a zero TCP window open for ever), holding the turn, its
+upstream stream and its connection for as long as the client likes. A timeout around
+every write would cost a timer per upstream read on the hot path. Writing without
+awaiting `drain()` and reading `get_write_buffer_size()` after each write costs one call;
+only a connection already past the bound waits (with a timer) for its client, so a
+client that reads, however slowly, is never cut, a large event (bigger than the bound on
+its own) goes out whole, and memory per stream is at most the bound plus one upstream
+read's frames.
 
 A cut client is a client that left: `SlowClient` is a `ConnectionError`, so
 `turns.run.client_left()` is true and the turn is abandoned, charged as when its client
@@ -58,9 +57,19 @@ class ClientWrites:
         if transport is None:
             raise ConnectionResetError("the client's connection is closed")
         await self._writer.write(frames, drain=False)
+        if transport.get_write_buffer_size() > self._limit:
+            await self._catch_up(transport)
+
+    async def _catch_up(self, transport: asyncio.WriteTransport) -> None:
+        """Over the bound: the client has `client_drain_timeout_seconds` to take it (the
+        transport resumes writing below its low-water mark), the turn waiting meanwhile."""
         unsent = transport.get_write_buffer_size()
-        if unsent > self._limit:
-            self.cut(f"{unsent} bytes unread, over service.max_client_write_buffer_bytes ({self._limit})")
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._writer.drain()
+        except TimeoutError:
+            self.cut(f"{unsent} bytes unread, over service.max_client_write_buffer_bytes ({self._limit}), "
+                     f"not taken within {self._timeout:g} s (service.client_drain_timeout_seconds)")
 
     async def eof(self, frames: bytes, write_eof: Callable[[bytes], Awaitable[None]]) -> None:
         """The last frames and the end of the stream (`write_eof`, which drains): the
@@ -68,9 +77,6 @@ class ClientWrites:
         transport = self._transport
         if transport is None:
             raise ConnectionResetError("the client's connection is closed")
-        unsent = transport.get_write_buffer_size()
-        if unsent > self._limit:
-            self.cut(f"{unsent} bytes unread, over service.max_client_write_buffer_bytes ({self._limit})")
         try:
             async with asyncio.timeout(self._timeout):
                 await write_eof(frames)

@@ -1,7 +1,8 @@
 """A client that sends a streamed turn and never reads its answer (issue 42), through
 `gateway serve` over raw sockets with a small SO_RCVBUF, against the scripted upstream
 streaming far more than the sockets can buffer: the gateway cuts it once what it holds
-unsent for that connection passes `service.max_client_write_buffer_bytes`, says why in
+unsent for that connection stayed past `service.max_client_write_buffer_bytes` for
+`service.client_drain_timeout_seconds` (1 s here), says why in
 its log, abandons the turn (charged its reservation, as when a client leaves: the
 upstream reports usage only at the end) and closes the upstream stream; its memory
 stays bounded. A client that reads, however long its answer, is not cut.
@@ -36,7 +37,8 @@ CUT = "stopped reading"
 def gateway(gateway_factory, upstream, tmp_path_factory):
     quotas = str(tmp_path_factory.mktemp("slow") / "quotas.db")
     gateway = gateway_factory(upstream.url, service={
-        "host": "127.0.0.1", "port": 8080, "access_log": False, "max_client_write_buffer_bytes": BOUND},
+        "host": "127.0.0.1", "port": 8080, "access_log": False, "max_client_write_buffer_bytes": BOUND,
+        "client_drain_timeout_seconds": 1},
         quota_handlers={"sqlite": {"db_path": quotas}, "output_reservation": OUTPUT,
                         "limiters": [{"name": "daily", "type": "user_limiter", "initial_quota": INITIAL,
                                       "quota_increase": 0, "period": "1 day"}]})
