@@ -107,7 +107,8 @@ async def build_services(config: Configuration, metrics: Metrics | None = None,
     await engine.start()
     if metrics is not None:
         engine.hooks = EngineMetrics(metrics)
-        metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db, upstream.breaker))
+        metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db, upstream.breaker,
+                                                       upstream.connections))
     if observers is not None:
         engine.hooks = observers.engine(engine.hooks)
     turns = _turns(config, conversations, writer, catalog, quota, tools,

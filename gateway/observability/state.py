@@ -1,9 +1,11 @@
 """Metrics read from the gateway's state when scraped, never kept up to date on the
-request path: the upstream capability mode, the database pool's use; and the
+request path: the upstream capability mode, the database pool's use, the upstream
+pool's connections, the asyncio tasks alive; and the
 database's operation latency, timed around the database's own methods."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from typing import Any, Callable, Iterable
@@ -20,11 +22,13 @@ from gateway.upstream.capabilities import Capabilities
 
 class StateCollector(Collector):
     def __init__(self, capabilities: Capabilities, api_setting: str, db: Database,
-                 breaker: CircuitBreaker | None = None):
+                 breaker: CircuitBreaker | None = None,
+                 connections: Callable[[], tuple[int, int] | None] | None = None):
         self._capabilities = capabilities
         self._api = api_setting
         self._db = db
         self._breaker = breaker
+        self._connections = connections   # the upstream pool's (busy, idle); None: not started
 
     def collect(self) -> Iterable[Any]:
         caps = self._capabilities
@@ -51,6 +55,20 @@ class StateCollector(Collector):
         if self._breaker is not None:
             circuit.add_metric((_shown_url(self._breaker.url),), STATE_VALUES[self._breaker.state])
         yield circuit
+        # What a leak would pile up (issue 42: tests/e2e/test_leaks.py reads them).
+        connections = GaugeMetricFamily("gateway_upstream_connections", BY_NAME["gateway_upstream_connections"].help,
+                                        labels=("state",))
+        counts = self._connections() if self._connections is not None else None
+        if counts is not None:
+            for state, count in zip(("busy", "idle"), counts):
+                connections.add_metric((state,), count)
+        yield connections
+        tasks = GaugeMetricFamily("gateway_asyncio_tasks", BY_NAME["gateway_asyncio_tasks"].help)
+        try:
+            tasks.add_metric((), len(asyncio.all_tasks()))
+        except RuntimeError:   # scraped outside the event loop (a test's registry): none
+            pass
+        yield tasks
 
 
 def _shown_url(url: str) -> str:

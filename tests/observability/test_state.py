@@ -31,6 +31,25 @@ def test_the_capability_mode_is_one_series(api, has_responses, conversations, la
     assert scraped(api, has_responses, conversations, None)["gateway_upstream_capability_mode"] == [(labels, 1)]
 
 
+def test_the_upstream_connections_and_the_tasks_alive():
+    capabilities = SimpleNamespace(has_responses=True, conversations_upstream=True)
+    db = SimpleNamespace(pool_use=lambda: None)
+    families = {family.name: family for family in StateCollector(  # type: ignore[arg-type]
+        capabilities, "auto", db, None, lambda: (1, 4)).collect()}
+    assert [(s.labels, s.value) for s in families["gateway_upstream_connections"].samples] == [
+        ({"state": "busy"}, 1), ({"state": "idle"}, 4)]
+    assert families["gateway_asyncio_tasks"].samples == []   # no loop running here
+
+
+async def test_the_tasks_alive_are_counted_in_the_loop():
+    capabilities = SimpleNamespace(has_responses=True, conversations_upstream=True)
+    db = SimpleNamespace(pool_use=lambda: None)
+    families = {family.name: family for family in StateCollector(  # type: ignore[arg-type]
+        capabilities, "auto", db).collect()}
+    assert families["gateway_asyncio_tasks"].samples[0].value >= 1   # this test's own task
+    assert families["gateway_upstream_connections"].samples == []    # no pool
+
+
 def test_the_pool_only_where_there_is_one():
     assert scraped("auto", True, True, None)["gateway_db_pool_connections"] == []   # SQLite
     assert scraped("auto", True, True, (2, 3, 10))["gateway_db_pool_connections"] == [
