@@ -22,7 +22,7 @@ import orjson
 from gateway.config import LlamaStackConfig
 from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError
-from gateway.upstream.breaker import DEFAULT_CIRCUIT, CircuitBreaker, open_circuit
+from gateway.upstream.breaker import DEFAULT_CIRCUIT, CircuitBreaker, failures, open_circuit
 from gateway.upstream.client import TIMED_OUT, UpstreamClient
 from gateway.upstream.errors import upstream_message
 
@@ -77,13 +77,14 @@ class JsonService:
 
     async def post(self, body: dict[str, Any]) -> Any:
         """The endpoint's JSON answer to `body`. Raises ServiceUnavailable / ServiceRefused."""
+        failed_before = failures(self._client.breaker)
         try:
             async with asyncio.timeout(self._timeout):
                 reply = await self._client.request("POST", self._path, json=body, timeout=self._timeout)
         except TimeoutError:
             raise ServiceUnavailable(f"{self.name} did not answer within {self._timeout:g} s") from None
         except ApiError as exc:  # the client's 503: no connection, or silent past the timeout (logged there)
-            refused = open_circuit(self._client.breaker)
+            refused = open_circuit(self._client.breaker, failed_before)
             if refused:
                 raise ServiceUnavailable(f"{self.name} {refused}") from None
             if exc.cause == TIMED_OUT:   # the client's own read timeout came first (the same timeout)

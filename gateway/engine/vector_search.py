@@ -25,7 +25,7 @@ from gateway.config import ByokRagConfig, LlamaStackConfig
 from gateway.engine import file_search
 from gateway.engine.executor import EngineTool, Setup, ToolCall, ToolResult
 from gateway.schema.errors import ApiError
-from gateway.upstream.breaker import DEFAULT_CIRCUIT, CircuitBreaker, open_circuit
+from gateway.upstream.breaker import DEFAULT_CIRCUIT, CircuitBreaker, failures, open_circuit
 from gateway.upstream.client import TIMED_OUT, UpstreamClient
 
 log = logging.getLogger("gateway.engine.file_search")
@@ -105,13 +105,14 @@ class FileSearchExecutor(EngineTool):
         timeout = store.search_timeout if store is not None else DEFAULT_TIMEOUT
         multiplier = store.score_multiplier if store is not None else 1.0
         path = file_search.SEARCH_PATH.format(quote(store_id, safe=""))
+        failed_before = failures(client.breaker)
         try:
             async with asyncio.timeout(timeout):
                 reply = await client.request("POST", path, json=body, timeout=timeout)
         except TimeoutError:
             raise SearchFailed(f"vector store {store_id} did not answer within {timeout:g} s") from None
         except ApiError as exc:  # the client logged what the socket said
-            refused = open_circuit(client.breaker)
+            refused = open_circuit(client.breaker, failed_before)
             if refused:
                 raise SearchFailed(f"vector store {store_id} {refused}") from None
             if exc.cause == TIMED_OUT:  # its own read timeout came first

@@ -85,10 +85,16 @@ class CircuitBreaker:
         self.state = state
 
 
-def open_circuit(breaker: CircuitBreaker | None) -> str:
+def failures(breaker: CircuitBreaker | None) -> int:
+    """Its failures in a row, read before a call for `open_circuit()`."""
+    return breaker.failures if breaker is not None else 0
+
+
+def open_circuit(breaker: CircuitBreaker | None, failures_before: int) -> str:
     """What a tool's error output says when `breaker` refused its call ("" when it did
-    not: the circuit is not open): fast, and without the provider's URL."""
-    if breaker is None or breaker.state != OPEN:
+    not): fast, and without the provider's URL. A call that failed counted a failure
+    (`failures_before` was read before it); a refused one did not."""
+    if breaker is None or breaker.state == CLOSED or breaker.failures != failures_before:
         return ""
     return (f"is failing: not asked (circuit open after {breaker.failures} failure(s) in a row; "
             f"next try in {max(1, round(breaker.retry_in()))} s)")
