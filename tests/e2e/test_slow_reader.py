@@ -5,7 +5,8 @@ unsent for that connection stayed past `service.max_client_write_buffer_bytes` f
 `service.client_drain_timeout_seconds` (1 s here), says why in
 its log, abandons the turn (charged its reservation, as when a client leaves: the
 upstream reports usage only at the end) and closes the upstream stream; its memory
-stays bounded. A client that reads, however long its answer, is not cut.
+stays bounded. A client that reads, however long its answer, is not cut. A background
+response's follower that never reads is cut too; its run goes on.
 
 On the old code the writer waited in aiohttp's `drain()` for as long as the client
 held its connection open: no log line, the upstream stream held, nothing charged."""
@@ -146,6 +147,25 @@ def test_a_streaming_query_client_that_never_reads_is_cut(gateway, upstream):
         sock.close()
     # Abandoned: charged its reservation (at least the question's share and the output's).
     assert INITIAL - balance(gateway, "quincy") >= math.ceil(len(data) / 4)
+
+
+def test_a_background_follower_that_never_reads_is_cut_and_the_run_goes_on(gateway, upstream):
+    already = cuts(gateway)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", gateway.direct_port))
+    data = json.dumps(turn(background=True, store=True, stream=True,
+                           metadata={"scripted_deltas": "60000"})).encode()
+    sock.sendall(b"POST /v1/responses?user_id=bella HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    try:
+        wait_until(lambda: cuts(gateway) == already + 1, "the gateway to cut the follower", timeout=60)
+    finally:
+        sock.close()
+    # The run is the gateway's, not its follower's: it runs to its end and is charged the
+    # usage its upstream reported (an abandoned turn would be charged its reservation).
+    wait_until(lambda: nothing_reserved(gateway), "the run to be settled", timeout=120)
+    assert INITIAL - balance(gateway, "bella") > reservation()
 
 
 def test_no_cut_client_was_an_unhandled_error(gateway):
