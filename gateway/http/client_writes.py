@@ -8,7 +8,7 @@ Why a bound with a timeout, and not aiohttp's own writes (which await `drain()` 
 reading (the peer's kernel keeps a zero TCP window open for ever), holding the turn, its
 upstream stream and its connection for as long as the client likes. A timeout around
 every write would cost a timer per upstream read on the hot path. Writing without
-awaiting `drain()` and reading `get_write_buffer_size()` after each write costs one call;
+awaiting `drain()` and reading `get_write_buffer_size()` before each write costs one call;
 only a connection already past the bound waits (with a timer) for its client, so a
 client that reads, however slowly, is never cut, a large event (bigger than the bound on
 its own) goes out whole, and memory per stream is at most the bound plus one upstream
@@ -52,13 +52,23 @@ class ClientWrites:
         self._timeout = timeout
         self._request_id = request_id
 
-    async def write(self, frames: bytes) -> None:
+    def write(self, frames: bytes) -> Awaitable[None]:
+        # speed: a plain function handing back the writer's own coroutine (no coroutine
+        # of its own per upstream read, ~1.5k instructions an SSE event in bench.callgrind);
+        # the bound is checked before each write, so what is held is at most the bound and
+        # one read's frames.
+        transport = self._transport
+        if transport is None or transport.get_write_buffer_size() > self._limit:
+            return self._write_behind(frames)
+        return self._writer.write(frames, drain=False)
+
+    async def _write_behind(self, frames: bytes) -> None:
+        """A client behind by more than the bound (or gone): wait for it, then write."""
         transport = self._transport
         if transport is None:
             raise ConnectionResetError("the client's connection is closed")
+        await self._catch_up(transport)
         await self._writer.write(frames, drain=False)
-        if transport.get_write_buffer_size() > self._limit:
-            await self._catch_up(transport)
 
     async def _catch_up(self, transport: asyncio.WriteTransport) -> None:
         """Over the bound: the client has `client_drain_timeout_seconds` to take it (the

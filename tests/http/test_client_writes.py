@@ -64,7 +64,7 @@ async def test_writes_within_the_bound_go_out_without_waiting_for_the_client():
 
 async def test_a_client_past_the_bound_that_takes_nothing_within_the_timeout_is_cut(caplog: Any):
     client, writer, transport = writes(timeout=0.05)
-    await client.write(b"a" * 100)
+    await client.write(b"a" * 101)   # goes out: the bound is checked before each write
     with caplog.at_level(logging.WARNING, logger="gateway.http"), pytest.raises(SlowClient) as raised:
         await asyncio.wait_for(client.write(b"b"), 5)
     assert transport.aborted
@@ -76,12 +76,13 @@ async def test_a_client_past_the_bound_that_takes_nothing_within_the_timeout_is_
 
 async def test_a_client_past_the_bound_that_reads_is_waited_for_not_cut():
     client, writer, transport = writes(timeout=5)
-    write = asyncio.ensure_future(client.write(b"a" * 1000))   # one event larger than the bound
+    await client.write(b"a" * 1000)   # one event larger than the bound goes out whole
+    write = asyncio.ensure_future(client.write(b"b"))
     await asyncio.sleep(0.05)
     assert not write.done()   # the turn waits for its client
     writer.reader.set()
     await asyncio.wait_for(write, 5)
-    assert not transport.aborted and transport.held == 0
+    assert not transport.aborted and writer.sent[-1] == b"b" and transport.held == 1
 
 
 async def test_the_end_waits_for_the_client_at_most_the_drain_timeout(caplog: Any):
