@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PORT ?= 8080
 
-.PHONY: demo test test-fast bench install clean
+.PHONY: demo test test-fast bench install clean lock
 
 # Reinstall when the package metadata changes.
 $(VENV)/.installed: pyproject.toml
@@ -17,7 +18,7 @@ install: $(VENV)/.installed
 
 ## The gateway with embedded SQLite in front of the bundled scripted upstream.
 demo: install
-	$(BIN)/gateway demo
+	$(BIN)/gateway demo --port $(PORT)
 
 ## The whole suite: unit, end-to-end through `gateway serve` (on SQLite and on a private PostgreSQL),
 ## the dashboard's queries against a real Prometheus, and against a real Llama Stack.
@@ -41,3 +42,10 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache
+
+## deploy/requirements.lock: the image's runtime dependencies, resolved in a fresh Python 3.12 venv.
+lock:
+	rm -rf .cache/lock-venv && python3.12 -m venv .cache/lock-venv
+	.cache/lock-venv/bin/pip install --quiet --disable-pip-version-check .
+	{ sed -n '1,3p' deploy/requirements.lock; .cache/lock-venv/bin/pip freeze --exclude gateway; } > deploy/requirements.lock.new
+	mv deploy/requirements.lock.new deploy/requirements.lock

@@ -31,8 +31,8 @@ from bench.scenarios import DIALECTS, Settings, Target
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-WORKLOADS = ("json", "bulk", "paced", "memory", "jwk", "quota", "legacy", "engine", "metrics", "forms",
-             "websocket")
+WORKLOADS = ("json", "bulk", "paced", "closed", "memory", "jwk", "quota", "legacy", "engine", "metrics", "forms",
+             "websocket", "lone")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -61,6 +61,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="also measure nginx as a plain proxy (installs Debian's nginx-light if missing)")
     parser.add_argument("--plain-upstream", action="store_true",
                         help="run `python -m gateway.devserver` as is (with its generation-2 GC pauses)")
+    parser.add_argument("--placement", default="0:1", metavar="TARGET:LOAD",
+                        help="CPU lists (as taskset -c takes them) for the target, and for the upstream, the load "
+                             "generators and this orchestrator (default 0:1; on a larger host e.g. 0-1:2-5)")
+    parser.add_argument("--gateway-workers", type=int, default=1, metavar="N",
+                        help="service.workers of the main scenarios' gateway (default 1); its CPU is its "
+                             "processes' together, on the target's cores")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "latest.md")
     return parser.parse_args(argv)
 
@@ -84,7 +90,8 @@ def _header(settings: Settings, args: argparse.Namespace) -> dict[str, str]:
     return {
         "when": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "commit": commit + (" (uncommitted changes)" if dirty else ""),
-        "gateway": f"service.metrics {args.gateway_metrics} (the main scenarios' gateway)",
+        "gateway": f"service.metrics {args.gateway_metrics}, service.workers {args.gateway_workers} "
+                   "(the main scenarios' gateway)",
         "machine": f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}; {wrk_version}",
         "setup": f"the target (naive relay or gateway) pinned to core {procs.GATEWAY_CORE}; upstream ({upstream}, "
                  f"zero delay, --no-record), load generators and this orchestrator pinned to core {procs.LOAD_CORE}",
@@ -102,13 +109,14 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
     settings = Settings(wrk=procs.ensure_debian_package("wrk", "wrk"), seconds=args.seconds, warmup=args.warmup,
                         memory_streams=args.streams, paced_streams=args.paced_streams)
     results = Results(header=_header(settings, args))
-    print("bench: starting the scripted upstream (core 1), the naive relay and the gateway (core 0)", flush=True)
+    print(f"bench: starting the scripted upstream (core {procs.LOAD_CORE}), the naive relay and the gateway "
+          f"(core {procs.GATEWAY_CORE})", flush=True)
     upstream = procs.start_upstream(workdir, plain=args.plain_upstream)
     relay = gateway = nginx = None
     try:
         relay = procs.start_relay(workdir, upstream.url)
         recording = {"metrics": args.gateway_metrics == "on"}   # the main scenarios' and the memory scenario's
-        gateway = procs.start_gateway(workdir, upstream.url, service=recording)
+        gateway = procs.start_gateway(workdir, upstream.url, service=recording, workers=args.gateway_workers)
         await wait_idle([gateway])
         rss_idle = gateway.rss_kib()
         targets = [Target("direct", upstream), Target("relay", relay), Target("gateway", gateway)]
@@ -128,6 +136,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
             if "paced" in wanted:
                 plan.append((f"SSE paced, {dialect}",
                              lambda t, d=dialect: scenarios.sse_paced(settings, t, upstream, d, workdir)))
+        for dialect in dialects:
+            if "closed" in wanted:
+                plan.append((f"SSE paced closed loop, {dialect}",
+                             lambda t, d=dialect: scenarios.sse_paced(settings, t, upstream, d, workdir, "closed")))
         for name, scenario in plan:
             runs = results.runs.setdefault(name, {})
             for round_ in range(args.rounds):
@@ -161,6 +173,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[str, list[report
         if "websocket" in wanted:
             from bench.websocket import websocket_workload
             results.websocket = await websocket_workload(upstream, workdir, args.rounds)
+        if "lone" in wanted:
+            from bench.lone import lone_workload
+            results.lone = await lone_workload(settings, upstream, workdir, args.rounds, service=recording)
         for workload in args.profile:
             print(f"bench: profiling a gateway with py-spy during SSE {workload}", flush=True)
             from bench.profile import profile_sse
@@ -194,6 +209,7 @@ def _rate(results: Results, name: str, target: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    procs.set_placement(args.placement)
     procs.check_cores()
     procs.pin_self()
     limit = procs.raise_open_files()

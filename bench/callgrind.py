@@ -21,9 +21,18 @@ the group commit's batches and the garbage collector's passes fall differently i
 process, which moves a whole process's count per turn by ~1 % either way; more turns
 (`--turns`) and more pairs narrow it.
 
+`--only lone` (also in the default run) is the JSON turn at low load: one turn at a time,
+the next `LONE_GAP` (40 ms) after the previous one's answer, so the gateway is idle
+between turns and every step of a turn (the upstream calls, the record's write) is a
+wake-up of its own; its count over the saturated JSON turn's (`json turn`, 32 at a
+time) is what a turn costs more alone (`lone / saturated` is printed when both ran).
+
 `--access-log text|json` measures with the access line on (`service.access_log`, at
 GATEWAY_LOG_LEVEL=INFO so it is written); `--access-log-cost` measures the JSON turn and
 the SSE events with it off, as text and as JSON, in one run.
+
+`--tracing-cost` measures the `--only` workloads (default json,lone) with tracing off and
+on (`OTEL_*` set; spans exported over OTLP/HTTP to a sink in this process).
 """
 
 from __future__ import annotations
@@ -37,7 +46,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
@@ -53,6 +64,10 @@ from gateway.allocator import allocator_env
 
 TURNS = 300
 STREAMS = 60
+# The low-load JSON turn: this many, one at a time, each `LONE_GAP` seconds after the
+# previous one's answer (under callgrind a turn takes some 20-40 ms of its own).
+LONE_TURNS = 100
+LONE_GAP = 0.040
 CONCURRENCY = 32
 WS_SOCKETS = 8
 
@@ -75,6 +90,32 @@ async def _post_all(url: str, count: int, body: Callable[[], dict], units: Calla
 
 async def _json_turns(url: str, count: int) -> int:
     return await _post_all(url, count, json_body, lambda answer: 1)
+
+
+async def _lone_turns(url: str, count: int) -> int:
+    """`count` JSON turns one at a time, `LONE_GAP` apart: a gateway idle between turns."""
+    async with aiohttp.ClientSession() as session:
+        for _ in range(count):
+            async with session.post(url, json=json_body()) as reply:
+                assert reply.status == 200, await reply.text()
+                await reply.read()
+            await asyncio.sleep(LONE_GAP)
+    return count
+
+
+async def _chained_turns(url: str, count: int) -> int:
+    """`count` JSON turns on `CONCURRENCY` chains at once, each turn continuing its chain's
+    previous one by `previous_response_id` (the first of each chain a new conversation)."""
+    async with aiohttp.ClientSession() as session:
+        async def chain(turns: int) -> None:
+            previous = None
+            for _ in range(turns):
+                body = json_body() if previous is None else {**json_body(), "previous_response_id": previous}
+                async with session.post(url, json=body) as reply:
+                    assert reply.status == 200, await reply.text()
+                    previous = (await reply.json())["id"]
+        await asyncio.gather(*(chain(count // CONCURRENCY + (i < count % CONCURRENCY)) for i in range(CONCURRENCY)))
+    return count
 
 
 async def _streams(url: str, count: int, dialect: str) -> int:
@@ -124,7 +165,9 @@ def _dump_total(pid: int, out: Path, before: set[Path]) -> int:
 
 
 def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
-            only: str | tuple[str, ...] | None = None, dialect: str = "llama-stack") -> dict[str, float]:
+            only: str | tuple[str, ...] | None = None, dialect: str = "llama-stack",
+            environ: dict[str, str] | None = None) -> dict[str, float]:
+    """`environ`: more environment for the gateway (`OTEL_*`: tracing on)."""
     work = Path(tempfile.mkdtemp(prefix="bench-callgrind-"))
     upstream_port, port = free_port(), free_port()
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(upstream_port),
@@ -138,7 +181,8 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
     # which valgrind would not follow).
     # WARNING keeps the log quiet, unless the access line is measured: then it is written.
     level = "INFO" if config["service"].get("access_log") else "WARNING"
-    env = {**os.environ, **allocator_env(os.environ), "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": level}
+    env = {**os.environ, **allocator_env(os.environ), "PYTHONHASHSEED": "0", "GATEWAY_LOG_LEVEL": level,
+           **(environ or {})}
     target = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                                gateway, "serve", "-c", str(work / "config.yaml")],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -148,7 +192,9 @@ def measure(gateway: str, turns: int, streams: int, service: dict | None = None,
         _wait_http(f"{base}/liveness", 900)   # valgrind starts slowly on a busy machine
         dumps: set[Path] = set()
         results: dict[str, float] = {}
-        workloads = [("json turn", lambda: _json_turns(base + "/v1/responses", turns))]
+        workloads = [("json turn", lambda: _json_turns(base + "/v1/responses", turns)),
+                     ("lone json turn", lambda: _lone_turns(base + "/v1/responses", LONE_TURNS)),
+                     ("chained json turn", lambda: _chained_turns(base + "/v1/responses", turns))]
         for each in ("llama-stack", "openai"):
             workloads.append((f"sse event, {each}",
                               lambda each=each: _streams(base + "/v1/responses", streams, each)))
@@ -187,9 +233,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--streams", type=int, default=STREAMS)
     parser.add_argument("--no-metrics", action="store_true", help="service.metrics: false (what recording costs)")
-    parser.add_argument("--only", choices=("json", "sse", "legacy", "ws"),
-                        help="one workload family (json turn / sse events / legacy token events / ws turn: "
-                             "bench/websocket.py's turn, 8 sockets at once)")
+    parser.add_argument("--only", type=_families,
+                        help="workload families, comma-separated (json: the json turn, 32 at a time / lone: "
+                             "the json turn one at a time, 40 ms apart / chained: the json turn continuing the "
+                             "previous one by previous_response_id, 32 chains at once / sse events / legacy "
+                             "token events / ws turn: bench/websocket.py's turn, 8 sockets at once)")
     parser.add_argument("--dialect", default="llama-stack", choices=("llama-stack", "openai"),
                         help="the upstream's default dialect (what the legacy workloads stream)")
     parser.add_argument("--access-log", choices=("off", "on", "text", "json"), default="off",
@@ -197,6 +245,9 @@ def main() -> None:
                              "sets no format (a checkout before issue 25: aiohttp's access log)")
     parser.add_argument("--access-log-cost", action="store_true",
                         help="the JSON turn and SSE events with the access line off, text and json, in one run")
+    parser.add_argument("--tracing-cost", action="store_true",
+                        help="the --only workloads (default json,lone) with tracing off and on (OTEL_* set, spans "
+                             "exported over OTLP/HTTP to a sink here that answers 200), one after the other")
     parser.add_argument("--metrics-pairs", type=int, default=0, metavar="N",
                         help="N side-by-side pairs of metrics on and off: each pair's ratio, and their median")
     parser.add_argument("--json", action="store_true", help="print {workload: instructions per unit}")
@@ -207,6 +258,9 @@ def main() -> None:
     if args.metrics_pairs:
         _metrics_pairs(args)
         return
+    if args.tracing_cost:
+        _tracing_cost(args)
+        return
     service = {"metrics": False} if args.no_metrics else {}
     service.update(_access_log(args.access_log))
     results = measure(args.gateway, args.turns, args.streams, service, args.only, args.dialect)
@@ -215,6 +269,19 @@ def main() -> None:
         return
     for name, value in results.items():
         print(f"{name:28} {value / 1000:10.1f}k instructions")
+    if "json turn" in results and "lone json turn" in results:
+        print(f"{'lone / saturated':28} {results['lone json turn'] / results['json turn']:10.3f}x")
+
+
+_FAMILIES = ("json", "lone", "chained", "sse", "legacy", "ws")
+
+
+def _families(value: str) -> tuple[str, ...]:
+    families = tuple(value.split(","))
+    for family in families:
+        if family not in _FAMILIES:
+            raise argparse.ArgumentTypeError(f"{family!r}: one of {', '.join(_FAMILIES)}")
+    return families
 
 
 def _access_log(mode: str) -> dict:
@@ -237,6 +304,45 @@ def _access_log_cost(args: argparse.Namespace) -> None:
         text, as_json = runs["text"][name], runs["json"][name]
         print(f"{name:28} {off / 1000:9.1f}k {text / 1000:9.1f}k {as_json / 1000:9.1f}k "
               f"{text / off:8.3f}x {as_json / off:8.3f}x")
+
+
+class _OtlpSink(BaseHTTPRequestHandler):
+    """A collector that takes every export and answers 200 (what tracing costs the
+    gateway when its collector keeps up)."""
+
+    def do_POST(self) -> None:  # noqa: N802  (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _tracing_cost(args: argparse.Namespace) -> None:
+    """What tracing costs per unit: the same workloads on two gateways, tracing off then
+    on (`OTEL_SDK_DISABLED=false`, `OTEL_EXPORTER_OTLP_ENDPOINT` this process's sink;
+    every request sampled, the SDK's default)."""
+    service = {"metrics": False} if args.no_metrics else {}
+    service.update(_access_log(args.access_log))
+    only = args.only or ("json", "lone")
+    sink = ThreadingHTTPServer(("127.0.0.1", 0), _OtlpSink)
+    threading.Thread(target=sink.serve_forever, daemon=True).start()
+    tracing = {"OTEL_SDK_DISABLED": "false", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.server_port}"}
+    try:
+        runs = {"off": measure(args.gateway, args.turns, args.streams, service, only, args.dialect),
+                "on": measure(args.gateway, args.turns, args.streams, service, only, args.dialect, tracing)}
+    finally:
+        sink.shutdown()
+    if args.json:
+        print(json.dumps(runs))
+        return
+    print(f"{'workload':28} {'off':>10} {'on':>10} {'on/off':>9}")
+    for name, off in runs["off"].items():
+        on = runs["on"][name]
+        print(f"{name:28} {off / 1000:9.1f}k {on / 1000:9.1f}k {on / off:8.3f}x")
 
 
 def _metrics_pairs(args: argparse.Namespace) -> None:

@@ -9,7 +9,8 @@ import resource
 import time
 from dataclasses import dataclass, field
 
-from bench.procs import CLK_TCK, GATEWAY_CORE, LOAD_CORE, Proc
+from bench import procs
+from bench.procs import CLK_TCK, Proc
 
 
 def core_busy() -> dict[str, int]:
@@ -51,10 +52,11 @@ class Usage:
     def disturbed(self, on_gateway_core: list[str], on_load_core: list[str]) -> list[str]:
         """A core busier than the processes put on it: something else ran on the machine."""
         found = []
-        for core, names in ((f"core {GATEWAY_CORE}", on_gateway_core), (f"core {LOAD_CORE}", on_load_core)):
+        for cores, names in ((procs.GATEWAY_CORE, on_gateway_core), (procs.LOAD_CORE, on_load_core)):
             ours = sum(self.percent(name) for name in names)
-            if self.percent(core) - ours > 10:
-                found.append(f"{core} {self.percent(core):.0f} % busy, the benchmark's processes there {ours:.0f} %")
+            busy = sum(self.percent(f"core {core}") for core in procs.cpu_set(cores))
+            if busy - ours > 10:
+                found.append(f"core {cores} {busy:.0f} % busy, the benchmark's processes there {ours:.0f} %")
         return found
 
 

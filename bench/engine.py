@@ -84,7 +84,7 @@ def _start_llama_stack(workdir: Path, upstream: Proc) -> Proc | None:
     port = procs.free_port()
     stack = start_llama_stack(home, upstream.url, home, port=port, ghost_model=False)
     # Every thread of it on the measured core (taskset -a), as the gateway runs there.
-    subprocess.run(["taskset", "-a", "-p", "-c", str(procs.GATEWAY_CORE), str(stack.popen.pid)],
+    subprocess.run(["taskset", "-a", "-p", "-c", procs.GATEWAY_CORE, str(stack.popen.pid)],
                    check=True, capture_output=True)
     return Proc("llama-stack", stack.popen, port, Path(stack.log_path))
 

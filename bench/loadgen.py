@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.procs import LOAD_CORE
+from bench import procs
 
 LUA_DIR = Path(__file__).parent / "lua"
 RESULT_PREFIX = "BENCH_RESULT "
@@ -66,7 +66,7 @@ async def run_wrk(wrk: str, url: str, script: str, *, connections: int, seconds:
     try:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = await asyncio.create_subprocess_exec(
-            "taskset", "-c", str(LOAD_CORE), wrk, "-t1", f"-c{connections}", f"-d{seconds}s",
+            "taskset", "-c", procs.LOAD_CORE, wrk, "-t1", f"-c{connections}", f"-d{seconds}s",
             f"--timeout={timeout_s}s", "-s", script_path, url,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out, _ = await proc.communicate()

@@ -68,7 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="calls per way (default 400)")
     args = parser.parse_args()
-    os.sched_setaffinity(0, {procs.GATEWAY_CORE})  # where the gateway's MCP client runs
+    os.sched_setaffinity(0, procs.cpu_set(procs.GATEWAY_CORE))  # where the gateway's MCP client runs
     with tempfile.TemporaryDirectory(prefix="gateway-bench-mcp-") as tmp:
         mcp = procs.start_mcp_server(Path(tmp))
         try:

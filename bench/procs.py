@@ -3,6 +3,10 @@
 The gateway runs alone on core 0; the scripted upstream, the load generator and this
 orchestrator share core 1, so whatever the gateway costs shows as time on core 0 and
 the direct baseline is limited by the same core-1 budget (upstream + generator).
+`--placement TARGET:LOAD` (`set_placement`) chooses other cores, lists as `taskset -c`
+takes them: on a larger host `0-1:2-5` gives the target (a gateway with
+`service.workers: 2`) two cores of its own and the upstream and load generators four
+others.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import yaml
 from gateway.allocator import allocator_env
 
 ROOT = Path(__file__).resolve().parents[1]
-GATEWAY_CORE = 0
-LOAD_CORE = 1  # upstream + load generator + this process
+# CPU lists as `taskset -c` takes them ("0", "0-1", "2,4-5"); `set_placement` changes
+# them before anything starts. Read them as `procs.GATEWAY_CORE` (not imported by value).
+GATEWAY_CORE = "0"  # the measured target: the relay, nginx or the gateway (all its workers)
+LOAD_CORE = "1"     # upstream + load generator + this process
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -36,10 +42,33 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def cpu_set(cpu_list: str) -> set[int]:
+    """`taskset -c`'s list ("0-1,4") as a set of core numbers."""
+    cores: set[int] = set()
+    for part in cpu_list.split(","):
+        first, _, last = part.strip().partition("-")
+        cores.update(range(int(first), int(last or first) + 1))
+    return cores
+
+
+def set_placement(placement: str) -> None:
+    """`--placement TARGET:LOAD`, e.g. `0:1` (the default) or `0-1:2-5`: two disjoint CPU lists."""
+    global GATEWAY_CORE, LOAD_CORE
+    target, sep, load = placement.partition(":")
+    try:
+        if not sep or not cpu_set(target) or not cpu_set(load):
+            raise ValueError(placement)
+    except ValueError:
+        sys.exit(f"bench: --placement takes TARGET:LOAD CPU lists, e.g. 0:1 or 0-1:2-5 (got {placement!r})")
+    if cpu_set(target) & cpu_set(load):
+        sys.exit(f"bench: --placement {placement}: the target's and the load's cores must not overlap")
+    GATEWAY_CORE, LOAD_CORE = target, load
+
+
 def check_cores() -> None:
-    """Pinning needs two cores; with fewer the comparison means nothing."""
+    """Pinning needs the placement's cores; with fewer the comparison means nothing."""
     cores = os.sched_getaffinity(0) | set(range(os.cpu_count() or 1))
-    if not {GATEWAY_CORE, LOAD_CORE} <= cores:
+    if not cpu_set(GATEWAY_CORE) | cpu_set(LOAD_CORE) <= cores:
         sys.exit(f"bench: needs CPU cores {GATEWAY_CORE} and {LOAD_CORE} (this machine has {sorted(cores)})")
     if shutil.which("taskset") is None:
         sys.exit("bench: `taskset` (util-linux) is required")
@@ -47,7 +76,26 @@ def check_cores() -> None:
 
 def pin_self() -> None:
     """The orchestrator (and the probe clients it runs) stays off the gateway's core."""
-    os.sched_setaffinity(0, {LOAD_CORE})
+    os.sched_setaffinity(0, cpu_set(LOAD_CORE))
+
+
+def _children(pid: int) -> list[int]:
+    """The process's children (a gateway's workers), from /proc's per-thread lists."""
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(child) for child in f.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def _own_cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        # The command name (field 2) may hold spaces; fields after it are plain.
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def raise_open_files(wanted: int = 65536) -> int:
@@ -102,11 +150,20 @@ class Proc:
             return ""
 
     def cpu_seconds(self) -> float:
-        """utime + stime of the whole process (all threads) from /proc/<pid>/stat."""
-        with open(f"/proc/{self.pid}/stat") as f:
-            # The command name (field 2) may hold spaces; fields after it are plain.
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        """utime + stime of the whole process (all threads) from /proc/<pid>/stat, and of
+        its live children's (a gateway with `service.workers` > 1 serves from children:
+        their CPU is the target's; a child that exited meanwhile is not counted)."""
+        total, pending = 0.0, [self.pid]
+        while pending:
+            pid = pending.pop()
+            try:
+                total += _own_cpu_seconds(pid)
+            except OSError:
+                if pid == self.pid:
+                    raise
+                continue
+            pending += _children(pid)
+        return total
 
     def rss_kib(self) -> int:
         with open(f"/proc/{self.pid}/status") as f:
@@ -129,7 +186,7 @@ class Proc:
             self.popen.wait(5)
 
 
-def _spawn(name: str, argv: list[str], core: int, workdir: Path, env: dict[str, str], port: int) -> Proc:
+def _spawn(name: str, argv: list[str], core: str, workdir: Path, env: dict[str, str], port: int) -> Proc:
     log_path = workdir / f"{name}.log"
     with open(log_path, "wb") as out:
         # taskset execs the program, so the pid we get is the measured process itself.
@@ -255,7 +312,7 @@ def gateway_config(upstream_url: str, db_path: Path, port: int, authentication: 
 
 def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_stats: Path | None = None,
                   authentication: dict | None = None, api: str = "auto", extra: dict | None = None,
-                  service: dict | None = None, spin_us: float = 0) -> Proc:
+                  service: dict | None = None, spin_us: float = 0, workers: int = 1) -> Proc:
     """`gateway serve -c FILE` on the gateway core, with its own SQLite file (`extra`:
     top-level keys that replace the defaults, e.g. `database`, `quota_handlers`;
     `service`: keys added to the `service` section, e.g. `metrics`).
@@ -263,6 +320,8 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
     `gc_stats`: run it through `bench.gcstats`, which times its garbage collections (--profile only).
     `spin_us`: run it through `bench.spin`, which adds that much CPU to every request (the
     metrics workload's check of its own reading, `--metrics-known-cost-us`).
+    `workers`: `service.workers` (`--gateway-workers`); its CPU is counted over the process
+    and its children (`Proc.cpu_seconds`), all pinned to the target's cores.
     """
     port = free_port()
     home = workdir / name
@@ -270,6 +329,8 @@ def start_gateway(workdir: Path, upstream_url: str, name: str = "gateway", gc_st
     config_path = home / "lightspeed-stack.yaml"
     config = gateway_config(upstream_url, home / "gateway.db", port, authentication)
     config["llama_stack"]["api"] = api  # chat_completions: the local engine
+    if workers != 1:
+        config["service"]["workers"] = workers
     config["service"].update(service or {})
     config.update(extra or {})
     config_path.write_text(yaml.safe_dump(config))

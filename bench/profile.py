@@ -23,9 +23,9 @@ from pathlib import Path
 
 import orjson
 
-from bench import loadgen
+from bench import loadgen, procs
 from bench.cpu import wait_idle
-from bench.procs import LOAD_CORE, ROOT, Proc, start_gateway
+from bench.procs import ROOT, Proc, start_gateway
 from bench.scenarios import (PACED_DELAY_MS, PATH, Settings, Target, check_stream, paced_client, sse_body)
 
 RATE = 100  # samples per second
@@ -118,7 +118,7 @@ async def profile_sse(settings: Settings, upstream: Proc, workdir: Path, seconds
         running = asyncio.create_task(load(seconds + 2))
         await asyncio.sleep(1)
         spy = await asyncio.create_subprocess_exec(
-            "taskset", "-c", str(LOAD_CORE), pyspy, "record", "-p", str(gateway.pid), "-d", str(seconds),
+            "taskset", "-c", procs.LOAD_CORE, pyspy, "record", "-p", str(gateway.pid), "-d", str(seconds),
             "-r", str(RATE), "--gil", "-f", "raw", "-o", str(raw_path),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
         _, err = await spy.communicate()

@@ -24,7 +24,8 @@ import orjson
 
 from bench import loadgen, sseclient
 from bench.cpu import Meter, Usage, wait_idle
-from bench.procs import LOAD_CORE, Proc
+from bench import procs
+from bench.procs import Proc
 
 PATH = "/v1/responses"
 INPUT = "Hello from the benchmark"
@@ -79,6 +80,7 @@ class Run:
     checked: int = 0                # requests or streams whose answer was checked
     p50_ms: float | None = None     # latency (JSON) or time to first event (SSE)
     p90_ms: float | None = None
+    burst_p50_ms: float | None = None  # SSE paced, closed loop: the opening burst's time to first event
     cpu_pct: dict[str, float] = field(default_factory=dict)
     disturbed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -246,11 +248,11 @@ async def sse_bulk(settings: Settings, target: Target, upstream: Proc, dialect: 
 # -- SSE, paced: an event every 20 ms, each its own read; many streams start at once ------
 
 async def paced_client(settings: Settings, target: Target, body_file: Path, seconds: float,
-                        events: int) -> tuple[dict, float]:
+                        events: int, shape: str = "waves") -> tuple[dict, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = await asyncio.create_subprocess_exec(
-        "taskset", "-c", str(LOAD_CORE), sys.executable, "-m", "bench.paced", str(target.proc.port), str(body_file), "--streams", str(settings.paced_streams),
-        "--seconds", str(seconds), "--expected", str(events),
+        "taskset", "-c", procs.LOAD_CORE, sys.executable, "-m", "bench.paced", str(target.proc.port), str(body_file), "--streams", str(settings.paced_streams),
+        "--seconds", str(seconds), "--expected", str(events), "--shape", shape,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=str(Path(__file__).parents[1]))
     out, err = await proc.communicate()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -260,14 +262,22 @@ async def paced_client(settings: Settings, target: Target, body_file: Path, seco
     return json.loads(out.decode().strip().splitlines()[-1]), cpu
 
 
-async def sse_paced(settings: Settings, target: Target, upstream: Proc, dialect: str, workdir: Path) -> Run:
+async def sse_paced(settings: Settings, target: Target, upstream: Proc, dialect: str, workdir: Path,
+                    shape: str = "waves") -> Run:
+    """`shape`: `waves` of `paced_streams` opened at once, or `closed`: a closed loop of
+    `paced_streams` where each stream's end starts the next (its time to first event is
+    the loop's streams', started among the others' events; the opening burst's apart)."""
     events = await check_stream(target, sse_body(dialect))
     body_file = workdir / f"paced-{dialect}.json"
     body_file.write_bytes(orjson.dumps(sse_body(dialect, PACED_DELAY_MS)))
     await paced_client(settings, target, body_file, 0, events)  # one wave: warm-up
     await wait_idle([target.proc, upstream])
     async with Meter(_watched(target, upstream)) as usage:
-        result, client_cpu = await paced_client(settings, target, body_file, settings.seconds, events)
+        result, client_cpu = await paced_client(settings, target, body_file, settings.seconds, events, shape)
     usage.cpu["load"] = client_cpu
+    if shape == "closed":
+        return _run(target, usage, result["events"], result["seconds"], errors=result["bad"],
+                    checked=result["streams"], p50_ms=result["loop_ttfe_p50_ms"], p90_ms=result["loop_ttfe_p90_ms"],
+                    burst_p50_ms=result["burst_ttfe_p50_ms"])
     return _run(target, usage, result["events"], result["seconds"], errors=result["bad"], checked=result["streams"],
                 p50_ms=result["ttfe_p50_ms"], p90_ms=result["ttfe_p90_ms"])

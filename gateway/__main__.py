@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import gc
 import logging
 import os
+import shutil
 import sys
+from typing import NoReturn
 
 from aiohttp import web
 
@@ -18,9 +21,16 @@ from gateway.storage.database import DatabaseUnavailable
 CONFIG_ENV = "LIGHTSPEED_STACK_CONFIG_PATH"
 
 
+# Set by the supervisor of `service.workers` in each worker's environment (http/supervisor.py).
+WORKER_ID = "GATEWAY_WORKER_ID"
+LISTEN_FDS = "GATEWAY_LISTEN_FDS"
+
+
 def _setup_logging() -> None:
+    worker = os.environ.get(WORKER_ID)
+    where = f" [worker {worker}]" if worker else ""   # which worker wrote a line (JSON lines: `worker`)
     logging.basicConfig(level=os.environ.get("GATEWAY_LOG_LEVEL", "INFO").upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format=f"%(asctime)s %(levelname)s %(name)s{where}: %(message)s")
 
 
 def _config_path(args: argparse.Namespace) -> str:
@@ -58,18 +68,35 @@ def _run(config: Configuration, host: str | None = None, port: int | None = None
     app.cleanup_ctx.append(allocator.background)
     _tune_gc()
     install_log_filter()
+    sockets = None
+    if os.environ.get(LISTEN_FDS):   # a worker of `service.workers`: the supervisor's listener
+        from gateway.http.supervisor import inherited_sockets
+        sockets = inherited_sockets()
     try:
         server.run(app, config.service, loop=_event_loop(), host=host or config.service.host,
                    port=port or config.service.port,
                    # aiohttp's access log is replaced by the gateway's own line (service.access_log,
                    # gateway/observability/access_log.py), written by the middleware.
                    access_log=None,
-                   announce=logging.getLogger("gateway").info)
+                   announce=logging.getLogger("gateway").info, sockets=sockets)
     except DatabaseUnavailable as exc:  # at start-up: the message names the key and the server
-        if config.service.access_log_format == "json":   # a log line like every other
-            logging.getLogger("gateway").critical("error: %s", exc)
-            sys.exit(1)
-        sys.exit(f"error: {exc}")
+        _fatal(config, f"error: {exc}")
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        _fatal(config, port_in_use(host or config.service.host, port or config.service.port, _CHANGE_PORT))
+
+
+# How an operator changes the port `gateway serve` listens on.
+_CHANGE_PORT = "service.port in the configuration or --port N"
+
+
+def _fatal(config: Configuration, message: str) -> NoReturn:
+    """One line, then exit 1: a log line like every other under JSON logs, else stderr."""
+    if config.service.access_log_format == "json":
+        logging.getLogger("gateway").critical("%s", message)
+        sys.exit(1)
+    sys.exit(message)
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
@@ -101,8 +128,28 @@ def serve(args: argparse.Namespace) -> int:
     if config.service.access_log_format == "json":   # every line JSON, not only the access lines
         from gateway.observability.json_logs import use_json_logs
         use_json_logs()
+    if config.service.workers > 1 and not os.environ.get(LISTEN_FDS):
+        return _supervise(config, args)
     _run(config, args.host, args.port)
     return 0
+
+
+def _supervise(config: Configuration, args: argparse.Namespace) -> int:
+    """`service.workers` > 1: this process binds the port and runs the workers
+    (`gateway/http/supervisor.py`); each is `gateway serve` again, with the same arguments."""
+    from gateway.http.supervisor import exec_supervisor, listening_sockets
+
+    host, port = args.host or config.service.host, args.port or config.service.port
+    try:
+        sockets = listening_sockets(host, port, config.service.workers)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            _fatal(config, port_in_use(host, port, _CHANGE_PORT))
+        logging.getLogger("gateway").critical("error: cannot listen on %s:%d: %s", host, port, exc)
+        return 1
+    where = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+    return exec_supervisor(config.service.workers, args.argv, sockets, config.service.shutdown_grace_seconds,
+                           where, json_logs=config.service.access_log_format == "json")
 
 
 def _use_system_allocator(argv: list[str]) -> None:
@@ -128,11 +175,24 @@ def demo(args: argparse.Namespace) -> int:
     _setup_logging()
     from gateway.demo import demo_app
 
-    app, banner = demo_app(args.port, args.data_dir, engine=args.engine)
-    print(banner, flush=True)
-    web.run_app(app, host="127.0.0.1", port=args.port, handler_cancellation=True, print=None,
-                access_log=None, shutdown_timeout=5)
+    app, banner, workdir = demo_app(args.port, args.data_dir, engine=args.engine)
+    try:
+        print(banner, flush=True)
+        web.run_app(app, host="127.0.0.1", port=args.port, handler_cancellation=True, print=None,
+                    access_log=None, shutdown_timeout=5)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        sys.exit(port_in_use("127.0.0.1", args.port, "--port N (make demo PORT=N)"))
+    finally:
+        if args.data_dir is None:   # the demo's own temporary folder, also after a failed start
+            shutil.rmtree(workdir, ignore_errors=True)
     return 0
+
+
+def port_in_use(host: str, port: int, change_it: str) -> str:
+    """The one line a busy port gets, in place of the traceback of the bind."""
+    return f"error: port {port} on {host} is already in use by another process; choose another with {change_it}"
 
 
 def main(argv: list[str] | None = None) -> int:

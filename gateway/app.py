@@ -26,7 +26,7 @@ from gateway.conversations.feedback import FeedbackWriter
 from gateway.conversations.forget import Forgetting
 from gateway.conversations.transcripts import Transcripts
 from gateway.http import authorized, feedback, health, infer, query, quotas, responses, root, shields, tools
-from gateway.http import compact
+from gateway.http import compact, configuration, providers
 from gateway.http import conversations as conversation_routes
 from gateway.http import openai_conversations
 from gateway.http import metrics as metrics_routes
@@ -46,9 +46,12 @@ from gateway.observability.state import StateCollector, time_database
 from gateway.observability.turns import ClusterBalances, TurnMetrics
 from gateway.quota.service import QuotaService, open_quota
 from gateway.schema.limits import RequestLimits
+from gateway.compaction.keys import compaction_keys
+from gateway.compaction.seal import CompactionSeal
 from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRepository
 from gateway.storage.database import Database
+from gateway.storage.generated_keys import GeneratedKeys
 from gateway.storage.background_responses import BackgroundStore
 from gateway.storage.open import open_database
 from gateway.storage.engine_responses import ResponseStore
@@ -75,7 +78,7 @@ log = logging.getLogger("gateway")
 
 
 async def build_services(config: Configuration, metrics: Metrics | None = None,
-                         observers: RequestObservers | None = None) -> Services:
+                         observers: RequestObservers | None = None, seal: CompactionSeal | None = None) -> Services:
     db = await open_database(config.database)
     tools = ConfiguredTools(config)
     upstream = UpstreamClient(config.llama_stack, redact=tools.redactor.text)
@@ -118,7 +121,7 @@ async def build_services(config: Configuration, metrics: Metrics | None = None,
         engine.hooks = observers.engine(engine.hooks)
     turns = _turns(config, conversations, writer, catalog, quota, tools,
                    settler=Settler(writer, quota, items), forward=UpstreamResponses(upstream, capabilities),
-                   engine=engine, capabilities=capabilities, items=items, metrics=metrics)
+                   engine=engine, capabilities=capabilities, items=items, metrics=metrics, seal=seal)
     for hooks in observers.turn_hooks() if observers is not None else ():
         turns.runner.hooks.add(hooks)
     # Which process runs a background response (a replica of several on PostgreSQL).
@@ -160,13 +163,13 @@ def _conversation_services(config: Configuration, db: Database, conversations: C
 def _turns(config: Configuration, conversations: ConversationRepository, writer: TurnWriter, catalog: ModelCatalog,
            quota: QuotaService, tools: ConfiguredTools, *, settler: Settler, forward: UpstreamResponses,
            engine: LocalEngine, capabilities: Capabilities, items: ConversationItems,
-           metrics: Metrics | None = None) -> TurnService:
+           metrics: Metrics | None = None, seal: CompactionSeal | None = None) -> TurnService:
     """A turn's life, with both backends: the selector picks one on first use."""
     owned = OwnedTurns(conversations, settler)   # the recorded turns, read after any being recorded here
     forwarding = ForwardBackend(forward, tools, config.inference, conversations, owned)
     local = EngineBackend(engine, tools, config.inference, conversations, owned)
     selector = BackendSelector(forwarding, local, capabilities)
-    preparer = Preparer(config, owned, writer, catalog, quota, tools, selector, items)
+    preparer = Preparer(config, owned, writer, catalog, quota, tools, selector, items, seal)
     runner = Runner(settler, tools.labels, tools.redactor)
     runner.deadline = config.llama_stack.turn_deadline_seconds
     if metrics is not None:
@@ -209,6 +212,8 @@ def create_app(config: Configuration) -> web.Application:
     app = web.Application(client_max_size=config.service.max_request_body_bytes,
                           middlewares=[gateway_middleware(config.service, config.authentication, actions, observer,
                                                           observers.middleware)])
+    # One seal for compaction items: the endpoint's and the turns'; its keys set at start-up.
+    seal = app[compact.SEAL] = CompactionSeal(config.response_compaction.keys)
     prefixes = [""] + ([config.service.root_path] if config.service.root_path else [])
     for prefix in prefixes:
         compact.add_routes(app, prefix, config)   # before /v1/responses/{response_id}
@@ -222,6 +227,8 @@ def create_app(config: Configuration) -> web.Application:
         infer.add_routes(app, prefix, config)
         tools.add_routes(app, prefix)
         shields.add_routes(app, prefix)
+        providers.add_routes(app, prefix)
+        configuration.add_routes(app, prefix)
         conversation_routes.add_routes(app, prefix)
         openai_conversations.add_routes(app, prefix)
         feedback.add_routes(app, prefix)
@@ -239,8 +246,10 @@ def create_app(config: Configuration) -> web.Application:
     app[DRAIN] = Drain(config.service.shutdown_grace_seconds)   # SIGTERM's graceful drain (http/server.py)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        services = await build_services(config, metrics, observers)
+        services = await build_services(config, metrics, observers, seal)
         app[SERVICES] = services
+        # The configured compaction keys, or the one generated once for this database.
+        seal.use(await compaction_keys(config.response_compaction.keys, GeneratedKeys(services.db)))
         await _reach_upstream(services, metrics)
         watch = BackgroundWatch(services.background)
         await watch.start()  # unfinished background responses of a stopped gateway: failed
@@ -264,6 +273,8 @@ def create_app(config: Configuration) -> web.Application:
         await services.upstream.close()
         await services.turns.close()
         await services.authenticator.close()
+        if metrics is not None:
+            metrics.close()   # a worker's last counts, every turn's in, where the group's scrapes read them
         await services.db.close()
         await observers.close()   # the spans still queued exported
 

@@ -21,8 +21,8 @@ def _free_port() -> int:
         return port
 
 
-def demo_app(port: int, data_dir: str | None, engine: bool = False) -> tuple[web.Application, str]:
-    """The demo app and its banner; `engine`: the scripted upstream serves only Chat
+def demo_app(port: int, data_dir: str | None, engine: bool = False) -> tuple[web.Application, str, Path]:
+    """The demo app, its banner and the folder of its SQLite file; `engine`: the scripted upstream serves only Chat
     Completions and the gateway runs the Responses API itself (the local engine)."""
     upstream_port = _free_port()
     upstream_url = f"http://127.0.0.1:{upstream_port}"
@@ -56,4 +56,4 @@ Try it:
   curl -s {base}/v1/models
 Press Ctrl+C to stop.
 """
-    return app, banner
+    return app, banner, workdir

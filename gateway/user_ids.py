@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 ANONYMIZATION_SECRET = "OTEL_ANONYMIZATION_SECRET"
+# Without that secret: the random key the supervisor of `service.workers` gives all its
+# workers (http/supervisor.py), so a user has one hash across the group, as in one process.
+GROUP_KEY = "GATEWAY_WORKERS_HASH_KEY"
 # Distinct user ids remembered with their hash: one HMAC per new user, not per request.
 _HASHES_KEPT = 4096
 # What a text access line shows of a hash: enough to tell users apart by eye.
@@ -27,12 +30,15 @@ SHORT_HASH = 16
 class UserHasher:
     """A user id → the hex HMAC-SHA-256 of it under the anonymisation key. Without
     `OTEL_ANONYMIZATION_SECRET` the key is random per process: ids still never appear,
-    but the same user hashes differently on each replica and after a restart."""
+    but the same user hashes differently on each replica and after a restart (the
+    workers of one `gateway serve` share theirs)."""
 
     def __init__(self, environ: Mapping[str, str] | None = None):
-        secret = (os.environ if environ is None else environ).get(ANONYMIZATION_SECRET)
+        env = os.environ if environ is None else environ
+        secret = env.get(ANONYMIZATION_SECRET)
         self.keyed = bool(secret)
-        self._key = secret.encode() if secret else os.urandom(32)
+        group = env.get(GROUP_KEY)
+        self._key = secret.encode() if secret else bytes.fromhex(group) if group else os.urandom(32)
         self._known: dict[str, str] = {}
 
     def __call__(self, user_id: str) -> str:

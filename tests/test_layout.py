@@ -26,6 +26,8 @@ NOT_UNIT = {
     "support_smoke": "smoke tests of the suite's own peers",
     "fixtures": "recorded bytes and the scripts that recorded them",
     "grafana": "the dashboards and alerts of grafana/, not gateway/",
+    "bench": "the benchmark's own helpers (bench/, not gateway/)",
+    "deploy": "deploy/ and the Dockerfile, not gateway/",
 }
 
 # Test files (paths under tests/) that are not the unit tests of one module.
@@ -128,7 +130,6 @@ WITHOUT_UNIT_FILE: dict[str, str] = {
     "sdk/drive.py": "the SDK's I/O over the openai clients: sdk/test_agent.py and the other sdk/ files",
     "sdk/errors.py": "exception classes: sdk/test_state.py",
     "storage/open.py": "the storage factory: every storage/ test opens its database with it",
-    "storage/sqlite.py": "the SQLite engine: every storage/ test runs on it",
     "turns/blocked.py": "a blocked turn's answer: tests/e2e/test_shields.py (the verdict: turns/test_shields.py)",
     "turns/forward.py": "the forward backend: tests/e2e/test_endpoints.py and the e2e suite",
     "turns/local.py": "the local-engine backend: tests/e2e/test_engine*.py",

@@ -1,6 +1,7 @@
 """Start-up memory: a gateway whose configuration uses no MCP server, no PostgreSQL and
-no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng` (nor, without compaction keys,
-`cryptography`'s AEAD); with tracing off (no `OTEL_*` variables) nothing of OpenTelemetry
+no role rules never loads `mcp`, `asyncpg` or `jsonpath_ng` (nor, until the first compaction
+(on by default, its key generated at start-up) and without the `jwk-token` module,
+`cryptography` at all, nor PyJWT); with tracing off (no `OTEL_*` variables) nothing of OpenTelemetry
 is loaded, neither its API nor its SDK and exporter, so no OpenTelemetry call is made on
 any request; and nothing but
 `/openapi.json` loads the `openai` package's types (together ~40 MiB of idle RSS). Each case runs in a fresh interpreter, builds the app as `gateway serve` and
@@ -18,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-HEAVY = ("mcp", "asyncpg", "jsonpath_ng", "openai", "cryptography.hazmat.primitives.ciphers.aead", "opentelemetry",
-         "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+HEAVY = ("mcp", "asyncpg", "jsonpath_ng", "openai", "cryptography", "cryptography.hazmat.primitives.ciphers.aead",
+         "jwt", "opentelemetry", "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 
 _PRELUDE = textwrap.dedent("""
     import asyncio, json, socket, sys
@@ -49,7 +50,7 @@ _PRELUDE = textwrap.dedent("""
 DEMO = _PRELUDE + textwrap.dedent("""
     from gateway.demo import demo_app
     port = free_port()
-    app, _ = demo_app(port, sys.argv[1], engine=sys.argv[2] == "engine")
+    app, _, _ = demo_app(port, sys.argv[1], engine=sys.argv[2] == "engine")
     print(json.dumps(asyncio.run(serve_a_turn(app, port))))
 """)
 
@@ -80,7 +81,9 @@ SERVE = _PRELUDE + textwrap.dedent("""
         openapi_document("gateway", "0", "")
         from gateway.compaction.seal import CompactionSeal
         from gateway.config.compaction import CompactionKey
-        CompactionSeal([CompactionKey(id="k", secret="s" * 32)])   # response_compaction.keys
+        CompactionSeal([CompactionKey(id="k", secret="s" * 32)]).seal("u", "s")   # the first compaction
+        from gateway.identity.build import authenticator_class
+        authenticator_class("jwk-token")   # authentication.module: jwk-token
         from gateway.observability.observers import RequestObservers
         RequestObservers(load_config(sys.argv[1]),
                          {"OTEL_SDK_DISABLED": "false", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
@@ -115,5 +118,6 @@ def test_gateway_serve_with_a_noop_config_loads_none_of_them(tmp_path):
     }))
     at_start, later = run(SERVE, str(config), str(port))
     assert at_start == []
-    assert later == ["cryptography.hazmat.primitives.ciphers.aead", "jsonpath_ng", "mcp", "openai", "opentelemetry",
-                     "opentelemetry.exporter.otlp.proto.http", "opentelemetry.sdk"]  # what the check would have seen
+    assert later == ["cryptography", "cryptography.hazmat.primitives.ciphers.aead", "jsonpath_ng", "jwt", "mcp",
+                     "openai", "opentelemetry", "opentelemetry.exporter.otlp.proto.http",
+                     "opentelemetry.sdk"]  # what the check would have seen

@@ -5,9 +5,11 @@ The associated data binds it to the format, the key id and the user it was made 
 so a client cannot read it, alter it, forge one, or use another user's: any of those
 fails the tag check. Each configured secret becomes a 256-bit key through HKDF-SHA256
 (the key id in its `info`), so any replica with the same configuration opens any item.
-The first configured key seals; every key opens (rotation: add a new key first, drop
-an old one once its items no longer matter). `cryptography`'s primitives (~8 MiB of
-RSS) are imported only when keys are configured.
+The first key seals; every key opens (rotation: add a new key first, drop an old one
+once its items no longer matter). The keys are the configured ones, or the one the
+gateway generated and keeps in its database (`keys.py`), set at start-up with `use()`.
+`cryptography`'s primitives (~8 MiB of RSS) are imported on the first item sealed or
+opened, not at start-up: compaction is on by default, and most processes never use it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import binascii
 import os
 from typing import Sequence
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.config.compaction import CompactionKey
 
@@ -54,22 +56,31 @@ def _associated(key_id: str, user_id: str) -> bytes:
 
 class CompactionSeal:
     def __init__(self, keys: Sequence[CompactionKey]):
-        self._keys = {key.id: _derive(key) for key in keys}
+        self.use(keys)
+
+    def use(self, keys: Sequence[CompactionKey]) -> None:
+        """Seal with the first of `keys` from now on, and open what any of them sealed."""
+        self._configured = {key.id: key for key in keys}
+        self._keys: dict[str, AESGCM] = {}   # derived on first use
         self._current = keys[0].id if keys else None
-        self._invalid: Any = None
-        if keys:
-            from cryptography.exceptions import InvalidTag
-            self._invalid = InvalidTag
 
     @property
     def enabled(self) -> bool:
         return self._current is not None
 
+    def _aead(self, key_id: str) -> "AESGCM | None":
+        aead = self._keys.get(key_id)
+        if aead is None and key_id in self._configured:
+            aead = self._keys[key_id] = _derive(self._configured[key_id])
+        return aead
+
     def seal(self, user_id: str, summary: str) -> str:
         """The `encrypted_content` of a summary made for `user_id` (the newest key)."""
         assert self._current is not None, "no compaction keys configured"
         nonce = os.urandom(_NONCE)
-        sealed = self._keys[self._current].encrypt(nonce, summary.encode(), _associated(self._current, user_id))
+        aead = self._aead(self._current)
+        assert aead is not None
+        sealed = aead.encrypt(nonce, summary.encode(), _associated(self._current, user_id))
         return f"{FORMAT}.{self._current}.{base64.urlsafe_b64encode(nonce + sealed).decode().rstrip('=')}"
 
     def open(self, user_id: str, content: str) -> str:
@@ -78,7 +89,7 @@ class CompactionSeal:
         if len(parts) != 3 or parts[0] != FORMAT:
             raise SealError("it was not made by this gateway")
         key_id, body = parts[1], parts[2]
-        aead = self._keys.get(key_id)
+        aead = self._aead(key_id)
         if aead is None:
             raise UnknownKey(f"its key {key_id[:32]!r} is not configured (it was rotated out)")
         try:
@@ -87,8 +98,10 @@ class CompactionSeal:
             raise SealError("it is not well formed") from None
         if len(raw) < _NONCE + 16:
             raise SealError("it is not well formed")
+        from cryptography.exceptions import InvalidTag
+
         try:
             plain = aead.decrypt(raw[:_NONCE], raw[_NONCE:], _associated(key_id, user_id))
-        except self._invalid:
+        except InvalidTag:
             raise SealError("it was altered, or made for another user") from None
         return plain.decode()

@@ -1,5 +1,5 @@
 """The `response_compaction` section (ours): `POST /v1/responses/compact` and the
-`compaction` items it returns. Not LCORE's `compaction` key, which means automatic
+`compaction` items it returns, on by default. Not LCORE's `compaction` key, which means automatic
 compaction there and is accepted but not built here."""
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ class CompactionKey(Strict):
 
 class ResponseCompactionConfig(Strict):
     # Newest first: the first key seals new items, every key opens the items it sealed.
-    # None: `/v1/responses/compact` answers 501 and `compaction` items are not accepted.
+    # None: a key the gateway generates once and keeps in its database seals (every
+    # replica and worker on that database shares it); once keys are configured it still
+    # opens the items it sealed (gateway/compaction/keys.py).
     keys: list[CompactionKey] = []
     prompt: str = Field(DEFAULT_PROMPT, min_length=1)
     # The largest `/v1/responses/compact` request body accepted (413 past it).

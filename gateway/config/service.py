@@ -23,7 +23,9 @@ class ServiceConfig(Strict):
     port: int = Field(8080, ge=1, le=65535)
     base_url: str | None = not_built()   # LCORE's; nothing here reads it
     auth_enabled: bool = False
-    workers: int = not_built(1, ge=1)
+    # LCORE's: serving processes on the one port (gateway/http/supervisor.py); 1: the
+    # process serves itself, no supervisor.
+    workers: int = Field(1, ge=1, le=256)
     color_log: bool = True
     access_log: bool = True
     # Ours: the access line's format (docs/tracing-and-logs.md): `text` (colored by
@@ -62,13 +64,15 @@ class ServiceConfig(Strict):
     # Ours: error bodies on the endpoints OpenAI SDKs call carry OpenAI's `error` object
     # beside LCORE's `detail` (`both`), or are exactly LCORE's (`lcore`).
     error_body: Literal["both", "lcore"] = "both"
-    # Ours (issue 23): how a response shows its `conversation` when the client named
+    # Ours (issues 23, 46): how a response shows its `conversation` when the client named
     # none (a conversation the gateway created, or continued by `previous_response_id`):
     # the id as a string (spec 001) or OpenAI's object `{"id": ...}` (what the `openai`
-    # package types it as). A client that sends `conversation` gets the form it sent
-    # (`conv_…`, LCORE's bare id or the object), and so do the turns that continue or
-    # fork from its turns by `previous_response_id`.
-    conversation_form: Literal["string", "object"] = "string"
+    # package types it as). `auto`: the object for a request from an OpenAI SDK (it
+    # announces itself with `X-Stainless-Lang`, or a `User-Agent` of `OpenAI/...`), the
+    # string for every other client (LCORE's send neither). A client that sends
+    # `conversation` gets the form it sent (`conv_…`, LCORE's bare id or the object), and
+    # so do the turns that continue or fork from its turns by `previous_response_id`.
+    conversation_form: Literal["auto", "string", "object"] = "auto"
     # Ours (issue 23): the items one conversation the gateway keeps may hold, added
     # through OpenAI's Conversations API (each is sent as input on the next turn); more
     # is a 400. Conversations the upstream keeps are the upstream's to limit.

@@ -42,6 +42,16 @@ gateway's topic-summary calls):
   chat: the role chunk) and then nothing, until the client goes away.
 * ``break-stream``: a stream sends a few deltas, then the body ends without a terminal
   event (no response.completed / finish chunk / [DONE]).
+* ``garbage-frame`` / ``not-json-frame`` / ``not-json-first`` / ``cut-frame`` /
+  ``unterminated-frame`` (streams; malformed SSE): lines that are no SSE field after the
+  opening frames; a ``data:`` line that is not JSON after the first text delta, or as the
+  stream's first frame; the body cut in the middle of the event after a few deltas; the
+  last frame (responses: the terminal event; chat: ``[DONE]``) without its blank line.
+* ``upstream-503`` / ``rate-limited`` / ``rate-limited-after`` (chat and responses, JSON
+  or stream): answered 503, 429, or 429 with ``Retry-After: 1``, before anything else.
+  ``reset-stream``: as ``break-stream``, but the connection is dropped instead of the body
+  ending.
+* ``big-reply``: the reply grows by 2 MiB of filler words, streamed as one text delta.
 * ``error-event``: responses -> the untyped ``{"error": {...}}`` event after in_progress;
   chat -> a ``data: {"error": {...}}`` chunk after the role chunk, then [DONE].
 * ``echo-error``: an error whose message repeats what the request carried (its

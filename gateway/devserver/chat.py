@@ -137,6 +137,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if trigger is None and messages[0].get("role") == "system":
         trigger = triggers.find_trigger(content_text(messages[0].get("content")))
     stream = body.get("stream") is True
+    if trigger in triggers.STATUS_ANSWERS:
+        status, headers = triggers.STATUS_ANSWERS[trigger]
+        answer = openai_error(f"scripted {status}", status, "server_error")
+        answer.headers.update(headers)
+        return answer
     if trigger == triggers.HANG_UPSTREAM:
         await sse.wait_for_disconnect(request)
         return web.Response(status=504)
@@ -213,11 +218,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         for piece in split_words(reasoning or ""):
             frames.append(chunk({"reasoning_content": piece}))
         pieces = reply.pieces if reply.pieces is not None else split_words(reply.text or "")
-        if trigger == triggers.BREAK_STREAM:
+        if trigger in (triggers.BREAK_STREAM, triggers.RESET_STREAM):
             pieces = pieces[:triggers.BREAK_AFTER_DELTAS]
         frames.extend(prefix + b'{"content":' + orjson.dumps(p) + b"}" + open_tail
                       for p in pieces)
-    if trigger not in (triggers.BREAK_STREAM, triggers.ERROR_EVENT, triggers.ECHO_ERROR, triggers.ECHO_ERROR_FIRST):
+    if trigger not in (triggers.BREAK_STREAM, triggers.RESET_STREAM, triggers.ERROR_EVENT, triggers.ECHO_ERROR, triggers.ECHO_ERROR_FIRST):
         finish = orjson.dumps(finish_reason)
         frames.append(prefix + b'{},"logprobs":null,"finish_reason":' + finish + b"}]}\n\n")
         options = body.get("stream_options")
@@ -225,9 +230,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             frames.append(b"data: " + head + b',"choices":[],"usage":' + orjson.dumps(usage)
                           + b"}\n\n")
         frames.append(DONE)
+    frames = triggers.malform(trigger, frames, 1)  # after the role chunk
     resp = await sse.start(request)
     await sse.write_frames(resp, frames, knobs.delay_s)
-    await sse.finish(resp)
+    if trigger == triggers.RESET_STREAM:
+        triggers.reset(request)
+    else:
+        await sse.finish(resp)
     return resp
 
 

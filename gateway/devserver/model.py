@@ -34,6 +34,10 @@ from typing import Any
 # A user message with this calls a tool again after every tool result: a model that
 # loops until the gateway's limits stop it (tests/e2e/test_quota_invariant.py).
 LOOP_TOOLS = "loop-tools"
+# A user message with this gets a reply grown by BIG_REPLY_BYTES of filler words, streamed
+# as one delta: far larger than any read buffer (issue 42).
+BIG_REPLY = "big-reply"
+BIG_REPLY_BYTES = 2 * 1024 * 1024
 TRIGGER_RE = re.compile(r"\b(?:tool|call|use|search|weather|add)", re.IGNORECASE)
 _WORD_RE = re.compile(r"\S+\s*")
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
@@ -262,6 +266,9 @@ def decide(messages: list[dict[str, Any]], tools: list[ToolSpec] | None = None, 
         answer = "Tool said: " + content_text(last.get("content"))[:TOOL_SAID_LIMIT]
     else:
         answer = scripted_text(messages)
+        if BIG_REPLY in answer:  # a reply far larger than any read buffer, in one delta (issue 42)
+            answer += " " + "filler " * (BIG_REPLY_BYTES // 7)
+            return Reply(answer, prompt_tokens=prompt, completion_tokens=count_words(answer), pieces=[answer])
     pieces = None
     if deltas is not None:
         pieces = fit_pieces(answer, deltas)

@@ -140,6 +140,9 @@ async def create_response(request: web.Request) -> web.StreamResponse:
             return web.Response(body=untyped_error_frame(message, "404"), content_type="text/event-stream",
                                 charset="utf-8")
         return detail(message, status)
+    if req.trigger in triggers.STATUS_ANSWERS:
+        status, headers = triggers.STATUS_ANSWERS[req.trigger]
+        return web.json_response({"detail": f"scripted {status}"}, status=status, headers=headers)
     if body.get("stream") is True:
         return await _stream(request, state, req)
     return await _json(request, state, req)
@@ -272,14 +275,18 @@ async def _stream(request: web.Request, state: ServerState,
         return await _finish(request, resp, frames, delay, lambda: req.persist(state, final))
 
     turn = req.run()
-    if trigger == triggers.BREAK_STREAM:
-        # A few deltas of the first message, then the body ends: no terminal event.
+    if trigger in (triggers.BREAK_STREAM, triggers.RESET_STREAM):
+        # A few deltas of the first message, then the body ends (or the connection drops):
+        # no terminal event.
         for index, step in enumerate(turn.steps):
             if step.kind == "message":
                 writer.message(index, step, limit=triggers.BREAK_AFTER_DELTAS)
                 break
         await sse.write_frames(resp, frames, delay)
-        await sse.finish(resp)
+        if trigger == triggers.RESET_STREAM:
+            triggers.reset(request)
+        else:
+            await sse.finish(resp)
         return resp
     writer.steps(turn.steps)
     if turn.hangs:  # events up to the call's in_progress, then nothing
@@ -288,6 +295,9 @@ async def _stream(request: web.Request, state: ServerState,
         return resp
     final = req.finished(turn)
     writer.response_event(orjson.dumps(final), f"response.{final['status']}")
+    if trigger in triggers.MALFORMED:
+        opening = next((i for i, f in enumerate(frames) if f.find(b"response.output_text.delta") >= 0), 2)
+        frames = triggers.malform(trigger, frames, opening)
     return await _finish(request, resp, frames, delay, lambda: req.persist(state, final, turn))
 
 

@@ -30,10 +30,28 @@ PARALLEL_CALLS = "parallel-calls"      # one call of every tool in one turn
 # `-first` one) as the stream's first event.
 ECHO_ERROR_FIRST = "echo-error-first"
 ECHO_ERROR = "echo-error"
+# Malformed SSE (issue 42), every stream otherwise as usual: lines that are no SSE field
+# after the first frames; a `data:` line that is not JSON after the first text delta (or,
+# `-first`, as the stream's first frame); the body cut in the middle of an event (half a
+# frame, then EOF); the last frame without its blank line.
+GARBAGE_FRAME = "garbage-frame"
+NOT_JSON_FIRST = "not-json-first"
+NOT_JSON_FRAME = "not-json-frame"
+CUT_FRAME = "cut-frame"
+UNTERMINATED_FRAME = "unterminated-frame"
+# Answers by status, before anything (issue 42): 503 `upstream-503`; 429 `rate-limited`,
+# and `rate-limited-after` with `Retry-After: 1`. `reset-stream`: a few deltas, then the
+# connection is dropped (no end of the chunked body).
+UNAVAILABLE = "upstream-503"
+RATE_LIMITED = "rate-limited"
+RATE_LIMITED_AFTER = "rate-limited-after"
+RESET_STREAM = "reset-stream"
+STATUS_ANSWERS = {UNAVAILABLE: (503, {}), RATE_LIMITED_AFTER: (429, {"Retry-After": "1"}), RATE_LIMITED: (429, {})}
+MALFORMED = (GARBAGE_FRAME, NOT_JSON_FIRST, NOT_JSON_FRAME, CUT_FRAME, UNTERMINATED_FRAME)
 
 # Checked in this order; the first one found wins.
-ALL_TRIGGERS = (ECHO_ERROR_FIRST, ECHO_ERROR, HANG_UPSTREAM, FAIL_UPSTREAM, CONTEXT_OVERFLOW, STALL_STREAM,
-                BREAK_STREAM, ERROR_EVENT, FINISH_LENGTH, CONTENT_FILTER, THINK_ALOUD, PARALLEL_CALLS)
+ALL_TRIGGERS = (RATE_LIMITED_AFTER, RATE_LIMITED, UNAVAILABLE, RESET_STREAM, ECHO_ERROR_FIRST, ECHO_ERROR, HANG_UPSTREAM, FAIL_UPSTREAM, CONTEXT_OVERFLOW, STALL_STREAM,
+                BREAK_STREAM, ERROR_EVENT, FINISH_LENGTH, CONTENT_FILTER, THINK_ALOUD, PARALLEL_CALLS) + MALFORMED
 
 UPSTREAM_FAILURE_MESSAGE = "scripted upstream failure"
 CONTEXT_OVERFLOW_MESSAGE = ("Input exceeds the model's maximum context length "
@@ -42,6 +60,34 @@ ERROR_EVENT_MESSAGE = "scripted error event"
 # The Responses API's incomplete reason for each stop trigger.
 INCOMPLETE_REASONS = {FINISH_LENGTH: "max_output_tokens", CONTENT_FILTER: "content_filter"}
 BREAK_AFTER_DELTAS = 3  # break-stream sends this many deltas, then ends the body
+
+
+GARBAGE = b"this line is no SSE field\n: a comment\nretry: x\n\n"
+NOT_JSON = b"data: {this is not JSON\n\n"
+
+
+def malform(trigger: str | None, frames: list[bytes], opening: int) -> list[bytes]:
+    """`frames` (a whole stream; its first `opening` ones come before any text, the
+    next is the first text delta) as the malformed-SSE trigger says; as they are for
+    any other trigger."""
+    if trigger == GARBAGE_FRAME:
+        return frames[:opening] + [GARBAGE] + frames[opening:]
+    if trigger == NOT_JSON_FIRST:
+        return [NOT_JSON] + frames
+    if trigger == NOT_JSON_FRAME:
+        return frames[:opening + 1] + [NOT_JSON] + frames[opening + 1:]
+    if trigger == CUT_FRAME:
+        kept = opening + BREAK_AFTER_DELTAS
+        return frames[:kept] + [frames[kept][:len(frames[kept]) // 2]]
+    if trigger == UNTERMINATED_FRAME:
+        return frames[:-1] + [frames[-1].rstrip(b"\n")]
+    return frames
+
+
+def reset(request: Any) -> None:
+    """Drop the request's connection under its stream: the body never ends (`reset-stream`)."""
+    if request.transport is not None:
+        request.transport.abort()
 
 
 def echo_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:

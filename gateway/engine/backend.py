@@ -18,7 +18,7 @@ from typing import Any, AsyncContextManager, AsyncGenerator, AsyncIterator, Sequ
 from gateway.config import InferenceConfig
 from gateway.destinations import DestinationPolicy
 from gateway.engine import translate
-from gateway.engine.chat_round import UpstreamChatError
+from gateway.engine.chat_round import CUT, UpstreamChatError, UpstreamStreamLost
 from gateway.engine.chat_stream import ChatDecoder, Chunk
 from gateway.engine.hooks import EngineHooks
 from gateway.engine.emitter import Emitter
@@ -120,7 +120,8 @@ class LocalEngine:
                     max_infer_iters=int(body.get("max_infer_iters") or self._inference.max_infer_iters),
                     max_tool_calls=body.get("max_tool_calls"),
                     client_tool_status=self._inference.client_tool_status, start_at_once=prepared.background,
-                    round_ended=turn.round_ended, admit_round=turn.admit_round)
+                    round_ended=turn.round_ended, admit_round=turn.admit_round,
+                    round_lost=turn.round_lost)
         response = new_response(new_item_id("resp"), prepared.model.id, body, prepared.previous_response_id,
                                 [self._echo(tool) for tool in tools], prepared.background)
         emitter = Emitter(response)
@@ -216,15 +217,30 @@ class LocalEngine:
                 async for data in reads:
                     chunks = decoder.feed(data)
                     if chunks:
+                        if decoder.malformed is not None:  # rare: what came before it, then the loss
+                            before = _before_error(chunks)
+                            if before:
+                                yield before
+                            raise UpstreamStreamLost(decoder.malformed, malformed=True)
                         if data.find(b'"error"') >= 0:  # rare: only then look for error chunks
                             _redact_errors(chunks, redact)
                         yield chunks
             except StreamBroken as exc:
-                raise UpstreamChatError(str(exc)) from None
+                raise (UpstreamChatError if exc.deadline else UpstreamStreamLost)(str(exc)) from None
             tail = decoder.close()
             if tail:
                 _redact_errors(tail, redact)
                 yield tail
+            if not decoder.done:
+                raise UpstreamStreamLost(CUT)  # the loop checks for a finish_reason first
+
+
+def _before_error(chunks: list[Chunk]) -> list[Chunk]:
+    """The chunks before the first error chunk (a malformed event's)."""
+    for index, chunk in enumerate(chunks):
+        if chunk.__class__ is dict and chunk.get("error") is not None:
+            return chunks[:index]
+    return chunks
 
 
 def _redact_errors(chunks: list[Chunk], redact: Any) -> None:

@@ -14,12 +14,35 @@ from typing import Any
 from gateway.engine.chat_stream import Chunk
 from gateway.engine.emitter import Emitter
 from gateway.engine.translate import usage_of
+from gateway.schema.errors import ApiError, upstream_bad_stream, upstream_unavailable
 from gateway.schema.ids import new_item_id
 from gateway.schema.json_types import ResponseUsage
 
 
 class UpstreamChatError(Exception):
     """The upstream reported an error inside its stream."""
+
+
+CUT = "The upstream stream ended without a terminal event."
+
+
+class UpstreamStreamLost(UpstreamChatError):
+    """The round's stream was lost before the upstream reported usage: it broke (reset,
+    idle gap), ended without its end (no `finish_reason`, no `[DONE]`: cut), or sent an
+    event that is not JSON (`malformed`). The upstream had the round: the turn is charged
+    as one stopped (issue 42)."""
+
+    def __init__(self, message: str, malformed: bool = False):
+        super().__init__(message)
+        self.malformed = malformed
+
+    def before_start(self) -> ApiError:
+        """The error a client gets when nothing was sent to it yet."""
+        if self.malformed:
+            return upstream_bad_stream(str(self))
+        error = upstream_unavailable("Llama Stack", "Connection error.")
+        error.upstream_received = True
+        return error
 
 
 class ChatRound:

@@ -38,7 +38,7 @@ from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequ
 
 import orjson
 
-from gateway.engine.chat_round import ChatRound, UpstreamChatError
+from gateway.engine.chat_round import CUT, ChatRound, UpstreamChatError, UpstreamStreamLost
 from gateway.engine.chat_stream import Chunk
 from gateway.engine.emitter import Emitter
 from gateway.engine.executor import ToolCall, ToolExecutor, ToolResult
@@ -98,20 +98,29 @@ class Loop:
             if self._hooks is not None:
                 shielded(self._hooks, "round_started")
             try:
-                async for chunks in self._model(chat):
-                    if not started:
-                        _refuse_before_the_first_event(chunks)
-                        started = True
-                        emitter.start()
-                        await save(emitter, False)
-                    for chunk in chunks:
-                        round_.feed(chunk)
-                    yield emitter.take()
+                try:
+                    async for chunks in self._model(chat):
+                        if not started:
+                            _refuse_before_the_first_event(chunks)
+                            started = True
+                            emitter.start()
+                            await save(emitter, False)
+                        for chunk in chunks:
+                            round_.feed(chunk)
+                        yield emitter.take()
+                except UpstreamStreamLost as lost:
+                    # No `[DONE]`, but the round's end (`finish_reason`) came: some servers end so.
+                    if lost.args[0] != CUT or round_.finish_reason is None:
+                        if plan.round_lost is not None:
+                            plan.round_lost()
+                        raise
             except (ApiError, UpstreamChatError) as exc:
                 if self._hooks is not None:
                     shielded(self._hooks, "round", False)
+                if getattr(exc, "upstream_received", False) and plan.round_lost is not None:
+                    plan.round_lost()   # sent, then no answer in time or lost: it had the round
                 if not started:
-                    raise
+                    raise exc.before_start() if isinstance(exc, UpstreamStreamLost) else exc
                 message = exc.cause if isinstance(exc, ApiError) else str(exc)
                 log.warning("the upstream failed during %s: %s", emitter.response["id"], message)
                 yield await self._end(emitter, save, emitter.fail(message, usage))

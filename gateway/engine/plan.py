@@ -35,3 +35,5 @@ class Plan:
     # asked before each round after the first whether it may run.
     round_ended: Callable[[ResponseUsage], None] | None = None
     admit_round: Callable[[int], Awaitable[bool]] | None = None
+    # Told when a round's stream was lost before it reported usage (`UpstreamStreamLost`).
+    round_lost: Callable[[], None] | None = None

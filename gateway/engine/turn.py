@@ -68,6 +68,10 @@ class EngineTurn(Protocol):
         """A round ended: the usage of every finished round so far (the turn is charged
         it, however it ends)."""
 
+    def round_lost(self) -> None:
+        """A round's stream was lost before the upstream reported its usage (broken, cut,
+        malformed): the turn is charged as a stopped one (its reservation at least)."""
+
     async def admit_round(self, context_tokens: int) -> bool:
         """Before each round after the first, with what the round sends: may it run (the
         turn reserves it)? False: the response ends `incomplete` with what it has."""

@@ -38,10 +38,12 @@ async def readiness(request: web.Request) -> web.Response:
             problems.append((f"Backend service answered HTTP {reply.status}", ["LLM inference unavailable"]))
     except ApiError:
         if services.degraded and not problems:
-            # LCORE's degraded mode: started without the upstream, ready to serve what needs none.
-            return json_response({"ready": True, "reason": "Service running in degraded mode: cannot connect to "
-                                  "backend service", "overall_status": "degraded",
-                                  "impacts": ["LLM inference unavailable", "Provider health checks unavailable"],
+            # LCORE's degraded mode: started without the upstream, ready to serve what needs
+            # none; its body exactly (degraded_mode_startup.feature).
+            return json_response({"ready": True, "reason": "Service running in degraded mode",
+                                  "overall_status": "degraded",
+                                  "impacts": ["LLM inference unavailable", "RAG functionality unavailable",
+                                              "Agent tools unavailable"],
                                   "providers": []})
         problems.append((_unreachable(services.upstream.breaker),
                          ["LLM inference unavailable", "Provider health checks unavailable"]))

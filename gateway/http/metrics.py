@@ -1,5 +1,6 @@
-"""`GET /metrics`: this process's metrics in Prometheus's text format. Each replica
-exposes its own (Prometheus aggregates them); see docs/operating.md."""
+"""`GET /metrics`: this process's metrics in Prometheus's text format, or, as one of a
+group of workers (`service.workers`), the group's merged (observability/group.py). Each
+replica exposes its own (Prometheus aggregates them); see docs/operating.md."""
 
 from __future__ import annotations
 

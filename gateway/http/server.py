@@ -174,9 +174,11 @@ def _backlog(site: web.BaseSite) -> list[socket.socket]:
 
 
 def run(app: web.Application, service: ServiceConfig, *, host: str, port: int, loop: asyncio.AbstractEventLoop,
-        access_log: logging.Logger | None, announce: Callable[[str], None]) -> None:
-    """Serve `app` on host:port until SIGINT or SIGTERM, then drain (`http/drain.py`)
-    and stop."""
+        access_log: logging.Logger | None, announce: Callable[[str], None],
+        sockets: list[socket.socket] | None = None) -> None:
+    """Serve `app` on host:port (or, in a worker of `service.workers`, on the listening
+    `sockets` the supervisor bound: `http/supervisor.py`) until SIGINT or SIGTERM, then
+    drain (`http/drain.py`) and stop."""
 
     async def serve() -> None:
         runner = GatewayRunner(app, handle_signals=False, access_log=access_log,
@@ -196,14 +198,25 @@ def run(app: web.Application, service: ServiceConfig, *, host: str, port: int, l
             loop.add_signal_handler(number, signalled)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, host, port)
-            await site.start()
-            announce(f"======== Running on {site.name} ========")
+            sites: list[web.BaseSite] = ([web.SockSite(runner, sock) for sock in sockets] if sockets
+                                         else [web.TCPSite(runner, host, port)])
+            for site in sites:
+                await site.start()
+            if sockets:
+                from gateway.http.supervisor import announce_ready   # a worker only
+
+                announce(f"worker serving on {', '.join(site.name for site in sites)}")
+                announce_ready()
+            else:
+                announce(f"======== Running on {sites[0].name} ========")
             await stop
             # Connections the kernel already accepted (in the listen backlog) are taken
             # before the listener closes, which would reset them; new ones are refused.
-            waiting = _backlog(site)
-            await site.stop()
+            # A worker's socket is also held by the supervisor (http/supervisor.py), which
+            # closed its copy first: this close is the last, after the queue was taken.
+            waiting = [conn for site in sites for conn in _backlog(site)]
+            for site in sites:
+                await site.stop()
             if waiting and runner.server is not None:
                 await asyncio.gather(*(loop.connect_accepted_socket(runner.server, conn) for conn in waiting),
                                      return_exceptions=True)

@@ -23,7 +23,7 @@ from gateway.streaming.framing import Parts
 
 _DELTA = "response.output_text.delta"
 _DELTA_KIND = _DELTA.encode()
-_DELTA_LITERAL = re.compile(rb'"delta":("(?:[^"\\]|\\.)*")')
+_DELTA_LITERAL = re.compile(rb'"delta":("(?:[^"\\]++|\\.)*+")')
 _DELTA_KEY = b'"delta":'
 _SEQUENCE_KEY = b',"sequence_number":'
 

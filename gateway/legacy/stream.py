@@ -30,7 +30,7 @@ from gateway.legacy.items import referenced_documents, tool_call, tool_result
 from gateway.schema.errors import ApiError, prompt_too_long
 from gateway.schema.json_types import JsonObject
 
-_DELTA = re.compile(rb'"delta":("(?:[^"\\]|\\.)*")')
+_DELTA = re.compile(rb'"delta":("(?:[^"\\]++|\\.)*+")')
 _TOKEN = b'data: {"event": "token", "data": {"id": %d, "token": %s}}\n\n'
 STOPPED_BY_USER = "\n\n*Response stopped by the user.*"
 CONTENT_POLICY = "The model refused to generate a response due to content policy."

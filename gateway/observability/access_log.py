@@ -49,6 +49,12 @@ class AccessLog:
                 self._fd = None
         self._second = -1
         self._stamp = ""
+        # In a worker of `service.workers` (http/supervisor.py): the line says which one
+        # answered (`"worker": N, "pid": P` in JSON, `worker=N` in text); nothing otherwise.
+        worker = os.environ.get("GATEWAY_WORKER_ID")
+        self._worker_json = b',"worker":%s,"pid":%d}\n' % (worker.encode(), os.getpid()) \
+            if worker and worker.isdigit() else None
+        self._worker_text = f" worker={worker}\n" if worker and worker.isdigit() else None
 
     def write(self, record: RequestRecord, request: Any, route: str, status: int, duration: float,
               user: str | None) -> None:
@@ -66,6 +72,8 @@ class AccessLog:
                 "upstream_ms": round(upstream * 1000, 3) if upstream else None,
                 "first_event_ms": round(first * 1000, 3) if first is not None else None,
             }, option=orjson.OPT_APPEND_NEWLINE)
+            if self._worker_json is not None:
+                data = data[:-2] + self._worker_json
         else:
             data = self._text(now, record, request, route, status, duration, user, upstream, first).encode()
         if self._fd is not None:
@@ -105,4 +113,4 @@ class AccessLog:
             parts.append(f"upstream={upstream * 1000:.1f}ms")
         if first is not None:
             parts.append(f"first_event={first * 1000:.1f}ms")
-        return " ".join(parts) + "\n"
+        return " ".join(parts) + (self._worker_text or "\n")

@@ -7,6 +7,7 @@ the whole stream, not only the access lines (gateway/observability/access_log.py
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -15,10 +16,16 @@ import orjson
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        # In a worker of `service.workers` (http/supervisor.py): which one, and its pid.
+        worker = os.environ.get("GATEWAY_WORKER_ID")
+        self._worker = {"worker": int(worker), "pid": os.getpid()} if worker and worker.isdigit() else {}
+
     def format(self, record: logging.LogRecord) -> str:
         line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
                 + f".{int(record.msecs):03d}Z", "type": "log", "level": record.levelname,
-                "logger": record.name, "message": record.getMessage()}
+                "logger": record.name, "message": record.getMessage(), **self._worker}
         if record.exc_info:
             line["exc_info"] = self.formatException(record.exc_info)
         if record.stack_info:

@@ -13,7 +13,9 @@ Each application builds its own set in its own `CollectorRegistry` (`Metrics`), 
 the process-global one, so two apps in one process (tests) never share a series. Every
 metric is kept as plain numbers made samples at scrape time (`plain.py`); the hottest
 (in-flight requests, open streams, events relayed, REST calls) are bare integers in
-`HotCounters`: the request path pays an integer add, not a metric call.
+`HotCounters`: the request path pays an integer add, not a metric call. A worker of a
+group (`service.workers`) copies these numbers to files the group's scrapes merge
+(`group.py`), once a second: its request path is the same.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gateway.observability.exposition import Exposition
+from gateway.observability.group import GroupExposition, from_environment
 from gateway.observability.plain import Family, PlainCollector
 
 log = logging.getLogger("gateway.metrics")
@@ -75,10 +78,14 @@ class Definition:
     labels: tuple[str, ...]
     help: str
     buckets: tuple[float, ...] | None = None
+    # A gauge's value across a group of workers (`observability/group.py`, `GAUGE_MODES`):
+    # `livesum`, `livemax`, or `worker` (each live worker's series, labelled by worker).
+    across_workers: str | None = None
 
 
-def _d(name: str, kind: str, labels: tuple[str, ...], help: str, buckets: tuple[float, ...] | None = None) -> Definition:
-    return Definition(name, kind, labels, help, buckets)
+def _d(name: str, kind: str, labels: tuple[str, ...], help: str, buckets: tuple[float, ...] | None = None,
+       across_workers: str | None = None) -> Definition:
+    return Definition(name, kind, labels, help, buckets, across_workers)
 
 
 DEFINITIONS: tuple[Definition, ...] = (
@@ -88,7 +95,8 @@ DEFINITIONS: tuple[Definition, ...] = (
     _d("ls_response_duration_seconds", "histogram", ("path",),
        "Response duration by route template (WebSocket upgrades excluded)", LCORE_BUCKETS),
     _d("ls_provider_model_configuration", "gauge", ("provider", "model"),
-       "1 for the configured default provider/model, 0 for every other LLM the upstream lists"),
+       "1 for the configured default provider/model, 0 for every other LLM the upstream lists",
+       across_workers="livemax"),
     _d("ls_llm_calls_total", "counter", ("provider", "model", "endpoint"),
        "Turns that reached the model, once per turn however many model rounds it took"),
     _d("ls_llm_calls_failures_total", "counter", ("provider", "model", "endpoint"),
@@ -102,7 +110,7 @@ DEFINITIONS: tuple[Definition, ...] = (
     _d("ls_llm_inference_duration_seconds", "histogram", ("provider", "model", "endpoint", "result"),
        "Time from a turn's start to its model's complete answer (the JSON answer, or the stream's end)", LCORE_BUCKETS),
     _d("ls_started_in_degraded_mode", "gauge", (),
-       "1 if the gateway started without its upstream (llama_stack.allow_degraded_mode)"),
+       "1 if the gateway started without its upstream (llama_stack.allow_degraded_mode)", across_workers="livemax"),
     # LCORE's unmerged metrics work: authentication, authorization and quota facts.
     _d("ls_auth_attempts_total", "counter", ("auth_module", "result", "reason"),
        "Authentication attempts by module, result and reason"),
@@ -111,8 +119,9 @@ DEFINITIONS: tuple[Definition, ...] = (
     _d("ls_quota_checks_total", "counter", ("endpoint", "result"),
        "Quota admission checks by endpoint and result"),
     # The gateway's own.
-    _d("gateway_http_requests_in_flight", "gauge", (), "HTTP requests being handled by this process"),
-    _d("gateway_streams_open", "gauge", ("backend",), "Streamed turns open in this process"),
+    _d("gateway_http_requests_in_flight", "gauge", (), "HTTP requests being handled by this process",
+       across_workers="livesum"),
+    _d("gateway_streams_open", "gauge", ("backend",), "Streamed turns open in this process", across_workers="livesum"),
     _d("gateway_turns_total", "counter", ("backend", "mode", "outcome"), "Turns run, by how they ended"),
     _d("gateway_time_to_first_event_seconds", "histogram", ("backend", "mode"),
        "From a turn's start to its backend's first event (streams) or JSON answer", MS_BUCKETS),
@@ -127,14 +136,16 @@ DEFINITIONS: tuple[Definition, ...] = (
     _d("gateway_upstream_retries_total", "counter", ("operation", "outcome"),
        "Upstream requests retried, by operation and the outcome that caused the retry"),
     _d("gateway_upstream_capability_mode", "gauge", ("api", "conversations"),
-       "1 for the upstream API and conversation keeper turns use (unknown until probed)"),
+       "1 for the upstream API and conversation keeper turns use (unknown until probed)", across_workers="worker"),
     _d("gateway_upstream_circuit_state", "gauge", ("upstream",),
-       "The upstream's circuit breaker: 0 closed, 1 half-open (probing), 2 open (turns refused)"),
+       "The upstream's circuit breaker: 0 closed, 1 half-open (probing), 2 open (turns refused)",
+       across_workers="worker"),
     _d("gateway_quota_admissions_total", "counter", ("limiter",), "Turns admitted by each quota limiter"),
     _d("gateway_quota_refusals_total", "counter", ("limiter",), "Turns refused (429) by each quota limiter"),
     _d("gateway_quota_tokens_charged_total", "counter", ("limiter",), "Tokens charged to each quota limiter"),
     _d("gateway_quota_cluster_balance_tokens", "gauge", ("limiter",),
-       "A cluster limiter's balance as this replica last read it (same value on every replica: take the max)"),
+       "A cluster limiter's balance as this replica last read it (same value on every replica: take the max)",
+       across_workers="livemax"),
     _d("gateway_engine_rounds_total", "counter", ("outcome",),
        "Local-engine model rounds (Chat Completions calls), by outcome"),
     _d("gateway_tool_calls_total", "counter", ("tool_type", "outcome"),
@@ -145,13 +156,17 @@ DEFINITIONS: tuple[Definition, ...] = (
        "MCP tools/list and tools/call failures by operator server label (clients' own: `client`)"),
     _d("gateway_db_operation_duration_seconds", "histogram", ("operation",),
        "Database operation latency", MS_BUCKETS),
-    _d("gateway_db_pool_connections", "gauge", ("state",), "Database pool connections (PostgreSQL)"),
+    _d("gateway_db_pool_connections", "gauge", ("state",), "Database pool connections (PostgreSQL)",
+       across_workers="livesum"),
     _d("gateway_background_responses_total", "counter", ("state",),
        "Background responses this process ran, by final state"),
-    _d("gateway_background_responses_running", "gauge", (), "Background responses running in this process"),
+    _d("gateway_background_responses_running", "gauge", (), "Background responses running in this process",
+       across_workers="livesum"),
     _d("gateway_upstream_connections", "gauge", ("state",),
-       "Connections to the Llama Stack upstream, by state (busy: an exchange on it; idle: kept alive)"),
-    _d("gateway_asyncio_tasks", "gauge", (), "asyncio tasks alive in this process (a leak is a rising floor)"),
+       "Connections to the Llama Stack upstream, by state (busy: an exchange on it; idle: kept alive)",
+       across_workers="livesum"),
+    _d("gateway_asyncio_tasks", "gauge", (), "asyncio tasks alive in this process (a leak is a rising floor)",
+       across_workers="livesum"),
 )
 
 BY_NAME = {definition.name: definition for definition in DEFINITIONS}
@@ -204,9 +219,12 @@ class Metrics:
                          if d.name not in HOT and d.name not in SCRAPED}
         self._histograms = tuple(family for family in self._metrics.values() if family.kind == "histogram")
         self.registry.register(self.hot)
-        plain = PlainCollector(self._metrics.values())
+        self.plain = plain = PlainCollector(self._metrics.values())
         self.registry.register(plain)
-        self.exposition = Exposition(self.registry, plain)
+        # One of a group of workers (`PROMETHEUS_MULTIPROC_DIR`): the group's series,
+        # merged from every worker's files (`observability/group.py`); else this registry's.
+        self.group = from_environment(DEFINITIONS, self.registry, plain)
+        self.exposition: Exposition | GroupExposition = self.group or Exposition(self.registry, plain)
 
     def metric(self, name: str) -> Family:
         return self._metrics[name]
@@ -224,5 +242,15 @@ class Metrics:
             await asyncio.sleep(every)
             try:
                 self.fold()
+                if self.group is not None:
+                    self.group.write()   # this worker's values where the group's scrapes read them
             except Exception:   # a metric never stops the gateway
                 log.exception("metrics: folding observations failed")
+
+    def close(self) -> None:
+        """A worker of a group leaves its last counts in the group's files."""
+        if self.group is not None:
+            try:
+                self.group.close()
+            except Exception:   # a metric never stops the gateway, nor its shutdown
+                log.exception("metrics: writing this worker's last counts failed")

@@ -209,6 +209,14 @@ def upstream_invalid_conversation_id(upstream_id: str) -> ApiError:
                     "conv_<48 hex> nor a UUID.", code="upstream_invalid_conversation_id")
 
 
+def upstream_bad_stream(message: str) -> ApiError:
+    """A stream whose first event the gateway could not read (not JSON): the upstream's
+    fault, 502. It had the turn: charged as one lost before it reported usage."""
+    error = ApiError(502, "Invalid upstream response", message, code="upstream_bad_response")
+    error.upstream_received = True
+    return error
+
+
 def prompt_too_long(model: str | None) -> ApiError:
     cause = (f"The input exceeds the context window size of model '{model}'." if model
              else "The prompt exceeds the maximum allowed length.")

@@ -61,13 +61,16 @@ class TurnRecord:
     # What the turn said (JSON text: `turns/content.py`), written with the row; never
     # read back into a record (the conversations endpoints read it: `history.py`).
     content: str | None = None
+    # The form the turn showed `conversation` in (`turns/content.py`'s `form_code`; None:
+    # a turn recorded before the turn store, which knows none).
+    conversation_form: int | None = None
 
 
 _CONVERSATION_COLUMNS = ("id, user_id, upstream_id, created_at, last_message_at, last_used_model, "
                          "last_used_provider, last_response_id, message_count, topic_summary, generate_topic_summary, "
                          "turns_recorded")
 _TURN_COLUMNS = ("conversation_id, response_id, previous_response_id, model, provider, status, started_at, "
-                 "completed_at, turn_number, prior_response_id, tokens")
+                 "completed_at, turn_number, prior_response_id, tokens, conversation_form")
 
 
 def _conversation(row: Mapping[str, Any]) -> ConversationRecord:
@@ -158,17 +161,18 @@ class ConversationRepository:
         for round_ in _chunks(_rounds(entries)):
             turns = [(t.response_id, t.conversation_id, t.conversation_id, t.conversation_id,
                       t.previous_response_id, t.model, t.provider, t.status, t.started_at, t.completed_at, t.tokens,
-                      t.content)
+                      t.content, t.conversation_form)
                      for _, t in round_ if t is not None]
             if turns:
                 # Numbered and linked from the conversation as it stands before this
                 # round, hence one turn per conversation per round.
                 statements.append((
                     "INSERT INTO gateway_turns (response_id, conversation_id, turn_number, prior_response_id, "
-                    "previous_response_id, model, provider, status, started_at, completed_at, tokens, content) VALUES "
+                    "previous_response_id, model, provider, status, started_at, completed_at, tokens, content, "
+                    "conversation_form) VALUES "
                     + ", ".join(["(?, ?, COALESCE((SELECT turns_recorded FROM gateway_conversations WHERE id = ?), 0)"
                                  " + 1, (SELECT last_response_id FROM gateway_conversations WHERE id = ?), "
-                                 "?, ?, ?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row]))
+                                 "?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(turns)), [v for row in turns for v in row]))
             # A new conversation is created with its first turn counted (and its topic
             # summary), an existing one gets its last-turn fields; an entry without a turn
             # (a failed first turn) only makes sure the conversation exists.
@@ -202,7 +206,7 @@ class ConversationRepository:
             self._turns.remember(turn.response_id, TurnRecord(
                 turn.conversation_id, turn.response_id, turn.previous_response_id, turn.model, turn.provider,
                 turn.status, turn.started_at, turn.completed_at, cached.turns_recorded + 1, cached.last_response_id,
-                turn.tokens))
+                turn.tokens, None, turn.conversation_form))
             self._conversations[conversation.id] = ConversationRecord(
                 cached.id, cached.user_id, cached.upstream_id, cached.created_at, turn.completed_at,
                 conversation.last_used_model, conversation.last_used_provider, turn.response_id,

@@ -185,6 +185,20 @@ _CONVERSATION_ITEMS = """CREATE TABLE gateway_conversation_items (
     PRIMARY KEY (conversation_id, id)
 )"""
 
+# The form a turn showed `conversation` in (`turns/content.py`'s codes: 0 the default
+# `conv_` string, 1 OpenAI's `{"id": ...}`, 2 the bare id; NULL for a turn recorded
+# before the turn store, which knows none), in a column of its own, so a turn continuing
+# or forking from it by `previous_response_id` learns it from the row it reads anyway
+# instead of reading and parsing that turn's whole content again. Existing rows get it
+# from their content, where it is the last key (`"f":1}` / `"f":2}`; orjson writes no
+# spaces, and a string value cannot end the text with `1}` or `2}`).
+_TURN_FORM = [
+    "ALTER TABLE gateway_turns ADD COLUMN conversation_form INTEGER",
+]
+_TURN_FORM_BACKFILL = (
+    "UPDATE gateway_turns SET conversation_form = CASE WHEN content IS NULL THEN NULL "
+    "WHEN content LIKE '%,\"f\":1}' THEN 1 WHEN content LIKE '%,\"f\":2}' THEN 2 ELSE 0 END")
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
         f"CREATE TABLE conversations {_CONVERSATION_COLUMNS_V1}",
@@ -213,6 +227,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (8, _FEEDBACK_TABLES),
     (9, [_DELETED_CONVERSATIONS]),
     (10, [_CONVERSATION_METADATA, _CONVERSATION_ITEMS]),
+    (11, [*_TURN_FORM, _TURN_FORM_BACKFILL]),
 ]
 
 BASELINE: list[str] = [
@@ -231,4 +246,5 @@ BASELINE: list[str] = [
     _DELETED_CONVERSATIONS,
     _CONVERSATION_METADATA,
     _CONVERSATION_ITEMS,
+    *_TURN_FORM,
 ]

@@ -9,12 +9,29 @@ the bytes.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import orjson
 
 from gateway.schema.json_types import JsonObject
+
+# orjson sizes the tree it parses into from the document first: at its peak ~13 times a
+# large document (26 MiB for a terminal event with 2 MiB of text; issue 42). The standard
+# library's parser keeps ~2 times; events this large (rare) are parsed by it instead.
+_LARGE = 1 << 20
+
+
+def loads(raw: bytes) -> Any:
+    """An event's JSON, parsed (orjson's errors either way)."""
+    if len(raw) < _LARGE:
+        return orjson.loads(raw)
+    try:
+        return json.loads(raw)
+    except ValueError as exc:   # JSONDecodeError, UnicodeDecodeError
+        raise orjson.JSONDecodeError(str(exc), "", 0) from None
+
 
 # `response.requires_action` ends a local-engine response whose function calls the
 # client runs (`inference.client_tool_status: requires_action`, spec 002).
@@ -50,7 +67,7 @@ class Event:
         """The event as a dict; parsing marks it for re-serialisation."""
         if self._data is None:
             assert self.raw is not None   # an event without its dict has its bytes
-            value = orjson.loads(self.raw)
+            value = loads(self.raw)
             self._data = value if isinstance(value, dict) else {"value": value}
         return self._data
 
@@ -89,7 +106,7 @@ class Framed(Event):
         if self._data is None:
             frame = self.raw
             assert frame is not None
-            self._data = orjson.loads(frame[frame.index(b"\ndata: ") + 7:])
+            self._data = loads(frame[frame.index(b"\ndata: ") + 7:])
         return self._data
 
     def payload(self, sequence_number: int) -> bytes:

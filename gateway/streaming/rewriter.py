@@ -33,6 +33,7 @@ from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import TERMINAL_EVENTS, Event, Framed
 from gateway.streaming.framing import Framing, SSEFraming
 from gateway.streaming.repair import StreamRepairer
+from gateway.streaming import sse
 from gateway.streaming.sse import SSEDecoder
 
 _EVENT_LINE = b"event: "
@@ -40,7 +41,8 @@ _TYPE_FIRST = b'data: {"type":"'
 
 
 class StreamRewriter:
-    __slots__ = ("repairer", "enricher", "framing", "_one", "_decoder", "_next", "_rest", "_cr", "_runs", "_fast")
+    __slots__ = ("repairer", "enricher", "framing", "_one", "_decoder", "_next", "_rest", "_more", "_held", "_cr",
+                 "_runs", "_fast")
 
     def __init__(self, enricher: Enricher, framing: Framing | None = None, *, fast: bool = True):
         self.repairer = StreamRepairer()
@@ -50,6 +52,8 @@ class StreamRewriter:
         self._decoder = SSEDecoder()
         self._next = 0          # the next sequence number the client sees
         self._rest = b""        # an incomplete block, waiting for the next read
+        self._more: list[bytes] = []  # reads after it that end no block: joined once one does
+        self._held = 0                # their bytes
         self._cr = False        # the last read ended with `\r`: it may be half of `\r\n`
         self._runs = fast       # off once a run's numbers did not match (they rarely will again)
                                 # or the framing declined one
@@ -60,6 +64,12 @@ class StreamRewriter:
         """How many events the client was sent so far (on the Responses transports, the
         next one's sequence number)."""
         return self.framing.sent(self._next)
+
+    @property
+    def malformed(self) -> str | None:
+        """Why the upstream's stream could not be read (an event that is not JSON), if so:
+        the stream failed at that event."""
+        return self._decoder.malformed
 
     @property
     def done(self) -> bool:
@@ -75,7 +85,22 @@ class StreamRewriter:
         if self._cr or chunk.find(b"\r") >= 0:
             chunk = self._line_ends(chunk)
         if self._rest:
-            chunk = self._rest + chunk
+            # A block longer than a read (a large event) is joined once, when a read ends
+            # it: joining it at every read copied it read after read (quadratic: 2 MiB
+            # in 4 KiB reads took seconds).
+            last = self._more[-1] if self._more else self._rest
+            if chunk.find(b"\n\n") < 0 and not (last.endswith(b"\n") and chunk.startswith(b"\n")):
+                self._more.append(chunk)
+                self._held += len(chunk)
+                if self._held + len(self._rest) > sse.MAX_EVENT_BYTES:
+                    return self._too_large()
+                return b"", None
+            if self._more:
+                self._more.append(chunk)
+                chunk = b"".join([self._rest, *self._more])
+                self._more, self._held = [], 0
+            else:
+                chunk = self._rest + chunk
         elif self._fast:
             # A read that is one pass-through event, as paced streams deliver them: one
             # regex and the framing's `one`.
@@ -97,7 +122,8 @@ class StreamRewriter:
         (`response.failed` if the upstream sent none; None if one was already returned)."""
         if self.done:
             return b"", None
-        rest, self._rest, self._cr = self._rest, b"", False
+        rest, self._rest, self._cr = b"".join([self._rest, *self._more]), b"", False
+        self._more, self._held = [], 0
         out: list[bytes] = []
         # An event without its final blank line, if any (the decoder drops a cut-off one).
         for event in self._decoder.feed(rest) + self._decoder.close():
@@ -148,6 +174,12 @@ class StreamRewriter:
         number = self._next
         self._next = number + 1
         return opening + self.framing.end(event, number, available_quotas)
+
+    def _too_large(self) -> tuple[bytes, Event | None]:
+        """An event past `MAX_EVENT_BYTES`: dropped, and the stream fails there."""
+        self._rest, self._more, self._held = b"", [], 0
+        out: list[bytes] = []
+        return b"".join(out), self._events(self._decoder.refuse(sse.TOO_LARGE), out)
 
     def _line_ends(self, chunk: bytes) -> bytes:
         """`\\r\\n` and lone `\\r` as `\\n`, including a `\\r\\n` split across two reads."""

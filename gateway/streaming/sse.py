@@ -37,12 +37,28 @@ def frame(event_type: str, payload: bytes) -> bytes:
     return b"event: %s\ndata: %s\n\n" % (event_type.encode(), payload)
 
 
+# What a stream that sent an event the gateway cannot read ends with (issue 42): the
+# upstream had the turn, so it is charged as one lost before it reported usage.
+NOT_JSON = "The upstream sent an event that is not JSON."
+NOT_AN_OBJECT = "The upstream sent an event that is not a JSON object."
+# The largest event the gateway buffers: an upstream that never ends its event (no blank
+# line) would otherwise hold memory without bound. Far past any real event (a 2 MiB reply
+# in one delta is a large one).
+MAX_EVENT_BYTES = 64 << 20
+TOO_LARGE = "The upstream sent an event larger than 64 MiB."
+
+
 class SSEDecoder:
-    """Feed bytes as they arrive; get back the complete events they finish."""
+    """Feed bytes as they arrive; get back the complete events they finish.
+
+    Lines that are no SSE field, comments and fields other than `data` are skipped (as
+    the SSE standard says); a `data` field that is not a JSON object becomes an error
+    event (the stream then fails) and `malformed` says why."""
 
     def __init__(self) -> None:
         self._buffer = b""
         self.done = False  # the upstream sent `data: [DONE]`
+        self.malformed: str | None = None  # the first event that could not be read: why
 
     def feed(self, chunk: bytes) -> list[Event]:
         if chunk.find(b"\r") >= 0:
@@ -63,6 +79,7 @@ class SSEDecoder:
         rest, self._buffer = self._buffer, b""
         payload = _data_field(rest.strip(b"\n")) if rest.strip() else None
         if payload is None or payload == b"[DONE]":
+            self.done = self.done or payload is not None
             return []
         try:
             orjson.loads(payload)
@@ -89,12 +106,22 @@ class SSEDecoder:
         try:
             data = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            data = {"error": {"message": "the upstream sent an event that is not JSON", "code": "server_error"}}
+            data = self._malformed(NOT_JSON)
         if not isinstance(data, dict):
-            data = {"error": {"message": "the upstream sent an event that is not a JSON object",
-                              "code": "server_error"}}
+            data = self._malformed(NOT_AN_OBJECT)
         kind = data.get("type")
         return Event(kind if isinstance(kind, str) else "", None, data)
+
+
+    def refuse(self, message: str) -> Event:
+        """The error event for a stream the gateway stops reading (an event past
+        `MAX_EVENT_BYTES`): it fails there, as at an event that is not JSON."""
+        return Event("", None, self._malformed(message))
+
+    def _malformed(self, message: str) -> dict[str, object]:
+        if self.malformed is None:
+            self.malformed = message
+        return {"error": {"message": message, "code": "server_error"}}
 
 
 def _data_field(block: bytes) -> bytes | None:

@@ -25,9 +25,23 @@ QUESTION, ANSWER, ITEMS = "q", "a", "i"
 # `GET /v1/responses/{id}` shows it so again and a turn continuing from it by
 # `previous_response_id` (or forking from it) answers in it: 1 OpenAI's `{"id": ...}`
 # (issue 23), 2 the bare id (LCORE's clients); absent for the default `conv_` string.
+# The turn's row keeps the same code in its `conversation_form` column, which is what
+# is read (migration 11 filled it from this key); the key stays for a replica of an
+# older version reading rows this one writes.
 FORM = "f"
 _FORMS = {"object": 1, "bare": 2}
 _NAMES = {code: name for name, code in _FORMS.items()}
+
+
+def form_code(form: str) -> int:
+    """The turn row's `conversation_form` for a form (0: the default `conv_` string)."""
+    return _FORMS.get(form, 0)
+
+
+def form_name(code: int | None) -> str | None:
+    """The form a turn row's `conversation_form` names (None: a turn recorded before the
+    turn store, which knows none)."""
+    return None if code is None else _NAMES.get(code, "string")
 
 
 def turn_content(question: str, response: dict[str, Any], form: str = "string") -> str:
@@ -77,18 +91,3 @@ def read_content(text: str | None) -> tuple[str, str, list[JsonObject]]:
     items = content.get(ITEMS)
     return (str(content.get(QUESTION) or ""), str(content.get(ANSWER) or ""),
             [item for item in items if isinstance(item, dict)] if isinstance(items, list) else [])
-
-
-def stored_form(text: str | None) -> str | None:
-    """The form a stored content says its turn showed `conversation` in (None: a row
-    without content, recorded before the turn store)."""
-    if not text:
-        return None
-    try:
-        content = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(content, dict):
-        return None
-    code = content.get(FORM)
-    return _NAMES.get(code, "string") if isinstance(code, int) else "string"

@@ -14,7 +14,7 @@ from gateway.schema.ids import shown_conversation_id
 from gateway.schema.json_types import JsonObject
 from gateway.schema.responses_request import ResponsesRequest
 from gateway.storage.conversations import ConversationRepository, TurnRecord
-from gateway.turns.content import stored_form
+from gateway.turns.content import form_name
 from gateway.streaming.enrich import Enricher, output_text
 from gateway.streaming.repair import repair_input_items, repair_response
 from gateway.streaming.rewriter import StreamRewriter
@@ -98,7 +98,7 @@ class ForwardBackend:
             return None
         response = repair_response(await self._upstream.retrieve(turn.response_id))
         # As the turn showed it (issue 23).
-        form = stored_form(await self._conversations.content(turn.response_id)) or "string"
+        form = form_name(turn.conversation_form) or "string"
         conversation = shown_conversation_id(turn.conversation_id, form)
         Enricher(conversation, turn.previous_response_id,
                  configured_labels=self._tools.labels, redactor=self._tools.redactor).annotate(response)

@@ -39,10 +39,6 @@ class OwnedTurns:
             return conversation
         return await self.conversation(conversation.id) or conversation
 
-    async def content(self, response_id: str) -> str | None:
-        """What the turn store keeps of a recorded turn (`turns/content.py`), if any."""
-        return await self._conversations.content(response_id)
-
     async def tokens(self, response_id: str) -> int:
         """The reported input + output tokens of a recorded turn (0: none is)."""
         found = await self._conversations.find_turn(response_id)

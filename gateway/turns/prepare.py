@@ -30,10 +30,10 @@ from gateway.schema.errors import ApiError, conversation_forbidden, not_found
 from gateway.schema.ids import (
     new_conversation_id, new_stored_conversation_id, openai_conversation_id, sent_form)
 from gateway.schema.json_types import JsonObject
-from gateway.turns.content import stored_form
+from gateway.turns.content import form_name
 from gateway.schema.responses_request import ResponsesRequest, parse_responses_request, provider_data_header
 from gateway.storage.conversation_items import ConversationItems
-from gateway.storage.conversations import ConversationRecord
+from gateway.storage.conversations import ConversationRecord, TurnRecord
 from gateway.storage.history import expired
 from gateway.storage.writer import TurnWriter
 from gateway.turns.tools import ConfiguredTools
@@ -83,7 +83,8 @@ class Checked:
 class Preparer:
     def __init__(self, config: Configuration, turns: OwnedTurns, writer: TurnWriter,
                  catalog: ModelCatalog, quota: QuotaService, tools: ConfiguredTools,
-                 backend: BackendSelector, items: ConversationItems | None = None):
+                 backend: BackendSelector, items: ConversationItems | None = None,
+                 compaction: CompactionSeal | None = None):
         self._turns = turns   # the recorded turns a request continues or forks from
         self._items = items   # what clients added to conversations the gateway keeps (issue 23)
         self._writer = writer
@@ -97,7 +98,8 @@ class Preparer:
         self.in_progress = InProgress(config.service.max_responses_in_progress_per_user)
         self._idle_ttl = config.conversation_expiry.idle_ttl_seconds   # past it: unknown (expiry)
         self._conversation_form = config.service.conversation_form   # for conversations no client named
-        self._compaction = CompactionSeal(config.response_compaction.keys)   # `compaction` input items
+        # `compaction` input items: the one seal of the app (its keys set at start-up), else the configured keys.
+        self._compaction = compaction or CompactionSeal(config.response_compaction.keys)
 
     def redacted(self, items: list[JsonObject]) -> list[JsonObject]:
         """Items added to a conversation through OpenAI's Conversations API, rewritten by
@@ -147,7 +149,8 @@ class Preparer:
                 identity if quota_subject is CALLER else replace(identity, user_id=quota_subject), raw)
             try:
                 turn = await self._prepare(identity, raw, request, tools, reservation, prompt_field, server_prompt,
-                                           shields, given_input, redact, shown_previous, recorded)
+                                           shields, given_input, redact, shown_previous, recorded,
+                                           from_openai_sdk(headers))
             except BaseException:
                 if reservation is not None:
                     await asyncio.shield(self._quota.release(reservation))
@@ -190,12 +193,12 @@ class Preparer:
     async def _prepare(self, identity: Identity, raw: Any, request: ResponsesRequest, tools: list[JsonObject] | None,
                        reservation: Reservation | None, prompt_field: str, operator_prompt: str | None,
                        shields: list[str], given: TurnInput, redact: Rewrite, shown_previous: str | None,
-                       recorded: Recorded | None) -> Turn:
+                       recorded: Recorded | None, openai_sdk: bool) -> Turn:
         if operator_prompt is None:
             server_prompt = self._prompts.apply(request, prompt_field)   # LCORE: after the quota, before the conversation
         else:
             request.instructions, server_prompt = operator_prompt or None, bool(operator_prompt)
-        existing, forked_from = await self._resolve_conversation(identity, request)
+        existing, forked_from, previous = await self._resolve_conversation(identity, request)
         existing = await self._past_blocked(existing)
         model = await self._models.select(identity, request.model, existing)
         backend = await self.backend()
@@ -207,7 +210,7 @@ class Preparer:
         if reservation is not None:
             # The context the turn sends beyond its input, once known: reserved (or 429)
             # before anything is created.
-            context = context_estimate(await self._previous_tokens(existing, forked_from), tools)
+            context = context_estimate(await self._previous_tokens(existing, forked_from, previous), tools)
             if context > 0:
                 await self._quota.extend(reservation, context)
 
@@ -244,8 +247,9 @@ class Preparer:
         attachments: tuple[dict[str, Any], ...] = ()
         if recorded is not None and request.store:
             question, attachments = recorded(question)
-        headers = {} if request.solr is None else {"X-LlamaStack-Provider-Data": provider_data_header(raw["solr"])}
-        conversation_form = await self._form(raw.get("conversation"), request.previous_id)
+        conversation_form = self._form(raw.get("conversation"), previous, openai_sdk)
+        upstream_headers = ({} if request.solr is None
+                            else {"X-LlamaStack-Provider-Data": provider_data_header(raw["solr"])})
         # The plan keeps what it needs from the request, not the validated model: it lives
         # as long as the stream, and memory per open stream is a budget. Its fields in
         # their order, positionally (a fenced speed trick: `turns/turn.py`, `PlanDraft`).
@@ -255,7 +259,7 @@ class Preparer:
             request.stream,
             request.previous_id if shown_previous is None else shown_previous,   # previous_response_id
             request.generate_topic_summary,
-            headers,
+            upstream_headers,   # headers
             model,
             request.model or model.display_id,   # display_model
             conversation_id,
@@ -283,17 +287,20 @@ class Preparer:
         # Its outcome starts as the plan says (positional: see `turns/turn.py`'s `plan()`).
         return Turn(plan, Outcome(plan.store, plan.append_to_upstream, plan.appended_input), body, summary)
 
-    async def _form(self, sent: Any, previous_id: str | None) -> str:
+    def _form(self, sent: Any, previous: TurnRecord | None, openai_sdk: bool) -> str:
         """The form responses show `conversation` in: the one the client named it in;
-        for a turn continuing or forking by `previous_response_id`, the form of that
-        turn (so the client that named a conversation keeps its form); else the
-        operator's (`service.conversation_form`)."""
+        for a turn continuing or forking by `previous_response_id` (`previous`, its
+        record), the form of that turn (so the client that named a conversation keeps
+        its form; the record's own column, not its content read again); else the
+        operator's (`service.conversation_form`), which by default (`auto`) is the one
+        the client expects: OpenAI's object for an OpenAI SDK, the string otherwise."""
         if sent is not None:
             return sent_form(sent)
-        if previous_id is not None:
-            form = stored_form(await self._turns.content(previous_id))
-            if form is not None:
-                return form
+        form = form_name(previous.conversation_form) if previous is not None else None
+        if form is not None:
+            return form
+        if self._conversation_form == "auto":
+            return "object" if openai_sdk else "string"
         return self._conversation_form
 
     async def _opened_added(self, conversation: ConversationRecord, added: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -333,12 +340,17 @@ class Preparer:
             response_id = None
         return replace(existing, last_response_id=response_id)
 
-    async def _previous_tokens(self, existing: ConversationRecord | None, forked_from: str | None) -> int:
+    async def _previous_tokens(self, existing: ConversationRecord | None, forked_from: str | None,
+                               named: TurnRecord | None) -> int:
         """The reported input + output tokens of the turn this one continues (its
-        context, sent again), as its record keeps them; 0 for a new conversation."""
+        context, sent again), as its record keeps them; 0 for a new conversation.
+        `named`: the record of the turn the request named by `previous_response_id`,
+        already read (not read again when it is that turn)."""
         previous = forked_from or (existing.last_response_id if existing is not None else None)
         if not previous:
             return 0
+        if named is not None and named.response_id == previous:
+            return named.tokens
         return await self._turns.tokens(previous)
 
     async def _parse(self, raw: Any) -> ResponsesRequest:
@@ -369,8 +381,9 @@ class Preparer:
         return new_stored_conversation_id(upstream_id), upstream_id
 
     async def _resolve_conversation(self, identity: Identity, request: ResponsesRequest,
-                                    ) -> tuple[ConversationRecord | None, str | None]:
-        """The conversation this turn continues (None: a new one), and the response it forks from."""
+                                    ) -> tuple[ConversationRecord | None, str | None, TurnRecord | None]:
+        """The conversation this turn continues (None: a new one), the response it forks
+        from, and the record of the turn named by `previous_response_id` (if any)."""
         if request.conversation_id is not None:
             existing = await self._turns.conversation(request.conversation_id)
             if existing is None or (self._idle_ttl and expired(existing.last_message_at, self._idle_ttl)):
@@ -381,10 +394,10 @@ class Preparer:
                 # returns it: `conv_<48 hex>`); the turn continues the owner's
                 # conversation, which stays theirs (its responses too).
                 raise conversation_forbidden(identity.user_id, openai_conversation_id(request.conversation_id))
-            return existing, None
+            return existing, None, None
         previous = request.previous_id
         if previous is None:
-            return None, None
+            return None, None, None
         found = await self._turns.turn(previous)
         if found is None or found[1].user_id != identity.user_id or (
                 self._idle_ttl and expired(found[1].last_message_at, self._idle_ttl)):
@@ -392,4 +405,11 @@ class Preparer:
         # A later turn of this conversation may still be being recorded: whether this one
         # is the latest (continue) or not (fork) depends on it.
         conversation = await self._turns.latest(found[1])
-        return conversation, None if conversation.last_response_id == previous else previous
+        return conversation, None if conversation.last_response_id == previous else previous, found[0]
+
+
+def from_openai_sdk(headers: Mapping[str, str]) -> bool:
+    """Whether a request comes from one of OpenAI's SDKs (Stainless-generated: Python,
+    Node, Go, ... all send `X-Stainless-Lang`; their user agents start `OpenAI/`), which
+    type `conversation` as an object. LCORE's clients send neither."""
+    return "X-Stainless-Lang" in headers or headers.get("User-Agent", "").startswith("OpenAI/")

@@ -28,7 +28,7 @@ from typing import Awaitable, Callable
 
 from gateway.redaction import Redactor
 from gateway.request_scope import TURN_DEADLINE
-from gateway.schema.errors import ApiError
+from gateway.schema.errors import ApiError, upstream_bad_stream
 from gateway.schema.json_types import JsonObject
 from gateway.streaming.enrich import Enricher
 from gateway.streaming.events import Event
@@ -158,6 +158,8 @@ class Runner:
         async def ending(frames: bytes, terminal: Event | None) -> bytes:
             if terminal is None:
                 return frames
+            if rewriter.malformed is not None:
+                self._settler.unreported(turn)  # it had the turn; what it used is lost with the stream
             try:
                 quotas = await self.settle(turn, terminal.data["response"])
             except ApiError as exc:
@@ -193,7 +195,8 @@ class Runner:
                     frames, terminal = rewriter.close()
                     # Ended without its terminal event (cut): the `response.failed` made for
                     # it is charged like a broken stream's, unless the upstream reported usage.
-                    if terminal is not None and terminal.data.get("type") == "response.failed":
+                    if terminal is not None and terminal.data.get("type") == "response.failed" \
+                            and not terminal.data["response"].get("usage"):
                         self._settler.unreported(turn)
                 except StreamBroken as exc:
                     log.warning("upstream stream for %s broke: %s", turn.plan.conversation, exc)
@@ -223,4 +226,6 @@ class Runner:
 def _refuse_before_the_first_byte(rewriter: StreamRewriter, turn: Turn) -> None:
     refusal = rewriter.repairer.refusal
     if refusal is not None:
+        if rewriter.malformed is not None:  # not the upstream's refusal: it sent what cannot be read
+            raise upstream_bad_stream(rewriter.malformed)
         raise upstream_error(refusal[0], rewriter.enricher.redactor.text(refusal[1]), turn.plan.model.id)

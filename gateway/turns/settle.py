@@ -32,7 +32,7 @@ from gateway.storage.conversation_items import ConversationItems
 from gateway.storage.conversations import ConversationRecord, TurnRecord
 from gateway.storage.writer import TurnWriter
 from gateway.turns.body import input_items
-from gateway.turns.content import turn_content
+from gateway.turns.content import form_code, turn_content
 from gateway.turns.summary import summary_of
 from gateway.turns.turn import Turn
 
@@ -168,7 +168,7 @@ class Settler:
         whose stream broke before the upstream reported usage (it received the turn)."""
         plan, outcome = turn.plan, turn.outcome
         assert plan.reservation is not None and outcome.result is not None
-        if outcome.abandoned or (outcome.unreported and not outcome.result.get("usage")):
+        if outcome.abandoned or outcome.unreported:
             output = int(turn.usage.get("output_tokens") or 0) if turn.usage else 0
             spent = (turn.stopped_charge() - output, output)
         else:
@@ -340,7 +340,8 @@ class Settler:
             previous_response_id=plan.previous_response_id, model=model.id,
             provider=model.provider_id, status=response["status"], started_at=started_at,
             completed_at=completed_at, tokens=_reported(response),
-            content=turn_content(plan.question, response, plan.conversation_form))
+            content=turn_content(plan.question, response, plan.conversation_form),
+            conversation_form=form_code(plan.conversation_form))
 
     async def _append_turn(self, turn: Turn) -> None:
         """A turn sent with previous_response_id in a conversation the upstream keeps:

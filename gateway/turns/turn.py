@@ -155,6 +155,11 @@ class Turn:
         self.usage = usage
         self.round_estimate = 0
 
+    def round_lost(self) -> None:
+        """A round's stream was lost before the upstream reported its usage: charged as
+        a stopped turn (`stopped_charge`), whatever its finished rounds reported."""
+        self.outcome.unreported = True
+
     async def admit_round(self, context_tokens: int) -> bool:
         """Before each round after the first: reserve what this round may use (the
         context it sends and its answer) beyond what the turn already reserved and used.

@@ -67,7 +67,7 @@ class Exchange(asyncio.Protocol):
 
     __slots__ = ("_pool", "_loop", "transport", "_parser", "status", "_body", "_size", "_complete", "_error",
                  "_head", "_keep_alive", "_delimited", "_waiter", "_deadline", "_timeout", "_paused", "_answered",
-                 "idle_since", "holds_slot", "retry_after", "ends_at")
+                 "idle_since", "holds_slot", "retry_after", "ends_at", "_whole")
 
     def __init__(self, pool: "Pool"):
         self._pool = pool
@@ -93,6 +93,7 @@ class Exchange(asyncio.Protocol):
         self._delimited = False   # the body has a length or is chunked (else: until the connection closes)
         self._paused = False
         self._answered = False    # any byte of the answer arrived
+        self._whole = False       # `read()` wants the whole body: no backpressure
         self._timeout = timeout
 
     # -- what the pool and the client call ------------------------------------------------
@@ -108,7 +109,14 @@ class Exchange(asyncio.Protocol):
             await self._wait()
 
     async def read(self) -> bytes:
-        """The whole body (and the connection goes back to the pool)."""
+        """The whole body (and the connection goes back to the pool). Reading never
+        pauses for it (a body past the high-water mark would otherwise wait for a
+        `readany()` that never comes, until the read timeout)."""
+        self._whole = True
+        if self._paused:
+            self._paused = False
+            assert self.transport is not None
+            self.transport.resume_reading()
         while not self._complete:
             await self._wait()
         body = b"".join(self._body)
@@ -227,7 +235,7 @@ class Exchange(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
         self._size += len(body)
-        if self._size > _HIGH_WATER and not self._paused:
+        if self._size > _HIGH_WATER and not self._paused and not self._whole:
             self._paused = True
             assert self.transport is not None
             self.transport.pause_reading()

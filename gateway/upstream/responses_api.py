@@ -13,11 +13,16 @@ from gateway.schema.json_types import JsonObject
 from gateway.upstream.capabilities import Capabilities
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.errors import map_upstream_error
-from gateway.upstream.http11 import Exchange, Interrupted, ReadTimeout, UpstreamHttpError
+from gateway.upstream.http11 import Exchange, Interrupted, ReadTimeout, TurnDeadline, UpstreamHttpError
 
 
 class StreamBroken(Exception):
-    """The upstream stream failed after it started (timeout, reset): end it as failed."""
+    """The upstream stream failed after it started (timeout, reset): end it as failed.
+    `deadline`: the turn's own deadline ended it (the engine charges what it used)."""
+
+    def __init__(self, message: str, deadline: bool = False):
+        super().__init__(message)
+        self.deadline = deadline
 
 
 _INPUT_ITEMS_PARAMS = frozenset({"after", "before", "include", "limit", "order"})
@@ -158,7 +163,7 @@ class UpstreamStream:
         except ReadTimeout:
             raise StreamBroken("The upstream stopped sending events (idle timeout).") from None
         except Interrupted as exc:   # the gateway's own shutdown, not the upstream's fault
-            raise StreamBroken(str(exc)) from None
+            raise StreamBroken(str(exc), isinstance(exc, TurnDeadline)) from None
         except UpstreamHttpError as exc:
             raise StreamBroken(f"The upstream stream broke: {exc}.") from None
         if not chunk:

@@ -4,8 +4,9 @@ ignored. (What each trigger does to an answer: test_responses.py, test_chat.py.)
 
 from __future__ import annotations
 
-from gateway.devserver.triggers import (ALL_TRIGGERS, ECHO_ERROR, ECHO_ERROR_FIRST, FAIL_UPSTREAM, STALL_STREAM,
-                                        Knobs, echo_of, find_trigger, read_knobs)
+from gateway.devserver.triggers import (ALL_TRIGGERS, CUT_FRAME, ECHO_ERROR, ECHO_ERROR_FIRST, FAIL_UPSTREAM,
+                                        GARBAGE, GARBAGE_FRAME, NOT_JSON, NOT_JSON_FIRST, NOT_JSON_FRAME, STALL_STREAM,
+                                        UNTERMINATED_FRAME, Knobs, echo_of, find_trigger, malform, read_knobs)
 
 
 def test_the_first_trigger_in_order_wins():
@@ -35,3 +36,15 @@ def test_the_echo_repeats_credentials_and_tools_verbatim():
     echoed = echo_of({"Authorization": "Bearer s3cret"}, {"tools": [{"type": "mcp", "server_url": "http://x"}]})
     assert echoed == ('scripted echo: Authorization=Bearer s3cret X-LlamaStack-Provider-Data=None '
                       'tools=[{"type":"mcp","server_url":"http://x"}]')
+
+
+def test_malformed_sse_triggers_change_the_frames_as_documented():
+    frames = [b"data: {\"n\":%d}\n\n" % n for n in range(8)]   # two opening frames, then deltas
+    assert malform(None, frames, 2) == frames and malform(STALL_STREAM, frames, 2) == frames
+    assert malform(GARBAGE_FRAME, frames, 2) == frames[:2] + [GARBAGE] + frames[2:]
+    assert malform(NOT_JSON_FIRST, frames, 2) == [NOT_JSON] + frames
+    assert malform(NOT_JSON_FRAME, frames, 2) == frames[:3] + [NOT_JSON] + frames[3:]
+    cut = malform(CUT_FRAME, frames, 2)
+    assert cut[:-1] == frames[:5] and frames[5].startswith(cut[-1]) and not cut[-1].endswith(b"\n\n")
+    assert malform(UNTERMINATED_FRAME, frames, 2) == frames[:-1] + [b"data: {\"n\":7}"]
+    assert find_trigger("please not-json-first") == NOT_JSON_FIRST

@@ -33,7 +33,7 @@ ACCESS_RULES = [
 ALLOWED = {
     "root": {"responses", "get_models", "info", "admin", "query", "streaming_query", "get_metrics",
              "list_conversations", "get_conversation", "update_conversation", "delete_conversation", "feedback",
-             "rlsapi_v1_infer", "get_tools", "get_shields"},
+             "rlsapi_v1_infer", "get_tools", "get_shields", "list_providers", "get_provider", "get_config"},
     "alice": {"responses", "info"},
     "bob": {"responses", "info"},
     "carol": {"get_models", "info"},
@@ -46,7 +46,7 @@ ALLOWED = {
 ROUTES = {
     ("post", "/v1/responses"): ({"input": "hello", "tool_choice": "none"}, 200),
     ("get", "/v1/responses"): (None, 501),   # listing exists in engine mode; this gateway forwards
-    ("post", "/v1/responses/compact"): ({"model": "scripted-chat", "input": "hi"}, 501),   # no compaction keys
+    ("post", "/v1/responses/compact"): ({"model": "scripted-chat", "input": "hi"}, 200),   # on by default
     ("get", "/v1/responses/{response_id}"): (None, 404),
     ("delete", "/v1/responses/{response_id}"): (None, 404),
     ("get", "/v1/responses/{response_id}/input_items"): (None, 404),
@@ -74,6 +74,10 @@ ROUTES = {
     ("get", "/v1/tools"): (None, 200),
     ("get", "/v1/mcp-auth/client-options"): (None, 200),
     ("get", "/v1/shields"): (None, 200),
+    # The scripted upstream has no providers API: 501 for whoever may ask.
+    ("get", "/v1/providers"): (None, 501),
+    ("get", "/v1/providers/{provider_id}"): (None, 501),
+    ("get", "/v1/config"): (None, 200),
     ("post", "/v1/streaming_query/interrupt"): ({"request_id": "00000000-0000-4000-8000-000000000000"}, 404),
     ("get", "/v1/conversations"): (None, 200),
     ("get", "/v1/conversations/{conversation_id}"): (None, 404),
@@ -126,7 +130,7 @@ def test_rbac_matrix(rbac, upstream, user, route):
     operation = next(op for op in OPERATIONS if (op.method, op.path) == route)
     body, allowed_status = ROUTES[route]
     path = route[1].replace("{response_id}", "resp_unknown").replace("{user_id}", "alice") \
-        .replace("{conversation_id}", UNKNOWN_CONVERSATION).replace("{item_id}", "msg_unknown")
+        .replace("{conversation_id}", UNKNOWN_CONVERSATION).replace("{item_id}", "msg_unknown").replace("{provider_id}", "scripted")
     upstream.clear()
     reply = rbac.request(route[0].upper(), path, body, headers=auth(user))
     allowed = operation.public or operation.action == AUTHENTICATED_ONLY or operation.action in ALLOWED[user]

@@ -130,11 +130,11 @@ def test_python_dash_m_entry_point(tmp_path, upstream):
 
 def test_serve_warns_at_start_up_about_accepted_but_unbuilt_keys(gateway_factory, upstream):
     gateway = gateway_factory(upstream.url, compaction={"enabled": True},
-                              service={"workers": 2, "base_url": "https://gateway.example"})
+                              service={"base_url": "https://gateway.example"})
     log = gateway.log()  # start-up is over once it answers: the warnings come before
-    for key in ("compaction", "service.workers", "service.base_url"):
+    for key in ("compaction", "service.base_url"):
         assert f"{key}: accepted but not implemented by this version (ignored)" in log, log
-    assert log.count("accepted but not implemented") == 3, log  # only what this config asks for
+    assert log.count("accepted but not implemented") == 2, log  # only what this config asks for
     assert gateway.post("/v1/responses", {"input": "still serving"}).status == 200
 
 
@@ -167,3 +167,42 @@ def test_demo_serves_a_working_gateway(tmp_path, flags, mode):
                 assert [item["id"] for item in json.loads(resp.read())["data"]] == [body["id"]]
     finally:
         proc.stop()
+
+
+def test_demo_on_a_busy_port_is_one_line_and_leaves_no_folder(tmp_path):
+    import socket
+    import tempfile
+    from pathlib import Path
+
+    before = set(Path(tempfile.gettempdir()).glob("gateway-demo-*"))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run("demo", "--port", str(port))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: port {port} on 127.0.0.1 is already in use by another process; "
+        "choose another with --port N (make demo PORT=N)")
+    assert "Traceback" not in result.stderr
+    assert set(Path(tempfile.gettempdir()).glob("gateway-demo-*")) == before
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_serve_on_a_busy_port_is_one_line_naming_the_key(tmp_path, upstream, workers, log_format):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        config = gateway_config(upstream.url, tmp_path / "db.sqlite")
+        config["service"] = {**config["service"], "port": port, "workers": workers, "access_log_format": log_format}
+        result = run("serve", "-c", write(tmp_path / "busy.yaml", config))
+    expected = (f"error: port {port} on 127.0.0.1 is already in use by another process; "
+                "choose another with service.port in the configuration or --port N")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert (json.loads(last)["message"] if log_format == "json" else last) == expected

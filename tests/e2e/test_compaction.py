@@ -243,20 +243,49 @@ def test_a_compaction_item_added_to_a_conversation(kept):
         assert served.last()["body"]["input"] == "and now?"
 
 
-def test_without_keys_the_endpoint_is_501_and_items_stay_lcore_422(gateway):
-    reply = gateway.post("/v1/responses/compact", {"model": MODEL, "input": "hi"})
-    assert reply.status == 501, reply.body
-    assert reply.json()["detail"] == {"response": "Not implemented", "cause": (
-        "Compaction is not configured on this gateway: its operator has set no `response_compaction.keys`")}
-    assert reply.json()["error"]["code"] == "compaction_not_configured"
+def _recalls(gateway, window: list[dict], fact: str) -> bool:
+    later = _client(gateway).responses.create(model=MODEL, input=[*window, {"role": "user", "content": "scripted-recap"}])
+    return fact in later.output_text
+
+
+def test_on_by_default_with_a_key_generated_once_in_the_database(gateway_factory, upstream, tmp_path):
+    """No `response_compaction.keys`: the gateway generates a key at its first start and
+    keeps it in its database, so a restart and a replica on that database open its items;
+    once keys are configured, the generated key still opens what it sealed."""
+    shared = {"database": {"sqlite": {"db_path": str(tmp_path / "shared.db")}}}
+    first = gateway_factory(upstream.url, **shared)
+    window = _window(_client(first).responses.compact(model=MODEL, input="The boat is named Wren."))
+    sealed = window[-1]["encrypted_content"]
+    assert sealed.startswith("gwc1.auto-")
+    replica = gateway_factory(upstream.url, **shared)   # another replica (or a worker) on the same database
+    assert _recalls(replica, window, "Wren")
+    assert _window(_client(replica).responses.compact(model=MODEL, input="x"))[-1]["encrypted_content"] \
+        .split(".")[1] == sealed.split(".")[1]   # one key for the database, whoever generated it
+    first.stop()
+    replica.stop()
+    restarted = gateway_factory(upstream.url, **shared)
+    assert _recalls(restarted, window, "Wren")
+    restarted.stop()
+    # Keys configured later: the first one seals, the generated one still opens its items.
+    configured = gateway_factory(upstream.url, response_compaction={"keys": [K1], "prompt": PROMPT}, **shared)
+    assert _recalls(configured, window, "Wren")
+    newer = _client(configured).responses.compact(model=MODEL, input=window)
+    assert newer.output[-1].encrypted_content.startswith("gwc1.k1.")
+    # Another database made its own key: its items do not open here (a 422, never a 500).
+    elsewhere = gateway_factory(upstream.url)
+    reply = elsewhere.post("/v1/responses?user_id=alice", {"model": MODEL, "input": window})
+    assert reply.status == 422 and reply.json()["error"]["code"] == "invalid_compaction_item"
+    assert "is not configured (it was rotated out)" in reply.json()["error"]["message"]
+
+
+def test_a_foreign_item_added_to_a_conversation_is_refused_before_anything_is_added(gateway):
     item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gwc1.k1.AAAA"}
     reply = gateway.post("/v1/responses", {"input": [item]})
-    assert reply.status == 422 and isinstance(reply.json()["detail"], list)   # LCORE's FastAPI list
-    # Added to a conversation, it is refused (nothing could ever open it), before anything is added.
+    assert reply.status == 422 and reply.json()["error"]["code"] == "invalid_compaction_item"
     conversation = gateway.post("/v1/conversations", {}).ok()["id"]
     reply = gateway.post(f"/v1/conversations/{conversation}/items", {"items": [item]})
     assert reply.status == 422 and reply.json()["error"]["code"] == "invalid_compaction_item"
-    assert "no compaction keys configured" in reply.json()["error"]["message"]
+    assert "its key 'k1' is not configured" in reply.json()["error"]["message"]
     assert gateway.get(f"/v1/conversations/{conversation}/items").ok()["data"] == []
 
 

@@ -22,8 +22,8 @@ def test_upstream_without_conversations_api(gateway_factory, plain_upstream):
     plain_upstream.clear()
     client = gateway.client()
     first = client.responses.create(input="first")
-    assert first.conversation.startswith("conv_")
-    second = client.responses.create(input="second", conversation=first.conversation)
+    assert first.conversation.id.startswith("conv_")   # an OpenAI SDK gets the object form
+    second = client.responses.create(input="second", conversation=first.conversation.id)
     assert second.output_text == "Scripted reply (turn 2, 3 messages): second"
     sent = plain_upstream.last()["body"]
     assert sent["previous_response_id"] == first.id and "conversation" not in sent
@@ -35,7 +35,7 @@ def test_upstream_without_conversations_api(gateway_factory, plain_upstream):
     fork = client.responses.create(input="fork", previous_response_id=first.id)
     assert fork.conversation != first.conversation
     assert fork.output_text == "Scripted reply (turn 2, 3 messages): fork"
-    streamed = list(client.responses.create(input="third", conversation=first.conversation, stream=True))
+    streamed = list(client.responses.create(input="third", conversation=first.conversation.id, stream=True))
     assert streamed[-1].response.output_text.startswith("Scripted reply (turn 3, 5 messages)")
 
 

@@ -234,6 +234,42 @@ def test_conversation_in_the_form_the_client_sent(gateway):
     assert b'"conversation":{' not in reply.body
 
 
+def test_by_default_each_client_gets_the_form_it_expects(gateway):
+    """No `service.conversation_form` (issue 46): an OpenAI SDK gets the object it types
+    `conversation` as, with no warning, in JSON, streams, WebSocket turns and retrievals;
+    a client that is no OpenAI SDK (LCORE's clients, curl) gets the string."""
+    alice = client(gateway)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a string where the SDK expects an object warns on model_dump()
+        first = alice.responses.create(input="new")
+        assert first.conversation.id.startswith("conv_")
+        first.model_dump()
+        events = list(alice.responses.create(input="streamed", previous_response_id=first.id, stream=True))
+        assert all(c.id == first.conversation.id for c in conversations_shown(events))
+        assert alice.responses.retrieve(first.id).conversation.id == first.conversation.id
+        with alice.responses.connect() as socket:
+            socket.response.create(model=first.model, input="over a socket")
+            done = next(event for event in socket if event.type == "response.completed")
+        assert done.response.conversation.id.startswith("conv_")
+        done.response.model_dump()
+    auth = {"Authorization": f"Bearer {KEYS['alice']}"}
+    plain = gateway.post("/v1/responses", {"input": "curl"}, headers=auth).ok()
+    assert isinstance(plain["conversation"], str) and plain["conversation"].startswith("conv_")
+    # Its user agent alone says so too (an SDK without the Stainless headers).
+    agent = gateway.post("/v1/responses", {"input": "agent"}, headers={**auth, "User-Agent": "OpenAI/Python 2.9.0"}).ok()
+    assert agent["conversation"] == {"id": agent["conversation"]["id"]}
+
+
+@pytest.fixture(scope="module")
+def string_form(gateway_factory, upstream):
+    return gateway_factory(upstream.url, **AUTH, service={"conversation_form": "string"})
+
+
+def test_the_operators_string_form_wins_over_the_sdks(string_form):
+    raw = client(string_form).responses.with_raw_response.create(input="new")
+    assert isinstance(raw.http_response.json()["conversation"], str)
+
+
 @pytest.fixture(scope="module")
 def object_form(mode, gateway_factory, upstream, chat_upstream):
     service = {"service": {"conversation_form": "object"}}

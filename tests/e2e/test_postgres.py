@@ -38,13 +38,14 @@ def test_conversation_flows_on_postgres(pg_gateway, upstream, postgres):
     gateway = pg_gateway()
     client = gateway.client()
     first = client.responses.create(input="first", extra_query={"user_id": "erin"})
+    cid = first.conversation.id   # the SDK gets the object form; the raw requests below name it as a string
     # Continued by conversation (streamed), then by previous_response_id.
-    frames = gateway.stream({"input": "second", "conversation": first.conversation}, path="/v1/responses?user_id=erin")
+    frames = gateway.stream({"input": "second", "conversation": cid}, path="/v1/responses?user_id=erin")
     events = checked(frames[1])
     second = events[-1]["response"]
     assert second["output_text"].startswith("Scripted reply (turn 2, 3 messages)")
     third = gateway.post("/v1/responses?user_id=erin", {"input": "third", "previous_response_id": second["id"]}).ok()
-    assert third["conversation"] == first.conversation  # the latest turn: a continuation, not a fork
+    assert third["conversation"] == cid  # the latest turn: a continuation, not a fork
     # Recorded before each answer: the rows are there now, no waiting.
     turns = rows(postgres, gateway.pg, "SELECT turn_number, response_id, prior_response_id FROM gateway_turns "
                                        "ORDER BY turn_number")
@@ -53,12 +54,12 @@ def test_conversation_flows_on_postgres(pg_gateway, upstream, postgres):
                                               "FROM gateway_conversations")
     assert conversation == [["erin", 3, third["id"], "scripted-chat"]]
     # Retrieve, a fork, another user's 404, delete.
-    assert gateway.get(f"/v1/responses/{second['id']}?user_id=erin").ok()["conversation"] == first.conversation
+    assert gateway.get(f"/v1/responses/{second['id']}?user_id=erin").ok()["conversation"] == cid
     fork = gateway.post("/v1/responses?user_id=erin", {"input": "fork", "previous_response_id": first.id}).ok()
-    assert fork["conversation"] != first.conversation
+    assert fork["conversation"] != cid
     assert gateway.get(f"/v1/responses/{second['id']}?user_id=mallory").status == 404
     assert gateway.delete(f"/v1/responses/{third['id']}?user_id=erin").status == 200
-    after = gateway.post("/v1/responses?user_id=erin", {"input": "after delete", "conversation": first.conversation})
+    after = gateway.post("/v1/responses?user_id=erin", {"input": "after delete", "conversation": cid})
     assert after.ok()["status"] == "completed"
     assert rows(postgres, gateway.pg, "SELECT prior_response_id FROM gateway_turns WHERE response_id = "
                                       f"'{after.json()['id']}'") == [[second["id"]]]

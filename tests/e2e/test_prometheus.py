@@ -4,7 +4,8 @@ PostgreSQL every second while a scripted workload runs (tests/support/metrics_wo
 the rare series included), and every panel's PromQL in grafana/dashboards/gateway.json,
 its variables and Grafana's interval macros replaced by fixed values, returns a
 non-empty, finite result through Prometheus's HTTP API, and the per-route panels draw
-LCORE's query API's routes too. The alert rules load and
+LCORE's query API's routes too; and again with the forward gateway a group of two
+workers (`service.workers`, issue 43) scraped through one of them. The alert rules load and
 evaluate without error in that Prometheus (promtool: tests/grafana/test_alerts.py). Without
 Prometheus set up the tests skip, and fail under GATEWAY_REQUIRE_PROMETHEUS=1 (make test)."""
 
@@ -47,9 +48,16 @@ def faulty(tmp_path_factory):
 
 
 @pytest.mark.timeout(360)   # three gateways, Prometheus, and up to EVALUATE_FOR of workload
+@pytest.mark.parametrize("workers", [1, 2])
 def test_every_panel_query_answers_from_a_real_prometheus(prometheus_installed, gateway_factory, upstream,
-                                                           chat_upstream, postgres, mcp, faulty, tmp_path):
-    stack = MetricsStack(gateway_factory, upstream, chat_upstream, postgres, mcp, faulty)
+                                                           chat_upstream, postgres, mcp, faulty, tmp_path, workers):
+    """With `workers: 2`, the forward gateway is a group of two workers scraped through
+    one of them, as Prometheus scrapes `service.workers`' one port."""
+    group = None
+    if workers > 1:
+        group = tmp_path / "prometheus-multiproc"
+        group.mkdir()
+    stack = MetricsStack(gateway_factory, upstream, chat_upstream, postgres, mcp, faulty, group=group)
     queries = prom.dashboard_queries(prom.load_dashboard())
     assert len(queries) >= 30
     server = prom.start_prometheus(tmp_path / "prometheus", stack.targets(), rule_files=[prom.ALERTS])
@@ -81,6 +89,13 @@ def test_every_panel_query_answers_from_a_real_prometheus(prometheus_installed, 
                 for key, expr in per_route.items():
                     missing[key] = QUERY_ROUTES - {series["metric"].get("path") for series in server.query(expr)}
                 time.sleep(1)
+            if group is not None:
+                # The group's one target carries each worker's per-process state (a
+                # `worker` label) and every other series merged (no `pid`).
+                forward = f'instance="127.0.0.1:{stack.forward.direct_port}"'
+                assert sorted(series["metric"]["worker"] for series in server.query(
+                    f"count by (worker) (gateway_upstream_circuit_state{{{forward}}})")) == ["0", "1"]
+                assert not server.query(f'count by (pid) ({{{forward}, pid!=""}})')
             rules = server.rules()
         if unanswered:
             pytest.fail("empty or not finite: " + "; ".join(f"{panel} [{ref}] {expr} -> {results.get((panel, ref))}"

@@ -85,7 +85,7 @@ def test_get_input_items_delete_own_response(gw, stack):
     assert fetched.id == second.id and fetched.output_text == second.output_text
     raw = gw.get(f"/v1/responses/{second.id}?user_id=carol").json()
     validate_response(raw)
-    assert raw["conversation"] == second.conversation and CONV.match(raw["conversation"])
+    assert raw["conversation"] == {"id": second.conversation.id} and CONV.match(second.conversation.id)
     assert raw["previous_response_id"] == first.id  # echoed though Llama Stack drops it
     assert raw["output"][0]["content"][0]["text"] == "Scripted reply (turn 2, 3 messages): and me"
     items = client.responses.input_items.list(second.id)
@@ -97,7 +97,7 @@ def test_get_input_items_delete_own_response(gw, stack):
     assert deleted.json() == {"id": second.id, "object": "response", "deleted": True}
     assert gw.get(f"/v1/responses/{second.id}?user_id=carol").status == 404
     assert stack.endpoint.get(f"/v1/responses/{second.id}").status == 404  # deleted on Llama Stack too
-    after = client.responses.create(input="after delete", conversation=first.conversation)
+    after = client.responses.create(input="after delete", conversation=first.conversation.id)
     assert after.status == "completed"
 
 

@@ -94,9 +94,10 @@ def test_streamed_fork_gets_its_own_conversation(gw):
     assert status == 200
     events = checked(frames)
     completed = events[-1]["response"]
-    forked = completed["conversation"]
+    # The form of the turn it forks from: the SDK's object.
+    forked = completed["conversation"]["id"]
     assert CONV.match(forked) and forked != conversation_of(first)
-    assert all(e["response"]["conversation"] == forked for e in events if "response" in e)
+    assert all(e["response"]["conversation"] == {"id": forked} for e in events if "response" in e)
     assert completed["previous_response_id"] == first.id
     assert completed["output_text"] == "Scripted reply (turn 2, 3 messages): streamed branch"
     after = client.responses.create(input="after streamed fork", conversation=forked)

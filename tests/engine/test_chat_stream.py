@@ -56,3 +56,30 @@ def test_a_last_chunk_without_its_blank_line():
     decoder = ChatDecoder()
     assert decoder.feed(frame(b"[]", b',"usage":{"prompt_tokens":3}')[:-2]) == []
     assert decoder.close()[0]["usage"] == {"prompt_tokens": 3}
+
+
+def test_a_chunk_longer_than_a_read_is_joined_once():
+    text = "y" * (1 << 20)
+    chunk = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+             b'"delta":{"content":' + orjson.dumps(text) + b'},"logprobs":null,"finish_reason":null}]}\n\n')
+    body = chunk[:-1]
+    reads = [body[at:at + 4096] for at in range(0, len(body), 4096)] + [chunk[-1:]]
+    decoder = ChatDecoder()
+    assert [decoder.feed(read) for read in reads[:-1]] == [[]] * (len(reads) - 1)
+    assert len(decoder._more) == len(reads) - 2
+    assert decoder.feed(reads[-1]) == [[orjson.dumps(text)]]
+
+
+def test_a_chunk_past_the_largest_the_gateway_buffers_is_an_error_chunk(monkeypatch):
+    from gateway.streaming import sse
+
+    monkeypatch.setattr(sse, "MAX_EVENT_BYTES", 64 * 1024)
+    decoder = ChatDecoder()
+    endless = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"z" * (256 * 1024)
+    out: list = []
+    for at in range(0, len(endless), 4096):
+        out = decoder.feed(endless[at:at + 4096])
+        if out:
+            break
+    assert out == [{"error": {"message": sse.TOO_LARGE, "code": "server_error"}}]
+    assert decoder.malformed == sse.TOO_LARGE

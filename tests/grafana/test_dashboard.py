@@ -46,7 +46,7 @@ def test_every_metric_the_dashboard_reads_is_exposed():
                  "gateway_streams_open", "ls_llm_token_sent_total", "gateway_quota_refusals_total",
                  "gateway_quota_cluster_balance_tokens", "gateway_upstream_request_duration_seconds",
                  "gateway_engine_rounds_total", "gateway_tool_calls_total", "gateway_db_operation_duration_seconds",
-                 "ls_auth_attempts_total"):
+                 "ls_auth_attempts_total", "gateway_stream_duration_seconds", "ls_llm_validation_errors_total"):
         assert name in read, name
 
 

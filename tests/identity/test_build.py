@@ -8,11 +8,16 @@ from gateway.config import AuthenticationConfig
 from gateway.config.access import AccessRule, Action, RoleRule
 from gateway.config.auth import SUPPORTED_AUTH_MODULES
 from gateway.identity.authorization import AuthorizingAuthenticator
-from gateway.identity.build import _MODULES, build_authenticator
+from gateway.identity.build import _MODULES, authenticator_class, build_authenticator
 
 
 def test_every_module_the_configuration_accepts_has_an_authenticator():
     assert set(_MODULES) == set(SUPPORTED_AUTH_MODULES)
+    # Imported when named: each name leads to its module's authenticator class.
+    for module in SUPPORTED_AUTH_MODULES:
+        cls = authenticator_class(module)
+        assert isinstance(cls, type) and cls.__name__ == _MODULES[module][1]
+        assert cls.__module__ == f"gateway.identity.{_MODULES[module][0]}"
 
 
 def test_without_rules_the_module_is_used_as_it_is():

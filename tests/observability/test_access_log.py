@@ -91,3 +91,14 @@ def test_no_line_below_the_level():
     logging.getLogger("gateway.access").setLevel(logging.WARNING)   # GATEWAY_LOG_LEVEL=WARNING
     AccessLog("text", False, stream).write(record(), REQUEST, "/", 200, 0.001, None)
     assert stream.getvalue() == ""
+
+
+def test_a_workers_line_says_which_worker_answered(monkeypatch):
+    """With `service.workers` > 1 (GATEWAY_WORKER_ID set by the supervisor): the index
+    and pid in JSON, `worker=N` in text; nothing of it in a process alone (above)."""
+    import os
+
+    monkeypatch.setenv("GATEWAY_WORKER_ID", "1")
+    line = json.loads(written("json", record(**TURN)))
+    assert (line["worker"], line["pid"], line["first_event_ms"]) == (1, os.getpid(), 3.2)
+    assert written("text", record(**TURN)).endswith("first_event=3.2ms worker=1")

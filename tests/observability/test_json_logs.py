@@ -22,3 +22,13 @@ def test_a_record_with_a_traceback_is_one_json_line():
     assert parsed["message"] == "failed for req-1"
     assert parsed["exc_info"].startswith("Traceback") and "ValueError: broken\nacross lines" in parsed["exc_info"]
     assert parsed["time"].endswith("Z")
+
+
+def test_a_workers_lines_carry_its_index_and_pid(monkeypatch):
+    import os
+
+    record = logging.LogRecord("gateway", logging.INFO, __file__, 1, "serving", None, None)
+    assert "worker" not in json.loads(JsonFormatter().format(record))
+    monkeypatch.setenv("GATEWAY_WORKER_ID", "0")
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["worker"], line["pid"], line["message"]) == (0, os.getpid(), "serving")

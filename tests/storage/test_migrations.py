@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -120,3 +121,34 @@ async def test_a_user_who_may_not_create_the_schema_is_a_clear_error(postgres):
     with pytest.raises(DatabaseUnavailable, match=r'migrating schema "gateway" of .* failed: '
                                                   r"InsufficientPrivilegeError: permission denied"):
         await open_database(DatabaseConfig.model_validate({"postgres": keys}))
+
+
+async def test_the_form_column_is_filled_from_the_stored_content(database_config):
+    """Migration 11: a turn's `conversation_form` column, for rows recorded before it from
+    their content's `f` key (the last one orjson wrote): 1 object, 2 bare, 0 the default
+    string; NULL for a row without content (before the turn store). A new turn's row
+    carries it, and a turn continuing from one reads it from the row (`find_turn`)."""
+    from gateway.turns.content import turn_content
+
+    db = await open_database(database_config)
+    # The database as version 10 left it: no column, migration 11 not applied.
+    await db.execute("ALTER TABLE gateway_turns DROP COLUMN conversation_form")
+    await db.execute("DELETE FROM gateway_migrations WHERE version = 11")
+    await db.execute("INSERT INTO gateway_conversations (id, user_id, created_at, last_message_at) "
+                     "VALUES ('c1', 'u1', 't', 't')")
+    contents = {"r-object": turn_content("ends in 1}", {"output": []}, "object"),
+                "r-bare": turn_content("q", {"output": [{"type": "mcp_call", "x": "f\":2}"}]}, "bare"),
+                "r-string": turn_content('tricky ,"f":1}', {"output": []}),
+                "r-old": None}
+    for number, (rid, content) in enumerate(contents.items(), 1):
+        await db.execute("INSERT INTO gateway_turns (response_id, conversation_id, turn_number, status, started_at, "
+                         "completed_at, content) VALUES (:rid, 'c1', :n, 'completed', 't', 't', :content)",
+                         {"rid": rid, "n": number, "content": content})
+    await db.close()
+    migrated = await open_database(database_config)
+    repo = ConversationRepository(migrated)
+    forms = {rid: (await repo.find_turn(rid))[0].conversation_form for rid in contents}
+    assert forms == {"r-object": 1, "r-bare": 2, "r-string": 0, "r-old": None}
+    await repo.save(conversation("c2"), replace(turn("r-new", "c2"), conversation_form=2))
+    assert (await ConversationRepository(migrated).find_turn("r-new"))[0].conversation_form == 2
+    await migrated.close()

@@ -159,3 +159,44 @@ def test_object_form_deltas_take_the_same_paths():
     rewriter, bulk = counting({"id": CONVERSATION})
     rewriter.feed(CAPTURED["text-64-llama-stack.sse"])
     assert bulk.runs == [1, 64] and bulk.single == 0
+
+
+def test_an_event_longer_than_a_read_is_joined_once_and_passed_on_whole():
+    # 2 MiB of text in 4 KiB reads: the reads wait unjoined until the one that ends the
+    # event (joining at every read copied the event read after read: quadratic, seconds).
+    text = "x" * (2 << 20)
+    event = b"data: " + orjson.dumps({"content_index": 0, "delta": text, "item_id": "msg_1", "output_index": 0,
+                                      "sequence_number": 0, "type": "response.output_text.delta"}) + b"\n\n"
+    reads = [event[at:at + 4096] for at in range(0, len(event), 4096)]
+    whole = StreamRewriter(Enricher(CONVERSATION, None)).feed(event)[0]
+    rewriter = StreamRewriter(Enricher(CONVERSATION, None))
+    assert [rewriter.feed(read)[0] for read in reads[:-1]] == [b""] * (len(reads) - 1)
+    assert len(rewriter._more) == len(reads) - 2   # the first is the block's start, the rest wait
+    assert rewriter.feed(reads[-1])[0] == whole and orjson.loads(whole.split(b"data: ")[1])["delta"] == text
+    # A blank line split across two reads still ends the block.
+    rewriter = StreamRewriter(Enricher(CONVERSATION, None))
+    out = [rewriter.feed(read)[0] for read in (event[:100], event[100:-1], event[-1:])]
+    assert out == [b"", b"", whole]
+
+
+def test_an_event_past_the_largest_the_gateway_buffers_fails_the_stream(monkeypatch):
+    from gateway.streaming import sse
+
+    monkeypatch.setattr(sse, "MAX_EVENT_BYTES", 64 * 1024)
+    created = b"data: " + orjson.dumps({"type": "response.created", "sequence_number": 0, "response": {
+        "id": "resp_1", "object": "response", "created_at": 1, "model": "m", "status": "in_progress",
+        "output": []}}) + b"\n\n"
+    endless = b'data: {"type":"response.output_text.delta","delta":"' + b"z" * (256 * 1024)
+    rewriter = StreamRewriter(Enricher(CONVERSATION, None))
+    assert rewriter.feed(created)[0].startswith(b"event: response.created")
+    terminal = None
+    reads = 0
+    for at in range(0, len(endless), 4096):
+        frames, terminal = rewriter.feed(endless[at:at + 4096])
+        reads += 1
+        if terminal is not None:
+            break
+    assert terminal is not None and reads * 4096 <= 64 * 1024 + 8192   # stopped at the bound, not at the end
+    assert terminal.data["type"] == "response.failed"
+    assert terminal.data["response"]["error"]["message"] == sse.TOO_LARGE == rewriter.malformed
+    assert rewriter.feed(b"more\n\n") == (b"", None)   # nothing after the end

@@ -10,6 +10,8 @@ and scripts/dashboard_picture.py.
 - `engine`: the local engine in front of the scripted Chat Completions upstream
   (`--no-responses`), with a working MCP server (`calc`), a failing one (`faulty`) and
   an unreachable one (`gone`), and a `text/plain` streaming query.
+- with `group`: `forward` is a group of two workers (`service.workers: 2`), scraped
+  through the first one's port: its series carry both workers' (issue 43).
 - `degraded`: started without its upstream (`llama_stack.allow_degraded_mode`, a port
   nothing listens on): its calls upstream are refused connections, retried once.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tests.support.gateway_proc import Gateway, Upstream
@@ -54,12 +57,19 @@ class MetricsStack:
     **config overrides) -> Gateway`: the tests' gateway_factory, or the picture script's own."""
 
     def __init__(self, start_gateway: Callable[..., Gateway], upstream: Upstream, chat_upstream: Upstream,
-                 postgres: PostgresServer, mcp: Any, faulty: Any):
-        self.forward = start_gateway(
-            upstream.url, authentication=_authentication(),
+                 postgres: PostgresServer, mcp: Any, faulty: Any, group: Path | None = None):
+        forward: dict[str, Any] = dict(
+            authentication=_authentication(),
             database={"postgres": postgres.new_database(namespace="metrics-forward")},
             llama_stack={"circuit_breaker_failures": 5},   # its state is a panel (off in the tests' default)
             quota_handlers={"postgres": postgres.new_database(namespace="metrics-quota"), "limiters": LIMITERS})
+        # `group`: `forward` is two workers of one group (`service.workers: 2`, as the
+        # supervisor starts them) on one database, the rounds taking turns between them;
+        # its target is the first's port, which answers for both (observability/group.py).
+        self.forward_workers = [
+            start_gateway(upstream.url, {"PROMETHEUS_MULTIPROC_DIR": str(group), "GATEWAY_WORKER_ID": str(index)},
+                          **forward) for index in range(2)] if group is not None else []
+        self.forward = self.forward_workers[0] if group is not None else start_gateway(upstream.url, **forward)
         self.engine = start_gateway(
             chat_upstream.url, authentication=_authentication(),
             database={"postgres": postgres.new_database(namespace="metrics-engine")},
@@ -82,6 +92,8 @@ class MetricsStack:
         """One pass over every kind of request; what answered otherwise than expected is
         kept in `errors` (a workload that silently stopped working would draw nothing)."""
         forward, engine = self.forward, self.engine
+        if self.forward_workers:
+            forward = self.forward_workers[self.rounds % len(self.forward_workers)]
         alice, bob = bearer("alice"), bearer("bob")
         # Forward: JSON, a stream continuing it, reads, a background run.
         first = self._call(200, forward, "POST", "/v1/responses", {"input": "hello", "tool_choice": "none"}, alice)
@@ -125,7 +137,9 @@ class MetricsStack:
         # 5xx: whichever the gateway maps the upstream's failure to.
         if reply.status != status and not (status == 500 and reply.status >= 500):
             name = next(name for name, one in (("forward", self.forward), ("engine", self.engine),
-                                               ("degraded", self.degraded)) if one is gateway)
+                                               ("degraded", self.degraded),
+                                               *(("forward worker", w) for w in self.forward_workers))
+                        if one is gateway)
             self.errors.append(f"{name} {method} {path} {body}: expected {status}, got {reply.status}: "
                                f"{reply.body[:200]!r}")
             return None

@@ -22,9 +22,6 @@ class Repository:
     async def get(self, conversation_id: str):
         return self.conversations.get(conversation_id)
 
-    async def content(self, response_id: str):
-        return "kept" if response_id in self.turns else None
-
 
 class Pending:
     """The settler's side: which keys are being recorded, and waiting for them."""
@@ -59,7 +56,6 @@ async def test_only_the_callers_turns_and_after_their_record():
     assert await owned.owned(_identity("bob"), "resp_1") is None
     assert await owned.owned(_identity("alice"), "resp_missing") is None
     assert await owned.tokens("resp_1") == 7 and await owned.tokens("resp_missing") == 0
-    assert await owned.content("resp_1") == "kept"
 
 
 async def test_a_conversation_is_read_again_when_a_later_turn_is_being_recorded():

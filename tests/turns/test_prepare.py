@@ -100,3 +100,21 @@ async def test_a_checked_body_is_validated_once_and_only_for_itself(store, monke
     again = await turns.preparer.check(USER, raw)
     await turns.preparer.prepare(replace(USER, user_id="bob"), raw, {}, checked=again)
     assert parsed == [raw, other, raw, raw]
+
+
+async def test_a_continuation_by_previous_response_id_reads_the_form_from_the_turns_row(store, monkeypatch):  # noqa: F811
+    # The form of the turn it continues comes with that turn's record (its row's
+    # `conversation_form`): its stored content is not read again.
+    from tests.turns.test_life import Body
+    turns = life(store)
+    turns.preparer._conversation_form = "object"   # noqa: SLF001  (service.conversation_form)
+    first = await turns.prepare()
+    await turns.runner.run(first, Body())
+    turns.preparer._conversation_form = "string"   # noqa: SLF001  (changed since: the turn's own form wins)
+
+    async def unread(*args: object) -> None:
+        raise AssertionError("the previous turn's content was read again")
+    monkeypatch.setattr(turns.repository, "content", unread)
+    turns.repository.forget("", ("resp_1",))   # read from the database, not the writer's cache
+    second = await turns.prepare(previous_response_id="resp_1")
+    assert second.plan.conversation_form == "object"

@@ -159,3 +159,16 @@ async def test_nothing_listening_is_connect_failed(unused_tcp_port):
     with pytest.raises(ConnectFailed):   # the slot was given back: not stuck waiting
         await asyncio.wait_for(pool.exchange(GET, 2), 2)
     pool.close()
+
+
+async def test_a_body_past_the_high_water_mark_is_read_whole_at_once(upstream):
+    # `read()` never waits for a `readany()` to resume reading (before the fix: stuck
+    # until the read timeout, 2 s here, for any JSON answer over 256 KiB).
+    body = b"x" * (2 << 20)
+    upstream.answers = [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)]
+    pool = pool_for(upstream)
+    started = asyncio.get_running_loop().time()
+    assert await get(pool) == (200, body)
+    assert asyncio.get_running_loop().time() - started < 1
+    assert await get(pool) == (200, b"ok")   # the connection is kept for the next
+    pool.close()
