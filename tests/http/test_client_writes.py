@@ -87,6 +87,7 @@ async def test_a_client_past_the_bound_that_reads_is_waited_for_not_cut():
 
 async def test_the_end_waits_for_the_client_at_most_the_drain_timeout(caplog: Any):
     client, writer, transport = writes(timeout=0.05)
+    transport.held = 64 * 1024   # enough unsent for the transport to pause
     never = asyncio.Event()
 
     async def write_eof(frames: bytes) -> None:
