@@ -59,8 +59,7 @@ class ClientWrites:
 
     def write(self, frames: bytes) -> Awaitable[None]:
         # speed: a plain function handing back the writer's own coroutine (no coroutine
-        # of its own per upstream read, ~1.5k instructions an SSE event in bench.callgrind);
-        # the bound is checked before each write, so what is held is at most the bound and
+        # of its own per upstream read); the bound is checked before each write, so what is held is at most the bound and
         # one read's frames.
         transport = self._transport
         if transport is None or transport.get_write_buffer_size() > self._limit:
@@ -93,7 +92,7 @@ class ClientWrites:
         if transport is None:
             raise ConnectionResetError("the client's connection is closed")
         if transport.get_write_buffer_size() + len(frames) < _NEVER_PAUSES:
-            # speed: its drain cannot wait (no timer per stream, ~2k instructions)
+            # speed: its drain cannot wait (no timer per stream)
             await write_eof(frames)
             return
         try:
