@@ -103,16 +103,22 @@ async def build_services(config: Configuration, metrics: Metrics | None = None,
         writer.hooks = observers.writer()
     writer.start()
     capabilities = Capabilities(upstream, config.llama_stack)
+    # Every engine provider's base URL has a circuit breaker of its own, set as the upstream's.
+    circuit = (config.llama_stack.circuit_breaker_failures, config.llama_stack.circuit_breaker_cooldown_seconds)
+    file_search = FileSearchExecutor(upstream, config.byok_rag, circuit)
+    web_search = WebSearchExecutor(config.web_search, circuit)
+    moderation = Moderation.of(config.guardrails, upstream, circuit)
     engine = LocalEngine(upstream, ResponseStore(db), config.inference,
                          [McpTools(config.mcp_servers, tools.client_mcp, mcp_limits(config.client_tools)),
-                          FileSearchExecutor(upstream, config.byok_rag),
-                          WebSearchExecutor(config.web_search)],
-                         Moderation.of(config.guardrails, upstream),
+                          file_search, web_search],
+                         moderation,
                          images=image_policy(config.client_tools.allowed_image_destinations))
     await engine.start()
     if metrics is not None:
         engine.hooks = EngineMetrics(metrics)
-        metrics.registry.register(StateCollector(capabilities, config.llama_stack.api, db, upstream.breaker))
+        metrics.registry.register(StateCollector(
+            capabilities, config.llama_stack.api, db, upstream.breaker, upstream.connections,
+            [*web_search.breakers(), *file_search.breakers(), *moderation.breakers()]))
     if observers is not None:
         engine.hooks = observers.engine(engine.hooks)
     turns = _turns(config, conversations, writer, catalog, quota, tools,

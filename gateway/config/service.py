@@ -88,6 +88,12 @@ class ServiceConfig(Strict):
     # background runs) may go on after readiness turned 503 and the listener closed;
     # what still runs then ends as failed (docs/resilience.md).
     shutdown_grace_seconds: float = Field(20, ge=0, le=3600)
+    # Ours (issue 42): a streaming client that leaves more than
+    # `max_client_write_buffer_bytes` unread in the gateway's buffer for its connection
+    # for `client_drain_timeout_seconds` is cut (its turn abandoned, charged as when a
+    # client leaves); the end of a stream waits as long for it (docs/resilience.md).
+    max_client_write_buffer_bytes: int = Field(1024 * 1024, ge=64 * 1024)
+    client_drain_timeout_seconds: float = Field(30, gt=0, le=3600)
 
     @field_validator("root_path")
     @classmethod

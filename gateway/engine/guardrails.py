@@ -40,6 +40,7 @@ from gateway.engine.json_service import JsonService, ServiceRefused, ServiceUnav
 from gateway.engine.loop import Model
 from gateway.engine.plan import Plan
 from gateway.schema.errors import ApiError, invalid_attribute
+from gateway.upstream.breaker import DEFAULT_CIRCUIT, CircuitBreaker
 from gateway.upstream.client import UpstreamClient
 
 log = logging.getLogger("gateway.engine.guardrails")
@@ -92,12 +93,17 @@ class Moderation:
         self.window = config.output_window
 
     @classmethod
-    def of(cls, config: GuardrailsConfig, upstream: UpstreamClient) -> "Moderation":
+    def of(cls, config: GuardrailsConfig, upstream: UpstreamClient,
+           circuit: tuple[int, float] = DEFAULT_CIRCUIT) -> "Moderation":
         """The configured endpoint, or the upstream's `/v1/moderations`."""
         name = "The moderation service"
-        service = (JsonService.at(config.moderation_url, config.api_key, config.timeout, name)
+        service = (JsonService.at(config.moderation_url, config.api_key, config.timeout, name, circuit)
                    if config.moderation_url else JsonService(upstream, "/v1/moderations", config.timeout, name))
         return cls(service, config)
+
+    def breakers(self) -> list[CircuitBreaker]:
+        """The moderation endpoint's own circuit (none on the upstream's endpoint)."""
+        return self._service.breakers()
 
     async def start(self) -> None:
         await self._service.start()

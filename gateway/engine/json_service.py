@@ -22,6 +22,7 @@ import orjson
 from gateway.config import LlamaStackConfig
 from gateway.redaction import Redactor
 from gateway.schema.errors import ApiError
+from gateway.upstream.breaker import DEFAULT_CIRCUIT, CircuitBreaker, failures, open_circuit
 from gateway.upstream.client import TIMED_OUT, UpstreamClient
 from gateway.upstream.errors import upstream_message
 
@@ -49,12 +50,22 @@ class JsonService:
         self._owned = owned       # a client of its own, started and closed here
 
     @classmethod
-    def at(cls, url: str, api_key: str | None, timeout: float, name: str) -> "JsonService":
-        """A service at its own URL (the whole endpoint, path included), with its own key."""
+    def at(cls, url: str, api_key: str | None, timeout: float, name: str,
+           circuit: tuple[int, float] = DEFAULT_CIRCUIT) -> "JsonService":
+        """A service at its own URL (the whole endpoint, path included), with its own key
+        and its own circuit breaker (`circuit`: the failures in a row that open it, 0: none,
+        and its cooldown; the `llama_stack.circuit_breaker_*` settings)."""
         client = UpstreamClient(LlamaStackConfig(url=url, api_key=api_key, timeout=timeout, max_retries=0,
-                                                 display_name=name), redact=Redactor([api_key or ""]).text)
+                                                 display_name=name, circuit_breaker_failures=circuit[0],
+                                                 circuit_breaker_cooldown_seconds=circuit[1]),
+                                redact=Redactor([api_key or ""]).text)
         # The client puts its base path before every request path: the endpoint is the base.
         return cls(client, "" if client.base_url.split("://", 1)[1].count("/") else "/", timeout, name, owned=True)
+
+    def breakers(self) -> list[CircuitBreaker]:
+        """Its own client's circuit (one on the shared upstream is reported with it)."""
+        breaker = self._client.breaker
+        return [breaker] if self._owned and breaker is not None else []
 
     async def start(self) -> None:
         if self._owned:
@@ -66,12 +77,16 @@ class JsonService:
 
     async def post(self, body: dict[str, Any]) -> Any:
         """The endpoint's JSON answer to `body`. Raises ServiceUnavailable / ServiceRefused."""
+        failed_before = failures(self._client.breaker)
         try:
             async with asyncio.timeout(self._timeout):
                 reply = await self._client.request("POST", self._path, json=body, timeout=self._timeout)
         except TimeoutError:
             raise ServiceUnavailable(f"{self.name} did not answer within {self._timeout:g} s") from None
         except ApiError as exc:  # the client's 503: no connection, or silent past the timeout (logged there)
+            refused = open_circuit(self._client.breaker, failed_before)
+            if refused:
+                raise ServiceUnavailable(f"{self.name} {refused}") from None
             if exc.cause == TIMED_OUT:   # the client's own read timeout came first (the same timeout)
                 raise ServiceUnavailable(f"{self.name} did not answer within {self._timeout:g} s") from None
             raise ServiceUnavailable(f"{self.name} could not be reached") from None

@@ -25,6 +25,7 @@ from gateway.config import ByokRagConfig, LlamaStackConfig
 from gateway.engine import file_search
 from gateway.engine.executor import EngineTool, Setup, ToolCall, ToolResult
 from gateway.schema.errors import ApiError
+from gateway.upstream.breaker import DEFAULT_CIRCUIT, CircuitBreaker, failures, open_circuit
 from gateway.upstream.client import TIMED_OUT, UpstreamClient
 
 log = logging.getLogger("gateway.engine.file_search")
@@ -38,7 +39,8 @@ class SearchFailed(Exception):
 class FileSearchExecutor(EngineTool):
     item_kinds = (file_search.ITEM,)
 
-    def __init__(self, upstream: UpstreamClient, stores: Sequence[ByokRagConfig] = ()):
+    def __init__(self, upstream: UpstreamClient, stores: Sequence[ByokRagConfig] = (),
+                 circuit: tuple[int, float] = DEFAULT_CIRCUIT):
         self._upstream = upstream
         self._stores: dict[str, ByokRagConfig] = {}
         for store in stores:  # a store in two entries: the first one says how to search it
@@ -46,7 +48,12 @@ class FileSearchExecutor(EngineTool):
         # One client per search_url and key, the connections kept alive like the upstream's.
         self._clients = {(store.search_url, store.search_api_key): UpstreamClient(LlamaStackConfig(
             url=store.search_url, api_key=store.search_api_key, timeout=store.search_timeout, max_retries=0,
-            display_name="vector store search")) for store in stores if store.search_url}
+            display_name="vector store search", circuit_breaker_failures=circuit[0],
+            circuit_breaker_cooldown_seconds=circuit[1])) for store in stores if store.search_url}
+
+    def breakers(self) -> list[CircuitBreaker]:
+        """Each search provider's circuit (the upstream's own is reported with it)."""
+        return [client.breaker for client in self._clients.values() if client.breaker is not None]
 
     async def start(self) -> None:
         for client in self._clients.values():
@@ -98,12 +105,16 @@ class FileSearchExecutor(EngineTool):
         timeout = store.search_timeout if store is not None else DEFAULT_TIMEOUT
         multiplier = store.score_multiplier if store is not None else 1.0
         path = file_search.SEARCH_PATH.format(quote(store_id, safe=""))
+        failed_before = failures(client.breaker)
         try:
             async with asyncio.timeout(timeout):
                 reply = await client.request("POST", path, json=body, timeout=timeout)
         except TimeoutError:
             raise SearchFailed(f"vector store {store_id} did not answer within {timeout:g} s") from None
         except ApiError as exc:  # the client logged what the socket said
+            refused = open_circuit(client.breaker, failed_before)
+            if refused:
+                raise SearchFailed(f"vector store {store_id} {refused}") from None
             if exc.cause == TIMED_OUT:  # its own read timeout came first
                 raise SearchFailed(f"vector store {store_id} did not answer within {timeout:g} s") from None
             raise SearchFailed(f"vector store {store_id} is unreachable") from None

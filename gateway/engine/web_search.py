@@ -34,6 +34,7 @@ from gateway.engine.emitter import Emitter
 from gateway.engine.executor import EngineTool, Setup, ToolCall, ToolResult
 from gateway.engine.items import CallItem, ItemKind, Lifecycle
 from gateway.engine.json_service import JsonService, ServiceRefused, ServiceUnavailable
+from gateway.upstream.breaker import DEFAULT_CIRCUIT, CircuitBreaker
 from gateway.engine.mcp import model_name
 from gateway.engine.plan import Plan
 from gateway.engine.translate import unsupported
@@ -54,10 +55,14 @@ class WebSearchExecutor(EngineTool):
 
     item_kinds = (ITEM,)
 
-    def __init__(self, config: WebSearchConfig | None):
+    def __init__(self, config: WebSearchConfig | None, circuit: tuple[int, float] = DEFAULT_CIRCUIT):
         self._service = None if config is None else JsonService.at(config.url, config.api_key, config.timeout,
-                                                                   "The web search service")
+                                                                   "The web search service", circuit)
         self._max_results = 0 if config is None else config.max_results
+
+    def breakers(self) -> list[CircuitBreaker]:
+        """The search provider's circuit (`gateway_upstream_circuit_state`)."""
+        return self._service.breakers() if self._service is not None else []
 
     async def start(self) -> None:
         if self._service is not None:

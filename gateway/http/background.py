@@ -12,11 +12,13 @@ woken by each read; on another replica (PostgreSQL) it polls the recorded events
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from aiohttp import web
 
 from gateway.background.runs import BackgroundRuns, Run
+from gateway.http.client_writes import ClientWrites, client_writes
 from gateway.http.responses_io import identity, json_response
 from gateway.http.services import SERVICES
 from gateway.http.sse import SSE_HEADERS
@@ -26,7 +28,10 @@ from gateway.storage.background_responses import BackgroundRow
 from gateway.streaming.enrich import output_text
 from gateway.streaming.progress import frames_after, progress
 from gateway.streaming.sse import DONE_FRAME
+from gateway.turns.run import client_left
 from gateway.turns.turn import Turn
+
+log = logging.getLogger("gateway.http")
 
 FOLLOW_POLL = 0.2
 CANCEL_WAIT = 10.0   # how long a cancel waits for another replica to stop its run
@@ -104,15 +109,28 @@ async def retrieve(request: web.Request) -> web.StreamResponse | None:
     return await _follow_stored(request, row, after)
 
 
-async def _open(request: web.Request) -> web.StreamResponse:
+async def _open(request: web.Request) -> tuple[web.StreamResponse, ClientWrites]:
+    """The follower's stream, its writes bounded: a follower that stops reading is cut
+    (http/client_writes.py); the run goes on without it."""
     response = web.StreamResponse(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
-    await response.prepare(request)
-    return response
+    writer = await response.prepare(request)
+    return response, client_writes(request, writer, request.app[SERVICES].config.service)
 
 
 async def _follow_run(request: web.Request, run: Run, after: int) -> web.StreamResponse:
     """Frames after `after` from a run in this process, then live ones, to its end."""
-    response = await _open(request)
+    response, writes = await _open(request)
+    try:
+        await _relay_run(response, writes, run, after)
+    except Exception as exc:
+        if not client_left(exc):
+            raise
+        # The follower left or was cut (it stopped reading): the run goes on without it.
+        log.info("the follower of background response %s went away", run.id)
+    return response
+
+
+async def _relay_run(response: web.StreamResponse, writes: ClientWrites, run: Run, after: int) -> None:
     index = 0
     while True:
         batches = run.batches
@@ -121,31 +139,40 @@ async def _follow_run(request: web.Request, run: Run, after: int) -> web.StreamR
             index += 1
             out = frames_after(first, frames, after)
             if out:
-                await response.write(out)
+                await writes.write(out)
         if run.done:
             break
         await run.changed()
-    await response.write_eof(DONE_FRAME)
-    return response
+    await writes.eof(DONE_FRAME, response.write_eof)
 
 
 async def _follow_stored(request: web.Request, row: BackgroundRow, after: int) -> web.StreamResponse:
     """Frames after `after` from the database, polling while another replica runs it."""
-    response = await _open(request)
+    response, writes = await _open(request)
+    try:
+        await _relay_stored(request, response, writes, row, after)
+    except Exception as exc:
+        if not client_left(exc):
+            raise
+        log.info("the follower of background response %s went away", row.id)
+    return response
+
+
+async def _relay_stored(request: web.Request, response: web.StreamResponse, writes: ClientWrites,
+                        row: BackgroundRow, after: int) -> None:
     store, user_id = _runs(request).store, identity(request).user_id
     current: BackgroundRow | None = row
     while True:
         for first, frames in await store.frames_after(row.id, after):
             out = frames_after(first, frames, after)
             if out:
-                await response.write(out)
+                await writes.write(out)
             after = max(after, first + frames.count(b"\n\n") - 1)
         if current is None or not current.running:
             break
         await asyncio.sleep(FOLLOW_POLL)
         current = await store.get(row.id, user_id)
-    await response.write_eof(DONE_FRAME)
-    return response
+    await writes.eof(DONE_FRAME, response.write_eof)
 
 
 def _conflict(cause: str) -> ApiError:

@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator
 from aiohttp import web
 
 from gateway.config.access import Action
+from gateway.http.client_writes import ClientWrites, client_writes
 from gateway.http.responses_io import identity, json_response, read_json
 from gateway.http.services import SERVICES
 from gateway.legacy.blocked import blocked_stream
@@ -107,6 +108,7 @@ class _LegacySocket(FrameSink):
             "Content-Type": _CONTENT_TYPES[legacy.text], "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
             "X-Request-ID": request["request_id"]})
         self.write = self.response.write
+        self._writes: ClientWrites | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -120,10 +122,13 @@ class _LegacySocket(FrameSink):
 
     async def start(self) -> None:
         if not self.response.prepared:
-            await self.response.prepare(self._request)
+            writer = await self.response.prepare(self._request)
+            # A client that stops reading is cut past a bound (http/client_writes.py).
+            self._writes = client_writes(self._request, writer, self._request.app[SERVICES].config.service)
+            self.write = self._writes.write
             start = self.legacy.start()
             if start:
-                await self.response.write(start)
+                await self.write(start)
 
     async def stopped(self, turn: Turn, exc: BaseException) -> None:
         """An interrupted turn ends as the settler ends one (`Settler.interrupted`: its
@@ -136,7 +141,10 @@ class _LegacySocket(FrameSink):
         self._turns.interrupted(turn, partial, query_input(self._query))
 
     async def end(self, frames: bytes) -> None:
-        await self.response.write_eof(frames)
+        if self._writes is None:
+            await self.response.write_eof(frames)
+        else:
+            await self._writes.eof(frames, self.response.write_eof)
 
 
 async def streaming_query(request: web.Request) -> web.StreamResponse:

@@ -12,6 +12,8 @@ import logging
 
 from aiohttp import web
 
+from gateway.http.client_writes import client_writes
+from gateway.http.services import SERVICES
 from gateway.turns.run import FrameSink, client_left
 from gateway.turns.service import TurnService
 from gateway.turns.turn import Turn
@@ -34,11 +36,16 @@ class _Socket(FrameSink):
         super().__init__(turns.runner.rewriter(turn))
         self._request = request
         self.response = _EventStream(headers={**SSE_HEADERS, "X-Request-ID": request["request_id"]})
-        self.write = self.response.write   # no layer per read
-        self.end = self.response.write_eof
 
     async def start(self) -> None:
-        await self.response.prepare(self._request)
+        writer = await self.response.prepare(self._request)
+        # A client that stops reading is cut past a bound (http/client_writes.py).
+        writes = client_writes(self._request, writer, self._request.app[SERVICES].config.service)
+        self.write = writes.write   # no layer per read
+
+        async def end(frames: bytes) -> None:
+            await writes.eof(frames, self.response.write_eof)
+        self.end = end
 
 
 async def relay(request: web.Request, turns: TurnService, turn: Turn) -> web.StreamResponse:

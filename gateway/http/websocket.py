@@ -38,6 +38,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from gateway.config.access import Action
 from gateway.config.websocket import WebSocketConfig
 from gateway.http import ws_protocol as proto
+from gateway.http.client_writes import ClientWrites, client_writes
 from gateway.http.services import SERVICES
 from gateway.identity import Authenticator, Identity
 from gateway.identity.audit import REFUSALS, log_refusal
@@ -104,10 +105,12 @@ class _Sink(FrameSink):
     """A turn's frames to the socket: each upstream read's frames in one write, as
     WebSocket text frames the rewriter's framing made (the socket is uncompressed)."""
 
-    def __init__(self, rewriter: StreamRewriter, writer: Any):
+    def __init__(self, rewriter: StreamRewriter, writes: ClientWrites):
         super().__init__(rewriter)
-        self.write = writer.write   # no layer per read
-        self.end = writer.write
+        # A client that stops reading is cut past a bound (http/client_writes.py); the
+        # socket stays open after a turn, so its end is a write like the others.
+        self.write = writes.write   # no layer per read
+        self.end = writes.write
 
 
 def _origin_allowed(request: web.Request, origins: list[str]) -> bool:
@@ -344,7 +347,8 @@ class _Connection:
 
     async def _run(self, turn: Turn, stream_id: str | None) -> None:
         rewriter = StreamRewriter(self._turns.runner.enricher(turn), WebSocketFraming(stream_id))
-        await self._turns.run(turn, _Sink(rewriter, self._writer))
+        writes = client_writes(self._request, self._writer, self._request.app[SERVICES].config.service)
+        await self._turns.run(turn, _Sink(rewriter, writes))
 
     async def _authenticate(self) -> Identity:
         """The upgrade's headers again, through the same module as the middleware."""

@@ -162,6 +162,11 @@ DEFINITIONS: tuple[Definition, ...] = (
        "Background responses this process ran, by final state"),
     _d("gateway_background_responses_running", "gauge", (), "Background responses running in this process",
        across_workers="livesum"),
+    _d("gateway_upstream_connections", "gauge", ("state",),
+       "Connections to the Llama Stack upstream, by state (busy: an exchange on it; idle: kept alive)",
+       across_workers="livesum"),
+    _d("gateway_asyncio_tasks", "gauge", (), "asyncio tasks alive in this process (a leak is a rising floor)",
+       across_workers="livesum"),
 )
 
 BY_NAME = {definition.name: definition for definition in DEFINITIONS}
@@ -170,7 +175,7 @@ HOT = frozenset({"ls_rest_api_calls_total", "gateway_http_requests_in_flight", "
                  "gateway_stream_events_total"})
 # The ones read from the gateway's state when scraped (`observability/state.py`).
 SCRAPED = frozenset({"gateway_upstream_capability_mode", "gateway_db_pool_connections",
-                     "gateway_upstream_circuit_state"})
+                     "gateway_upstream_circuit_state", "gateway_upstream_connections", "gateway_asyncio_tasks"})
 
 
 class HotCounters(Collector):

@@ -1,12 +1,14 @@
 """Metrics read from the gateway's state when scraped, never kept up to date on the
-request path: the upstream capability mode, the database pool's use; and the
+request path: the upstream capability mode, the database pool's use, the upstream
+pool's connections, the asyncio tasks alive; and the
 database's operation latency, timed around the database's own methods."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import urlsplit
 
 from prometheus_client.core import GaugeMetricFamily
@@ -20,11 +22,15 @@ from gateway.upstream.capabilities import Capabilities
 
 class StateCollector(Collector):
     def __init__(self, capabilities: Capabilities, api_setting: str, db: Database,
-                 breaker: CircuitBreaker | None = None):
+                 breaker: CircuitBreaker | None = None,
+                 connections: Callable[[], tuple[int, int] | None] | None = None,
+                 providers: Sequence[CircuitBreaker] = ()):
         self._capabilities = capabilities
         self._api = api_setting
         self._db = db
         self._breaker = breaker
+        self._connections = connections   # the upstream pool's (busy, idle); None: not started
+        self._providers = tuple(providers)   # the engine providers' circuits, each its own base URL
 
     def collect(self) -> Iterable[Any]:
         caps = self._capabilities
@@ -48,9 +54,29 @@ class StateCollector(Collector):
         yield pool
         circuit = GaugeMetricFamily("gateway_upstream_circuit_state", BY_NAME["gateway_upstream_circuit_state"].help,
                                     labels=("upstream",))
-        if self._breaker is not None:
-            circuit.add_metric((_shown_url(self._breaker.url),), STATE_VALUES[self._breaker.state])
+        # One series per base URL: two clients of one URL (two keys) show the worse state.
+        states: dict[str, int] = {}
+        for breaker in (self._breaker, *self._providers):
+            if breaker is not None:
+                url = _shown_url(breaker.url)
+                states[url] = max(states.get(url, 0), STATE_VALUES[breaker.state])
+        for url, value in states.items():
+            circuit.add_metric((url,), value)
         yield circuit
+        # What a leak would pile up (issue 42: tests/e2e/test_leaks.py reads them).
+        connections = GaugeMetricFamily("gateway_upstream_connections", BY_NAME["gateway_upstream_connections"].help,
+                                        labels=("state",))
+        counts = self._connections() if self._connections is not None else None
+        if counts is not None:
+            for state, count in zip(("busy", "idle"), counts):
+                connections.add_metric((state,), count)
+        yield connections
+        tasks = GaugeMetricFamily("gateway_asyncio_tasks", BY_NAME["gateway_asyncio_tasks"].help)
+        try:
+            tasks.add_metric((), len(asyncio.all_tasks()))
+        except RuntimeError:   # scraped outside the event loop (a test's registry): none
+            pass
+        yield tasks
 
 
 def _shown_url(url: str) -> str:

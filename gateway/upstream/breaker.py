@@ -22,6 +22,8 @@ CLOSED, HALF_OPEN, OPEN = "closed", "half_open", "open"
 STATE_VALUES = {CLOSED: 0, HALF_OPEN: 1, OPEN: 2}
 # The statuses that count as the upstream failing (not as a request it refused).
 FAILING_STATUSES = frozenset({502, 503, 504})
+# An engine provider's circuit when nothing else is said (LlamaStackConfig's defaults).
+DEFAULT_CIRCUIT = (5, 10.0)
 
 
 class CircuitBreaker:
@@ -81,3 +83,18 @@ class CircuitBreaker:
         log.log(logging.WARNING if state == OPEN else logging.INFO, "upstream %s: circuit %s -> %s (%s)",
                 self.url, self.state, state, why)
         self.state = state
+
+
+def failures(breaker: CircuitBreaker | None) -> int:
+    """Its failures in a row, read before a call for `open_circuit()`."""
+    return breaker.failures if breaker is not None else 0
+
+
+def open_circuit(breaker: CircuitBreaker | None, failures_before: int) -> str:
+    """What a tool's error output says when `breaker` refused its call ("" when it did
+    not): fast, and without the provider's URL. A call that failed counted a failure
+    (`failures_before` was read before it); a refused one did not."""
+    if breaker is None or breaker.state == CLOSED or breaker.failures != failures_before:
+        return ""
+    return (f"is failing: not asked (circuit open after {breaker.failures} failure(s) in a row; "
+            f"next try in {max(1, round(breaker.retry_in()))} s)")

@@ -111,6 +111,10 @@ class UpstreamClient:
         if self._pool is not None:
             self._pool.close()
 
+    def connections(self) -> tuple[int, int] | None:
+        """The pool's connections (busy, idle); None before `start()`."""
+        return self._pool.counts() if self._pool is not None else None
+
     def interrupt(self) -> int:
         """The end of a shutdown's grace period: every exchange in progress fails (a
         stream ends with `response.failed`, a JSON turn with the shutdown's 503) and no

@@ -337,6 +337,10 @@ class Pool:
                 conn.transport.abort()
         return len(busy)
 
+    def counts(self) -> tuple[int, int]:
+        """Its connections: (busy, idle), for `gateway_upstream_connections`."""
+        return len(self._busy), len(self._idle)
+
     def close(self) -> None:
         self._closed = True
         self._watchdog.cancel()

@@ -4,9 +4,11 @@ a turn to a client: SSE (`POST /v1/responses`), the WebSocket and LCORE's
 `/v1/streaming_query` (issue 39); and a background response's stream, whose run goes on
 without its follower and is charged what it used.
 
-The gateway is then blocked writing to that client (the answer is larger than the
-sockets can buffer), and the close makes aiohttp's `drain()` raise a plain
-`ConnectionError` (or a write raise on the closing transport): the turn is abandoned
+The gateway then holds more than the sockets can buffer for that client (the answer is
+larger), and either the close makes a write raise (aiohttp's `drain()` a plain
+`ConnectionError`, or a write on the closing transport) or what it holds passes
+`service.max_client_write_buffer_bytes` first and the gateway cuts the client
+(tests/e2e/test_slow_reader.py): either way the turn is abandoned
 and charged what docs/quotas.md promises, its usage if known, else its reservation,
 never nothing. In forward mode the upstream reports usage only in its terminal event,
 so an abandoned turn is charged its reservation."""
@@ -21,7 +23,7 @@ import sqlite3
 import pytest
 
 from tests.support.raw_client import (bigger_than_socket_buffers, first_event, open_stream, open_websocket,
-                                      read_until, wait_until, websocket_text)
+                                      read_until, reset, wait_until, websocket_text)
 
 INITIAL = 10 ** 9
 # The scripted upstream's reply repeats the input: an input larger than the sockets can
@@ -60,9 +62,8 @@ def responses_reservation() -> int:
 
 def stop_reading_then_close(sock: socket.socket, upstream) -> None:
     """Read until a part of the long answer arrived (the gateway is writing it and cannot
-    finish: it waits in drain()), then stop reading and close with the rest unread."""
+    finish), then stop reading and close with the rest unread."""
     assert read_until(sock, b"x" * 4096)[1], "the answer never began"
-    assert upstream.open_streams() == 1   # the upstream's stream is held by the blocked writer
     sock.close()
 
 
@@ -139,3 +140,27 @@ def test_no_client_that_left_was_an_unhandled_error(charged):
     """Every way these clients left is a client that left (499), not a fault of ours."""
     log = charged.log()
     assert "unhandled error" not in log and "Error handling request" not in log, log[-4000:]
+
+
+# A client that leaves while the upstream is silent (it answers only once its client
+# goes): the upstream sees its connection closed at once, long before the gateway's own
+# `llama_stack.timeout` (30 s in the tests) would close it, on the transports the tests
+# above do not cover that way (SSE and the WebSocket: tests/e2e/test_streaming.py,
+# tests/e2e/test_websocket.py).
+
+def open_requests(upstream) -> int:
+    return int(upstream.get("/_scripted/open").json()["open_requests"])
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/responses?user_id=jason", {"input": "please hang-upstream"}),
+    ("/v1/query?user_id=jason", {"query": "please hang-upstream"}),
+    ("/v1/streaming_query?user_id=jason", {"query": "please stall-stream"}),
+])
+def test_a_client_that_leaves_frees_the_silent_upstream_at_once(charged, upstream, path, body):
+    wait_until(lambda: open_requests(upstream) == 0, "earlier upstream requests to end")
+    sock = posted(charged.direct_port, path, body)
+    wait_until(lambda: open_requests(upstream) == 1, "the turn to reach the upstream", timeout=10)
+    reset(sock)
+    wait_until(lambda: open_requests(upstream) == 0, "the upstream connection to be closed", timeout=5)
+    wait_until(lambda: nothing_reserved(charged), "the turn to be settled", timeout=10)

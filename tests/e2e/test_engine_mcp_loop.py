@@ -1,16 +1,19 @@
 """The loop rules with real MCP tools, through `gateway serve` in engine mode: the SSE
 transport, two calls of one round at the same time, the call timeout, `max_tool_calls`,
-the turn limit, a client that goes away mid-tool, a background response cancelled
+the turn limit, a client that goes away mid-tool (SSE, JSON, WebSocket), a background response cancelled
 mid-tool, and the cap on a tool's output."""
 
 from __future__ import annotations
+
+import json
+import socket
 
 import pytest
 
 from tests.support.flows import checked, kinds
 from tests.support.gateway_proc import parse_sse
 from tests.support.mcp_server import clear_recorded_requests, recorded_requests, running_mcp_server
-from tests.support.raw_client import open_stream, read_until, reset, wait_until
+from tests.support.raw_client import open_stream, open_websocket, read_until, reset, wait_until, websocket_text
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +135,31 @@ def test_cancelling_a_background_response_stops_its_running_call(engine, slow):
     # The engine's own row says so too (the listing reads it).
     wait_until(lambda: any(r["id"] == body["id"] and r["status"] == "cancelled"
                            for r in engine.get("/v1/responses?limit=100").ok()["data"]), "the stored row to say so")
+
+
+def _cancelled_when_the_client_resets(slow, sock) -> None:
+    """The call reached the server, the client resets: MCP's notifications/cancelled
+    follows at once, long before the 20 s tool would answer."""
+    wait_until(lambda: any('"tools/call"' in r["body"] for r in recorded_requests(slow)),
+               "the MCP call to reach the server", timeout=10)
+    reset(sock)
+    wait_until(lambda: any("notifications/cancelled" in r["body"] for r in recorded_requests(slow)),
+               "the MCP call to be cancelled", timeout=10)
+
+
+def test_a_json_client_that_goes_away_cancels_the_running_call(engine, slow):
+    """A JSON (not streamed) turn: its handler is cancelled when the connection goes."""
+    clear_recorded_requests(slow)
+    sock = socket.create_connection(("127.0.0.1", engine.direct_port))
+    data = json.dumps({"input": "Use the sleep tool for 20 seconds", "tools": [mcp("slow")]}).encode()
+    sock.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    _cancelled_when_the_client_resets(slow, sock)
+
+
+def test_a_websocket_client_that_goes_away_cancels_the_running_call(engine, slow):
+    clear_recorded_requests(slow)
+    sock = open_websocket(engine.direct_port)
+    message = {"type": "response.create", "input": "Use the sleep tool for 20 seconds", "tools": [mcp("slow")]}
+    sock.sendall(websocket_text(json.dumps(message).encode()))
+    _cancelled_when_the_client_resets(slow, sock)

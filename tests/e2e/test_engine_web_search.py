@@ -4,7 +4,11 @@ fake of the search endpoint (tests/support/search_server.py)."""
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
+import yaml
 
 from tests.support.engine_gateway import engine_config
 from tests.support.flows import checked, kinds
@@ -209,3 +213,34 @@ def test_allowed_tools_by_an_entry_of_the_search_type(engine):
                                          "tool_choice": choice}).ok()
     assert [(item["type"], item["status"]) for item in body["output"]] == [("web_search_call", "completed"),
                                                                             ("message", "completed")]
+
+
+@pytest.fixture(scope="module")
+def tripping(gateway_factory, chat_upstream):
+    """An unreachable search provider behind a circuit breaker that opens after 2 failures."""
+    config = engine_config(chat_upstream.url, web_search={"url": "http://127.0.0.1:9/search", "timeout": 2})
+    config["llama_stack"] = {**config["llama_stack"], "circuit_breaker_failures": 2,
+                             "circuit_breaker_cooldown_seconds": 60}
+    return gateway_factory(chat_upstream.url, **config)
+
+
+def test_a_failing_providers_circuit_opens_and_its_calls_fail_at_once(tripping):
+    for _ in range(2):
+        _, answer = failed_search(tripping, "search the web")
+        assert answer == "Tool said: Error: The web search failed: The web search service could not be reached"
+    started = time.monotonic()
+    _, answer = failed_search(tripping, "search the web")
+    assert time.monotonic() - started < 5
+    assert re.fullmatch(r"Tool said: Error: The web search failed: The web search service is failing: not asked "
+                        r"\(circuit open after 2 failure\(s\) in a row; next try in \d+ s\)", answer), answer
+    # Its own series (the upstream's beside it, closed), and a log line for the change.
+    metrics = tripping.get("/metrics").body.decode()
+    assert 'gateway_upstream_circuit_state{upstream="http://127.0.0.1:9/search"} 2.0' in metrics
+    assert f'gateway_upstream_circuit_state{{upstream="{tripping_upstream(tripping)}"}} 0.0' in metrics
+    assert "upstream http://127.0.0.1:9/search: circuit closed -> open" in tripping.messages()
+    # An optional provider's circuit does not make the replica unready (its turns go on).
+    assert tripping.get("/readiness").status == 200
+
+
+def tripping_upstream(gateway) -> str:
+    return yaml.safe_load(gateway.config_path.read_text())["llama_stack"]["url"].rstrip("/")

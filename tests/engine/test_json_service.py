@@ -70,3 +70,34 @@ async def test_an_unreachable_server(unused_tcp_port):
             await endpoint.post({})
     finally:
         await endpoint.close()
+
+
+async def test_a_failing_provider_is_not_asked_once_its_circuit_opened(aiohttp_server):
+    hits: list[int] = []
+
+    async def broken(request: web.Request) -> web.Response:
+        hits.append(1)
+        return web.json_response({"detail": "boom"}, status=503)
+
+    app = web.Application()
+    app.router.add_post("/search", broken)
+    server = await aiohttp_server(app)
+    endpoint = JsonService.at(str(server.make_url("/search")), None, 1, "The test service", circuit=(2, 60))
+    await endpoint.start()
+    try:
+        for _ in range(2):
+            with pytest.raises(ServiceUnavailable, match=r"failed \(HTTP 503\)"):
+                await endpoint.post({})
+        assert [breaker.state for breaker in endpoint.breakers()] == ["open"]
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(ServiceUnavailable, match=r"The test service is failing: not asked \(circuit open after "
+                                                     r"2 failure\(s\) in a row; next try in 60 s\)"):
+            await endpoint.post({})
+        assert asyncio.get_running_loop().time() - started < 0.1 and len(hits) == 2   # at once, not asked
+    finally:
+        await endpoint.close()
+
+
+async def test_no_circuit_when_turned_off(server):
+    endpoint = JsonService.at(str(server.make_url("/api/check")), None, 1, "The test service", circuit=(0, 10))
+    assert endpoint.breakers() == []

@@ -48,7 +48,8 @@ def test_every_definition_is_exposed_once_and_hot_counters_at_scrape_time():
     assert 'gateway_stream_events_total{backend="forward"} 40.0' in text
     assert "_created" not in text and "process_" not in text
     helps = {line.split()[2] for line in text.splitlines() if line.startswith("# HELP")}
-    scraped = {"gateway_upstream_capability_mode", "gateway_db_pool_connections", "gateway_upstream_circuit_state"}   # registered with the state
+    scraped = {"gateway_upstream_capability_mode", "gateway_db_pool_connections", "gateway_upstream_circuit_state",
+               "gateway_upstream_connections", "gateway_asyncio_tasks"}   # registered with the state
     assert {d.name for d in DEFINITIONS} - scraped == helps
 
 

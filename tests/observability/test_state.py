@@ -31,6 +31,25 @@ def test_the_capability_mode_is_one_series(api, has_responses, conversations, la
     assert scraped(api, has_responses, conversations, None)["gateway_upstream_capability_mode"] == [(labels, 1)]
 
 
+def test_the_upstream_connections_and_the_tasks_alive():
+    capabilities = SimpleNamespace(has_responses=True, conversations_upstream=True)
+    db = SimpleNamespace(pool_use=lambda: None)
+    families = {family.name: family for family in StateCollector(  # type: ignore[arg-type]
+        capabilities, "auto", db, None, lambda: (1, 4)).collect()}
+    assert [(s.labels, s.value) for s in families["gateway_upstream_connections"].samples] == [
+        ({"state": "busy"}, 1), ({"state": "idle"}, 4)]
+    assert families["gateway_asyncio_tasks"].samples == []   # no loop running here
+
+
+async def test_the_tasks_alive_are_counted_in_the_loop():
+    capabilities = SimpleNamespace(has_responses=True, conversations_upstream=True)
+    db = SimpleNamespace(pool_use=lambda: None)
+    families = {family.name: family for family in StateCollector(  # type: ignore[arg-type]
+        capabilities, "auto", db).collect()}
+    assert families["gateway_asyncio_tasks"].samples[0].value >= 1   # this test's own task
+    assert families["gateway_upstream_connections"].samples == []    # no pool
+
+
 def test_the_pool_only_where_there_is_one():
     assert scraped("auto", True, True, None)["gateway_db_pool_connections"] == []   # SQLite
     assert scraped("auto", True, True, (2, 3, 10))["gateway_db_pool_connections"] == [
@@ -57,3 +76,21 @@ async def test_the_databases_statements_are_timed_by_operation():
     assert pending == {"write": 1, "execute": 1, "read": 1}
     # Wrapped on this instance only: neither backend's class knows.
     assert hasattr(db.write, "__wrapped__") and not hasattr(Db().write, "__wrapped__")
+
+
+def test_every_engine_providers_circuit_is_a_series_of_its_own():
+    from gateway.upstream.breaker import CircuitBreaker
+
+    capabilities = SimpleNamespace(has_responses=True, conversations_upstream=True)
+    db = SimpleNamespace(pool_use=lambda: None)
+    upstream = CircuitBreaker("http://llama:8321", 2, 10)
+    search = CircuitBreaker("https://user:pw@search.example/v1/search", 2, 10)
+    store, same_store = CircuitBreaker("http://store:9000", 2, 10), CircuitBreaker("http://store:9000", 2, 10)
+    for breaker in (search, same_store):
+        breaker.failed("refused")
+        breaker.failed("refused")
+    families = {family.name: family for family in StateCollector(  # type: ignore[arg-type]
+        capabilities, "auto", db, upstream, None, [search, store, same_store]).collect()}
+    assert [(s.labels, s.value) for s in families["gateway_upstream_circuit_state"].samples] == [
+        ({"upstream": "http://llama:8321"}, 0), ({"upstream": "https://search.example/v1/search"}, 2),
+        ({"upstream": "http://store:9000"}, 2)]   # one URL (two keys): its worse state

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
+from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker, failures, open_circuit
 
 
 class Clock:
@@ -61,3 +61,17 @@ def test_a_lost_probe_lets_another_through_after_a_cooldown():
     assert breaker.allow()
     clock.now += 5        # and one never heard of again is taken as lost
     assert breaker.allow()
+
+
+def test_a_refusal_is_told_from_the_failure_that_opened_the_circuit():
+    now = [0.0]
+    breaker = CircuitBreaker("http://search", 1, 10, clock=lambda: now[0])
+    before = failures(breaker)
+    breaker.failed("refused")            # the call that failed, and opened the circuit
+    assert open_circuit(breaker, before) == ""
+    before = failures(breaker)
+    assert not breaker.allow()           # the next one is refused, nothing counted
+    now[0] = 4.2
+    assert open_circuit(breaker, before) == ("is failing: not asked (circuit open after 1 failure(s) in a row; "
+                                             "next try in 6 s)")
+    assert open_circuit(None, 0) == "" and failures(None) == 0
