@@ -22,7 +22,9 @@ from openai.types.responses.compacted_response import CompactedResponse
 
 from gateway.schema.compaction_api import CompactedWindow
 
+from tests.e2e.test_workers import serving
 from tests.support.gateway_db import GatewayDb
+from tests.support.raw_client import wait_until
 
 MODEL = "scripted-chat"
 PROMPT = "scripted-recap: summarize the conversation above."
@@ -250,19 +252,23 @@ def _recalls(gateway, window: list[dict], fact: str) -> bool:
 
 def test_on_by_default_with_a_key_generated_once_in_the_database(gateway_factory, upstream, tmp_path):
     """No `response_compaction.keys`: the gateway generates a key at its first start and
-    keeps it in its database, so a restart and a replica on that database open its items;
-    once keys are configured, the generated key still opens what it sealed."""
+    keeps it in its database, so every worker on it (two processes, each asked on a
+    connection of its own), a restart, and a gateway with keys configured later open its
+    items. (Two replicas on one PostgreSQL agree the same way: tests/storage/test_generated_keys.py.)"""
     shared = {"database": {"sqlite": {"db_path": str(tmp_path / "shared.db")}}}
-    first = gateway_factory(upstream.url, **shared)
-    window = _window(_client(first).responses.compact(model=MODEL, input="The boat is named Wren."))
-    sealed = window[-1]["encrypted_content"]
-    assert sealed.startswith("gwc1.auto-")
-    replica = gateway_factory(upstream.url, **shared)   # another replica (or a worker) on the same database
-    assert _recalls(replica, window, "Wren")
-    assert _window(_client(replica).responses.compact(model=MODEL, input="x"))[-1]["encrypted_content"] \
-        .split(".")[1] == sealed.split(".")[1]   # one key for the database, whoever generated it
-    first.stop()
-    replica.stop()
+    group = gateway_factory(upstream.url, service={"workers": 2}, **shared)
+    wait_until(lambda: len(serving(group)) == 2, "both workers serving", timeout=60)
+    sealed = [_window(_client(group).responses.compact(model=MODEL, input=f"The boat is named Wren {n}."))
+              for n in range(12)]   # a client each: new connections, spread over both workers
+    assert {window[-1]["encrypted_content"].split(".")[1] for window in sealed} == {
+        sealed[0][-1]["encrypted_content"].split(".")[1]}   # one key for the database
+    assert sealed[0][-1]["encrypted_content"].startswith("gwc1.auto-")
+    window = sealed[0]
+    assert all(_recalls(group, window, "Wren") for _ in range(4))
+    compacted_by = {json.loads(line).get("worker") for line in group.log().splitlines()
+                    if '"type":"access"' in line and "/v1/responses/compact" in line}
+    assert compacted_by == {0, 1}   # both workers sealed (1 in 2,048 runs sends all 12 to one)
+    group.stop()
     restarted = gateway_factory(upstream.url, **shared)
     assert _recalls(restarted, window, "Wren")
     restarted.stop()
