@@ -33,7 +33,7 @@ from gateway.http import metrics as metrics_routes
 from gateway.http import websocket
 from gateway.http.drain import DRAIN, Drain
 from gateway.http.middleware import gateway_middleware
-from gateway.http.openapi import route_actions
+from gateway.http.operations import route_actions
 from gateway.http.responses_io import MAX_JSON_ITEMS
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL, Services
 from gateway.identity.build import build_authenticator

@@ -69,7 +69,7 @@ class ApiKeyConfig(Strict):
 
 class Action(StrEnum):
     """LCORE's actions (`authorization.access_rules[].actions`), all of them, so an LCORE
-    file's rules load unchanged; the gateway's routes use the ones in `gateway/http/openapi.py`."""
+    file's rules load unchanged; the gateway's routes use the ones in `gateway/http/operations.py`."""
 
     ADMIN = "admin"                                    # alone in its rule; grants every action
     LIST_OTHERS_CONVERSATIONS = "list_other_conversations"

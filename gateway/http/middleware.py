@@ -1,5 +1,5 @@
 """The one middleware every request passes: request id, CORS, authentication,
-authorization (the route's action, `gateway/http/openapi.py`) and the error envelope.
+authorization (the route's action, `gateway/http/operations.py`) and the error envelope.
 One function instead of five keeps the per-request cost to one coroutine frame on the
 hot path, with metrics and the access line on too: their start and end are two calls
 in it (`observability/http.py` `request_hooks`)."""
@@ -18,7 +18,7 @@ from aiohttp.typedefs import Middleware
 
 from gateway.config import DEFAULT_USER_ID, DEFAULT_USERNAME, AuthenticationConfig, ServiceConfig
 from gateway.config.service import CorsConfig
-from gateway.http.openapi import AUTHENTICATED_ONLY
+from gateway.http.operations import AUTHENTICATED_ONLY
 from gateway.http.responses_io import json_response
 from gateway.http.services import PUBLIC, SERVICES, SKIP_WITHOUT_CREDENTIAL
 from gateway.identity import Identity

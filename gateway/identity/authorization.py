@@ -8,7 +8,7 @@ gateway does not). Rules, when configured, apply whatever the authentication mod
 (LCORE ignores them for noop, noop-with-token, k8s and api-key-token, and for jwk-token
 without role_rules).
 
-Which action each route needs is declared in `gateway/http/openapi.py` (`OPERATIONS`);
+Which action each route needs is declared in `gateway/http/operations.py` (`OPERATIONS`);
 the middleware checks it against `Identity.actions`, which `AuthorizingAuthenticator`
 fills once per request.
 """

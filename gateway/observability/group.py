@@ -74,14 +74,18 @@ class GroupFiles:
             return
         for mapped in self._files.values():
             mapped.close()   # a forked child's view of its parent's files, never written to
+        self._forget()
+        self.pid = pid
+        _set_aside(self.directory, pid)
+
+    def _forget(self) -> None:
+        """Nothing of the files this process had open, nor of what it wrote to them."""
         self._files.clear()
         self._keys.clear()
         self._gauge_keys.clear()
         self._written.clear()
         self._children.clear()
         self._histograms.clear()
-        self.pid = pid
-        _set_aside(self.directory, pid)
 
     def _slot(self, kind: str, metric: str, sample: str, labels: tuple[tuple[str, str], ...],
               help_text: str) -> tuple[str, str]:
@@ -217,12 +221,7 @@ class GroupFiles:
         that died)."""
         for mapped in self._files.values():
             mapped.close()
-        self._files.clear()
-        self._keys.clear()
-        self._gauge_keys.clear()
-        self._written.clear()
-        self._children.clear()
-        self._histograms.clear()
+        self._forget()
         if self.pid:
             mark_process_dead(self.pid, self.directory)
 

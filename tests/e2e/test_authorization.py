@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.http.openapi import AUTHENTICATED_ONLY, OPERATIONS
+from gateway.http.operations import AUTHENTICATED_ONLY, OPERATIONS
 from tests.support.gateway_db import GatewayDb
 
 # user -> (key, roles)

@@ -22,8 +22,8 @@ from openai.types.responses.compacted_response import CompactedResponse
 
 from gateway.schema.compaction_api import CompactedWindow
 
-from tests.e2e.test_workers import serving
 from tests.support.gateway_db import GatewayDb
+from tests.support.gateway_proc import serving
 from tests.support.raw_client import wait_until
 
 MODEL = "scripted-chat"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gateway.http.openapi import OPERATIONS
+from gateway.http.operations import OPERATIONS
 from gateway.schema.bounds import MAX_ERROR_BODY_BYTES
 from tests.support.gateway_proc import HttpReply
 

@@ -10,7 +10,7 @@ from openapi_spec_validator import validate
 
 from gateway.app import create_app
 from gateway.config import parse_config
-from gateway.http.openapi import OPERATIONS
+from gateway.http.operations import OPERATIONS
 
 
 @pytest.fixture(scope="module")

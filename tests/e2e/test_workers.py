@@ -26,7 +26,7 @@ import pytest
 from tests.e2e.test_background import VERY_SLOW
 from tests.e2e.test_drain import events, posted, read_to_end, refused
 from tests.e2e.test_interrupt import Stream
-from tests.support.gateway_proc import HttpReply
+from tests.support.gateway_proc import HttpReply, serving
 from tests.support.raw_client import read_until, wait_until
 
 PACED = {"scripted_delay_ms": "150", "scripted_deltas": "20"}   # ~3 s of text
@@ -51,16 +51,6 @@ def pid_of(gateway, request_id: str, timeout: float = 10) -> int:
                 return int(line["pid"])
         assert time.monotonic() < deadline, f"no access line for {request_id}"
         time.sleep(0.05)
-
-
-def serving(gateway) -> dict[int, int]:
-    """worker index -> pid, as the supervisor last logged them serving."""
-    found: dict[int, int] = {}
-    for line in gateway.messages().splitlines():
-        if "gateway.workers:" in line and ") is serving" in line:
-            words = line.split("gateway.workers: worker ", 1)[1].split()
-            found[int(words[0])] = int(words[2].rstrip(")"))
-    return found
 
 
 def parent_of(pid: int) -> int:

@@ -280,3 +280,13 @@ def start_gateway(workdir: Path, config: dict[str, Any], env: dict[str, str] | N
 
 def events_of(frames: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
     return (data for _, data in frames if data != "[DONE]")
+
+
+def serving(gateway) -> dict[int, int]:
+    """worker index -> pid, as the supervisor last logged them serving."""
+    found: dict[int, int] = {}
+    for line in gateway.messages().splitlines():
+        if "gateway.workers:" in line and ") is serving" in line:
+            words = line.split("gateway.workers: worker ", 1)[1].split()
+            found[int(words[0])] = int(words[2].rstrip(")"))
+    return found
